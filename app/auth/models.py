@@ -1,0 +1,24 @@
+"""The ``node_token`` table: per-node bearer tokens, stored as SHA-256 digests only."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base, UTCDateTime
+
+
+class NodeToken(Base):
+    """A token that lets one node push batches. ``token_sha256`` is the hex digest of the token;
+    ``prefix`` (its first 12 characters) lets an operator tell tokens apart without the secret."""
+
+    __tablename__ = "node_token"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("node.id", ondelete="CASCADE"), index=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

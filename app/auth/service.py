@@ -1,0 +1,81 @@
+"""Per-node bearer tokens: creation, lookup and revocation.
+
+Tokens are 256-bit random strings (``secrets.token_urlsafe``), so a single SHA-256 digest is
+enough to store them safely: unlike passwords they cannot be guessed from a dictionary, and a
+fast digest keeps the lookup one indexed query per batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.auth.models import NodeToken
+from app.db import utcnow
+from app.errors import Unauthenticated
+from app.fleet import service as fleet_service
+from app.fleet.models import Node
+
+TOKEN_PREFIX = "fwt_"
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def create_token(session: Session, *, hostname: str) -> tuple[NodeToken, str]:
+    """Create a token for ``hostname`` (creating the node if new).
+
+    Returns:
+        the stored row and the token itself, which is shown once and never stored.
+
+    Raises:
+        ValueError: the hostname is not a valid hostname.
+    """
+    node = fleet_service.get_or_create_node(session, hostname=hostname)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = NodeToken(
+        node_id=node.id, token_sha256=_digest(token), prefix=token[:12], created_at=utcnow()
+    )
+    session.add(row)
+    session.flush()
+    return row, token
+
+
+def authenticate(session: Session, *, authorization: str | None) -> Node:
+    """The node a ``Authorization: Bearer <token>`` header belongs to.
+
+    Raises:
+        Unauthenticated: header missing, not a bearer token, or token unknown or revoked.
+    """
+    if not authorization:
+        raise Unauthenticated("missing Authorization header (expected 'Bearer <node token>')")
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated("Authorization header must be 'Bearer <node token>'")
+    row = session.scalars(
+        select(NodeToken).where(NodeToken.token_sha256 == _digest(token))
+    ).one_or_none()
+    if row is None or row.revoked_at is not None:
+        raise Unauthenticated("unknown or revoked node token")
+    node = session.get(Node, row.node_id)
+    if node is None:  # pragma: no cover - cascade delete makes this unreachable
+        raise Unauthenticated("unknown or revoked node token")
+    return node
+
+
+def revoke_tokens(session: Session, *, hostname: str) -> int:
+    """Revoke every active token of ``hostname``; returns how many were revoked."""
+    node = fleet_service.get_node_by_hostname(session, hostname=hostname)
+    rows = session.scalars(
+        select(NodeToken).where(NodeToken.node_id == node.id, NodeToken.revoked_at.is_(None))
+    ).all()
+    now = utcnow()
+    for row in rows:
+        row.revoked_at = now
+    session.flush()
+    return len(rows)

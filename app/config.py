@@ -1,0 +1,128 @@
+"""Server settings, read once at start-up and validated before anything listens.
+
+Sources, highest priority first: keyword arguments, ``FLEETWATCH_*`` environment variables, the
+TOML file named by ``FLEETWATCH_CONFIG_FILE`` (keys without the prefix, e.g. ``database_url``), then
+the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _default_data_dir() -> Path:
+    """Where the embedded SQLite database lives when no URL is given: ``$XDG_DATA_HOME/fleetwatch``
+    or ``~/.local/share/fleetwatch``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "fleetwatch"
+
+
+class SettingsError(Exception):
+    """A setting has a value the server cannot start with; the message names the setting."""
+
+
+class Settings(BaseSettings):
+    """All server settings. Each field is ``FLEETWATCH_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FLEETWATCH_", extra="forbid", validate_default=True
+    )
+
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default: SQLite file fleetwatch.db in data_dir"
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    ingest_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, le=1024**3)
+    stale_after_s: float = Field(default=120.0, gt=0, description="freshness window of a node")
+    future_tolerance_s: float = Field(default=300.0, ge=0)
+    retention_days: float = Field(default=30.0, gt=0)
+    prune_interval_s: float = Field(default=3600.0, gt=0)
+    log_level: str = "info"
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(value)
+        except ArgumentError as exc:
+            raise ValueError(f"not a database URL: {exc}") from None
+        if url.get_backend_name() not in ("sqlite", "postgresql"):
+            raise ValueError("only sqlite:// and postgresql:// URLs are supported")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_level(cls, value: str) -> str:
+        if value.lower() not in ("critical", "error", "warning", "info", "debug"):
+            raise ValueError("must be one of critical, error, warning, info, debug")
+        return value.lower()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Environment over the optional TOML file (``FLEETWATCH_CONFIG_FILE``)."""
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get("FLEETWATCH_CONFIG_FILE")
+        if config_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+        return tuple(sources)
+
+    @property
+    def effective_database_url(self) -> str:
+        """The URL in use: ``database_url``, else ``sqlite:///<data_dir>/fleetwatch.db``."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'fleetwatch.db'}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build and validate the settings.
+
+    Raises:
+        SettingsError: with one line per bad setting, naming it as its environment variable.
+    """
+    config_file = os.environ.get("FLEETWATCH_CONFIG_FILE")
+    if config_file and not Path(config_file).is_file():
+        raise SettingsError(f"FLEETWATCH_CONFIG_FILE: no such file: {config_file}")
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            name = "_".join(str(p) for p in err["loc"]) or "settings"
+            lines.append(f"FLEETWATCH_{name.upper()}: {err['msg']}")
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
+    except ValueError as exc:  # e.g. a TOML file that does not parse
+        raise SettingsError(f"invalid settings: {exc}") from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (cached after the first successful load)."""
+    return load_settings()

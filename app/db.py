@@ -1,0 +1,140 @@
+"""Database plumbing: engine, sessions, the declarative base and portable column types.
+
+Postgres is the production store; SQLite is the embedded default for a one-machine try-out. Both
+are reached through SQLAlchemy 2; the schema itself comes only from Alembic (``migrations/``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from sqlalchemy import DateTime, MetaData, create_engine, event, func
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.types import Float, TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table, with a constraint naming convention for Alembic."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware timestamp on every backend.
+
+    Postgres stores ``timestamptz``. SQLite has no time zone type, so values are converted to UTC
+    and stored naive, and given ``UTC`` back when read. Naive datetimes are refused on the way in
+    (``ValueError``): a time without a zone is a bug somewhere upstream.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTCDateTime column")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class epoch_s(FunctionElement[float]):
+    """``epoch_s(ts)``: seconds since 1970-01-01 UTC of a UTCDateTime column, on both backends."""
+
+    type = Float()
+    inherit_cache = True
+    name = "epoch_s"
+
+
+@compiles(epoch_s, "postgresql")
+def _epoch_s_pg(element: epoch_s, compiler: Any, **kw: Any) -> str:
+    return f"EXTRACT(EPOCH FROM {compiler.process(element.clauses, **kw)})"
+
+
+@compiles(epoch_s, "sqlite")
+def _epoch_s_sqlite(element: epoch_s, compiler: Any, **kw: Any) -> str:
+    # julianday keeps the microseconds that strftime('%s') would drop.
+    return f"((julianday({compiler.process(element.clauses, **kw)}) - 2440587.5) * 86400.0)"
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine for ``url`` (``sqlite:///…`` or ``postgresql://…``).
+
+    Postgres URLs without a driver use psycopg 3. SQLite gets WAL journaling, a busy timeout and
+    foreign keys, so several agents writing at once wait instead of failing.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(parsed, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        return engine
+    return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=10)
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that do not expire objects on commit (responses are built after commit)."""
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One transaction: commit on success, roll back on any exception (re-raised)."""
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """FastAPI dependency: a session committed when the request handler returns normally."""
+    with session_scope(request.app.state.session_factory) as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+__all__ = ["Base", "SessionDep", "UTCDateTime", "epoch_s", "func", "make_engine", "utcnow"]

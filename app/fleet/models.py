@@ -1,0 +1,64 @@
+"""Tables of the fleet inventory: ``node`` and ``gpu``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.db import Base, UTCDateTime
+
+
+class Node(Base):
+    """A GPU node, created by ``fleetwatch token create`` or its first accepted batch.
+
+    ``last_seen_at`` is the server's receive time of the latest accepted batch (what freshness is
+    judged by, so agent clock skew cannot make a node look dead); ``last_sample_at`` is the agent's
+    timestamp of its newest stored sample; ``clock_skew_s`` is ``sent_at - received_at`` of the
+    latest batch.
+    """
+
+    __tablename__ = "node"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(253), unique=True)
+    labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    agent_version: Mapped[str | None] = mapped_column(String(64))
+    driver_version: Mapped[str | None] = mapped_column(String(64))
+    cuda_version: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    first_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_sample_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    clock_skew_s: Mapped[float | None] = mapped_column(Float)
+
+    gpus: Mapped[list[Gpu]] = relationship(back_populates="node", order_by="Gpu.index")
+
+
+class Gpu(Base):
+    """One physical GPU, identified by its NVML UUID (``nvmlDeviceGetUUID``).
+
+    ``state`` is ``ok``, ``lost`` (NVML ``GPU_IS_LOST``) or ``unknown_error`` as last reported.
+    ``last_sample_at`` is the newest stored ``gpu_sample.sampled_at`` of this GPU, so the latest
+    values are one primary-key lookup away instead of a scan.
+    """
+
+    __tablename__ = "gpu"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("node.id", ondelete="CASCADE"), index=True)
+    uuid: Mapped[str] = mapped_column(String(96), unique=True)
+    index: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str | None] = mapped_column(String(256))
+    pci_bus_id: Mapped[str | None] = mapped_column(String(32))
+    mem_total_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    mig_mode: Mapped[str | None] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(32), default="ok")
+    state_reason: Mapped[str | None] = mapped_column(String(1024))
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_sample_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    node: Mapped[Node] = relationship(back_populates="gpus")

@@ -1,0 +1,118 @@
+"""Response models of the read API (``/api/v1/nodes…``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from app.fleet.service import GpuView, NodeView
+
+
+class GpuOut(BaseModel):
+    """A GPU and its newest stored values (``latest``: metric → value, null = not available)."""
+
+    uuid: str
+    index: int
+    name: str | None
+    pci_bus_id: str | None
+    mem_total_bytes: int | None
+    mig_mode: str | None
+    state: str
+    state_reason: str | None
+    last_sample_at: datetime | None
+    latest: dict[str, Any]
+
+    @classmethod
+    def from_view(cls, view: GpuView) -> GpuOut:
+        """Build from a :class:`app.fleet.service.GpuView`."""
+        g = view.gpu
+        return cls(
+            uuid=g.uuid,
+            index=g.index,
+            name=g.name,
+            pci_bus_id=g.pci_bus_id,
+            mem_total_bytes=g.mem_total_bytes,
+            mig_mode=g.mig_mode,
+            state=g.state,
+            state_reason=g.state_reason,
+            last_sample_at=view.latest_at,
+            latest=view.latest,
+        )
+
+
+class NodeSummaryOut(BaseModel):
+    """A node as listed by ``GET /api/v1/nodes``."""
+
+    hostname: str
+    labels: dict[str, Any]
+    freshness: Literal["fresh", "stale", "never_seen"]
+    gpu_count: int
+    gpus_not_ok: int
+    last_sample_at: datetime | None
+    last_seen_at: datetime | None
+    clock_skew_s: float | None
+    agent_version: str | None
+    mean_util_gpu_pct: float | None
+    max_temp_c: float | None
+
+    @classmethod
+    def from_view(cls, view: NodeView) -> NodeSummaryOut:
+        """Build from a :class:`app.fleet.service.NodeView`."""
+        n = view.node
+        return cls(
+            hostname=n.hostname,
+            labels=n.labels,
+            freshness=view.freshness,
+            gpu_count=view.gpu_count,
+            gpus_not_ok=view.lost_gpu_count,
+            last_sample_at=n.last_sample_at,
+            last_seen_at=n.last_seen_at,
+            clock_skew_s=n.clock_skew_s,
+            agent_version=n.agent_version,
+            mean_util_gpu_pct=view.mean_util_gpu_pct,
+            max_temp_c=view.max_temp_c,
+        )
+
+
+class NodeDetailOut(NodeSummaryOut):
+    """A node with versions and its GPUs (``GET /api/v1/nodes/{hostname}``)."""
+
+    driver_version: str | None
+    cuda_version: str | None
+    first_seen_at: datetime | None
+    gpus: list[GpuOut]
+
+    @classmethod
+    def from_view(cls, view: NodeView) -> NodeDetailOut:
+        """Build from a :class:`app.fleet.service.NodeView`."""
+        n = view.node
+        return cls(
+            **NodeSummaryOut.from_view(view).model_dump(),
+            driver_version=n.driver_version,
+            cuda_version=n.cuda_version,
+            first_seen_at=n.first_seen_at,
+            gpus=[GpuOut.from_view(g) for g in view.gpus],
+        )
+
+
+class SeriesOut(BaseModel):
+    """One GPU's series: ``t`` (bucket start or sample time, UTC) and aligned ``values``."""
+
+    gpu_uuid: str
+    gpu_index: int
+    gpu_name: str | None
+    t: list[datetime]
+    values: dict[str, list[float | int | None]]
+
+
+class SamplesOut(BaseModel):
+    """``GET /api/v1/nodes/{hostname}/samples``: the range, the step (0 = raw) and the series."""
+
+    hostname: str
+    start: datetime
+    end: datetime
+    step_s: int
+    metrics: list[str]
+    series: list[SeriesOut]

@@ -1,0 +1,176 @@
+"""Queries over the fleet inventory: nodes, their GPUs and their latest values."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import and_, select
+from sqlalchemy.orm import Session, selectinload
+
+from app.db import utcnow
+from app.errors import NotFound
+from app.fleet.models import Gpu, Node
+from app.metrics.catalog import METRIC_NAMES
+from app.metrics.models import gpu_sample
+
+HOSTNAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$")
+Freshness = Literal["fresh", "stale", "never_seen"]
+
+
+def get_node_by_hostname(session: Session, *, hostname: str) -> Node:
+    """The node named ``hostname``.
+
+    Raises:
+        NotFound: no such node.
+    """
+    node = session.scalars(select(Node).where(Node.hostname == hostname)).one_or_none()
+    if node is None:
+        raise NotFound(f"no node named {hostname!r}")
+    return node
+
+
+def get_or_create_node(session: Session, *, hostname: str) -> Node:
+    """The node named ``hostname``, created (never seen, no labels) if it does not exist.
+
+    Raises:
+        ValueError: ``hostname`` is not a valid hostname (RFC 1123 characters, ≤ 253).
+    """
+    if not HOSTNAME_RE.match(hostname):
+        raise ValueError(f"not a valid hostname: {hostname!r}")
+    node = session.scalars(select(Node).where(Node.hostname == hostname)).one_or_none()
+    if node is None:
+        node = Node(hostname=hostname, labels={}, created_at=utcnow())
+        session.add(node)
+        session.flush()
+    return node
+
+
+def freshness(node: Node, *, now: datetime, stale_after_s: float) -> Freshness:
+    """``fresh`` if a batch arrived within ``stale_after_s`` seconds (server time), ``stale`` if
+    one arrived earlier, ``never_seen`` if none ever did."""
+    if node.last_seen_at is None:
+        return "never_seen"
+    age = (now - node.last_seen_at).total_seconds()
+    return "fresh" if age <= stale_after_s else "stale"
+
+
+@dataclass
+class GpuView:
+    """A GPU with its newest stored sample (``latest`` maps metric name → value or None)."""
+
+    gpu: Gpu
+    latest_at: datetime | None
+    latest: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class NodeView:
+    """A node with everything the fleet list and node page show about it now."""
+
+    node: Node
+    freshness: Freshness
+    gpus: list[GpuView]
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs in the node's stored inventory."""
+        return len(self.gpus)
+
+    @property
+    def mean_util_gpu_pct(self) -> float | None:
+        """Mean of the GPUs' latest ``util_gpu_pct`` over those that report it; None if none."""
+        values = [
+            g.latest["util_gpu_pct"] for g in self.gpus if g.latest.get("util_gpu_pct") is not None
+        ]
+        return sum(values) / len(values) if values else None
+
+    @property
+    def hottest(self) -> GpuView | None:
+        """The GPU with the highest latest ``temp_c`` (None if no GPU reports a temperature)."""
+        hot = [g for g in self.gpus if g.latest.get("temp_c") is not None]
+        return max(hot, key=lambda g: g.latest["temp_c"]) if hot else None
+
+    @property
+    def max_temp_c(self) -> float | None:
+        """The hottest GPU's latest temperature in °C."""
+        hottest = self.hottest
+        return hottest.latest["temp_c"] if hottest else None
+
+    @property
+    def lost_gpu_count(self) -> int:
+        """GPUs whose last reported state is not ``ok``."""
+        return sum(1 for g in self.gpus if g.gpu.state != "ok")
+
+    def age_s(self, now: datetime) -> float | None:
+        """Seconds since the newest stored sample (agent's clock), or None."""
+        if self.node.last_sample_at is None:
+            return None
+        return max(0.0, (now - self.node.last_sample_at).total_seconds())
+
+
+def _latest_by_gpu(session: Session, gpus: list[Gpu]) -> dict[int, dict[str, Any]]:
+    """Newest sample of each GPU, by primary-key lookup on ``(gpu_id, gpu.last_sample_at)``."""
+    result: dict[int, dict[str, Any]] = {}
+    ids = [g.id for g in gpus if g.last_sample_at is not None]
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = session.execute(
+            select(gpu_sample)
+            .join(
+                Gpu,
+                and_(Gpu.id == gpu_sample.c.gpu_id, Gpu.last_sample_at == gpu_sample.c.sampled_at),
+            )
+            .where(Gpu.id.in_(chunk))
+        ).mappings()
+        for row in rows:
+            result[row["gpu_id"]] = {name: row[name] for name in METRIC_NAMES}
+    return result
+
+
+def list_nodes(
+    session: Session,
+    *,
+    stale_after_s: float,
+    labels: dict[str, str] | None = None,
+    search: str | None = None,
+    now: datetime | None = None,
+) -> list[NodeView]:
+    """Every node (filtered by exact label values and a hostname substring), sorted by hostname,
+    with freshness, GPUs and latest values."""
+    now = now or utcnow()
+    stmt = select(Node).options(selectinload(Node.gpus)).order_by(Node.hostname)
+    if search:
+        stmt = stmt.where(Node.hostname.contains(search, autoescape=True))
+    nodes = list(session.scalars(stmt))
+    if labels:
+        nodes = [n for n in nodes if all(n.labels.get(k) == v for k, v in labels.items())]
+    latest = _latest_by_gpu(session, [g for n in nodes for g in n.gpus])
+    return [
+        NodeView(
+            node=n,
+            freshness=freshness(n, now=now, stale_after_s=stale_after_s),
+            gpus=[GpuView(g, g.last_sample_at, latest.get(g.id, {})) for g in n.gpus],
+        )
+        for n in nodes
+    ]
+
+
+def get_node_view(
+    session: Session, *, hostname: str, stale_after_s: float, now: datetime | None = None
+) -> NodeView:
+    """One node with its GPUs and their latest values.
+
+    Raises:
+        NotFound: no such node.
+    """
+    now = now or utcnow()
+    node = get_node_by_hostname(session, hostname=hostname)
+    latest = _latest_by_gpu(session, list(node.gpus))
+    return NodeView(
+        node=node,
+        freshness=freshness(node, now=now, stale_after_s=stale_after_s),
+        gpus=[GpuView(g, g.last_sample_at, latest.get(g.id, {})) for g in node.gpus],
+    )

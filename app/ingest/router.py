@@ -1,0 +1,89 @@
+"""``POST /api/v1/ingest``: the agents' door into the server."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from app.auth import service as auth_service
+from app.db import session_scope, utcnow
+from app.fleet.models import Node
+from app.ingest import body
+from app.ingest import service as ingest_service
+from app.ingest.schemas import IngestBatchIn, IngestResult
+
+router = APIRouter(prefix="/api/v1", tags=["ingest"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "Missing, malformed, unknown or revoked bearer token"},
+    403: {"description": "The token belongs to another node than `node.hostname`"},
+    413: {"description": "Body over the size limit, before or after gzip decompression"},
+    415: {"description": "Not application/json (UTF-8), or an encoding other than gzip"},
+    400: {"description": "Invalid gzip, UTF-8 or JSON"},
+    422: {"description": "The batch does not match the schema; `loc` names the field"},
+}
+
+
+@router.post(
+    "/ingest",
+    response_model=IngestResult,
+    responses=_ERRORS,
+    summary="Push a batch of GPU samples and events (payload schema version 1)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": IngestBatchIn.model_json_schema()}},
+            "description": "Optionally gzip-compressed (`Content-Encoding: gzip`). "
+            "See docs/ingest.md for policies.",
+        }
+    },
+)
+async def ingest(
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+) -> IngestResult:
+    """Authenticate, read and validate a batch, then store it in one transaction.
+
+    A re-sent ``batch_id`` gets the first delivery's answer with ``replayed: true``.
+    """
+    settings = request.app.state.settings
+    factory = request.app.state.session_factory
+
+    def _auth() -> int:
+        with session_scope(factory) as session:
+            return auth_service.authenticate(session, authorization=authorization).id
+
+    node_id = await run_in_threadpool(_auth)
+    body.check_content_type(request)
+    raw = await body.read_limited(request, max_bytes=settings.ingest_max_bytes)
+    document = body.decode_json(
+        raw,
+        encoding=request.headers.get("content-encoding", "identity"),
+        max_bytes=settings.ingest_max_bytes,
+    )
+    try:
+        batch = IngestBatchIn.model_validate(document)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        for err in errors:
+            err["loc"] = ("body", *err["loc"])
+        raise RequestValidationError(errors) from None
+    received_at = utcnow()
+
+    def _store() -> IngestResult:
+        with session_scope(factory) as session:
+            node = session.get_one(Node, node_id)
+            return ingest_service.store_batch(
+                session,
+                node=node,
+                batch=batch,
+                received_at=received_at,
+                future_tolerance_s=settings.future_tolerance_s,
+                retention_days=settings.retention_days,
+            )
+
+    return await run_in_threadpool(_store)

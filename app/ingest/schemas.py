@@ -1,0 +1,155 @@
+"""Pydantic models of the ingest payload, schema version 1 (see ``docs/ingest.md``).
+
+Metric fields are generated from :data:`app.metrics.catalog.METRICS`, so the payload, the table
+and the docs cannot drift apart. Metric values are strict numbers (``bool`` and strings are
+refused with 422); plausibility is judged later by :func:`app.metrics.catalog.sanitize`, so an
+implausible value never fails a batch.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    create_model,
+    field_validator,
+)
+
+from app.metrics.catalog import METRICS
+
+SCHEMA_VERSION = 1
+MAX_SAMPLES = 100_000
+MAX_EVENTS = 10_000
+MAX_GPUS = 256
+
+Number = StrictInt | StrictFloat
+LabelKey = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")]
+Hostname = Annotated[
+    str,
+    Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"),
+]
+ShortText = Annotated[str, Field(max_length=64)]
+
+
+class NodeIn(BaseModel):
+    """The sending node: hostname (must match the token), labels and software versions."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    hostname: Hostname
+    labels: dict[LabelKey, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict)
+    agent_version: ShortText | None = None
+    driver_version: ShortText | None = None
+    cuda_version: ShortText | None = None
+
+    @field_validator("labels")
+    @classmethod
+    def _at_most_64_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 64:
+            raise ValueError("at most 64 labels")
+        return value
+
+
+class GpuIn(BaseModel):
+    """One GPU of the node's inventory (``nvmlDeviceGetUUID``, ``…GetIndex``, ``…GetName``,
+    ``…GetPciInfo().busId``, ``…GetMemoryInfo().total``, ``…GetMigMode``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    uuid: Annotated[str, Field(min_length=1, max_length=96)]
+    index: Annotated[int, Field(ge=0, le=1023, strict=True)]
+    name: Annotated[str, Field(max_length=256)] | None = None
+    pci_bus_id: Annotated[str, Field(max_length=32)] | None = None
+    mem_total_bytes: Annotated[int, Field(ge=0, le=2**50, strict=True)] | None = None
+    mig_mode: Literal["enabled", "disabled"] | None = None
+    state: Literal["ok", "lost", "unknown_error"] = "ok"
+    state_reason: Annotated[str, Field(max_length=1024)] | None = None
+
+
+class _SampleBase(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    gpu_uuid: Annotated[str, Field(min_length=1, max_length=96)]
+    sampled_at: AwareDatetime
+
+
+SampleIn: type[_SampleBase] = create_model(  # type: ignore[call-overload]
+    "SampleIn",
+    __base__=_SampleBase,
+    __doc__="One GPU sample: every metric optional, null = not available. Units are in the names.",
+    **{
+        m.name: (Number | None, Field(default=None, description=f"{m.unit} — {m.source}"))
+        for m in METRICS
+    },
+)
+
+
+class EventIn(BaseModel):
+    """One fault event occurrence (an Xid line, a lost GPU …)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    occurred_at: AwareDatetime
+    kind: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+    gpu_uuid: Annotated[str, Field(max_length=96)] | None = None
+    pci_bus_id: Annotated[str, Field(max_length=32)] | None = None
+    xid: Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] | None = None
+    message: str | None = None
+
+    @field_validator("message")
+    @classmethod
+    def _cut_message(cls, value: str | None) -> str | None:
+        return value[:4096] if value is not None else None
+
+
+class IngestBatchIn(BaseModel):
+    """A batch as pushed by an agent to ``POST /api/v1/ingest``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: Literal[1]
+    batch_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
+    sent_at: AwareDatetime
+    node: NodeIn
+    gpus: Annotated[list[GpuIn], Field(max_length=MAX_GPUS)] = Field(default_factory=list)
+    samples: Annotated[list[SampleIn], Field(max_length=MAX_SAMPLES)] = Field(  # type: ignore[valid-type]
+        default_factory=list
+    )
+    events: Annotated[list[EventIn], Field(max_length=MAX_EVENTS)] = Field(default_factory=list)
+
+
+class Rejection(BaseModel):
+    """A sample the server did not store, by its position in ``samples``."""
+
+    index: int
+    gpu_uuid: str
+    reason: Literal["unknown_gpu", "sampled_at_in_future", "older_than_retention"]
+
+
+class IngestResult(BaseModel):
+    """The answer to an accepted batch (also replayed verbatim for a re-sent batch id)."""
+
+    batch_id: str
+    schema_version: int = SCHEMA_VERSION
+    replayed: bool = False
+    received_at: AwareDatetime
+    clock_skew_s: float
+    samples_received: int
+    samples_stored: int
+    samples_duplicate: int
+    samples_rejected: int
+    rejected_by_reason: dict[str, int]
+    rejections: list[Rejection]
+    nulled_values: dict[str, int]
+    events_stored: int
+
+
+def metric_values(sample: Any) -> dict[str, Any]:
+    """The metric fields of a validated ``SampleIn`` as a dict (name → raw value or None)."""
+    return {m.name: getattr(sample, m.name) for m in METRICS}

@@ -1,0 +1,96 @@
+"""``create_app()``: routers, static files, error handlers and the lifespan. No business logic."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from app import __version__
+from app.config import PROJECT_ROOT, Settings, get_settings
+from app.db import make_engine, make_session_factory
+from app.errors import FleetwatchError
+from app.fleet import pages as fleet_pages
+from app.fleet import router as fleet_router
+from app.ingest import router as ingest_router
+from app.migrate import is_up_to_date
+from app.retention.jobs import prune_job
+from app.web import render_error_page
+
+log = logging.getLogger(__name__)
+
+
+class SchemaNotMigrated(RuntimeError):
+    """The database is not at the newest migration; run ``fleetwatch migrate``."""
+
+
+def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> FastAPI:
+    """Build the FastAPI application for ``settings`` (default: from the environment).
+
+    The database must already be migrated (``fleetwatch migrate``); start-up fails with
+    :class:`SchemaNotMigrated` otherwise, rather than serving errors later.
+    """
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        url = settings.effective_database_url
+        engine = make_engine(url)
+        if not is_up_to_date(engine, url):
+            engine.dispose()
+            raise SchemaNotMigrated(
+                f"database {engine.url.render_as_string(hide_password=True)} is not migrated: "
+                "run 'fleetwatch migrate' first"
+            )
+        app.state.engine = engine
+        app.state.session_factory = make_session_factory(engine)
+        scheduler = BackgroundScheduler(timezone="UTC")
+        if run_jobs:
+            scheduler.add_job(
+                prune_job,
+                "interval",
+                seconds=settings.prune_interval_s,
+                args=[app.state.session_factory, settings.retention_days],
+                id="retention-prune",
+                coalesce=True,
+                max_instances=1,
+            )
+            scheduler.start()
+        try:
+            yield
+        finally:
+            if scheduler.running:
+                scheduler.shutdown(wait=False)
+            engine.dispose()
+
+    app = FastAPI(
+        title="Fleetwatch",
+        version=__version__,
+        summary="GPU-cluster operations: ingest API and read API",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
+    app.include_router(ingest_router.router)
+    app.include_router(fleet_router.router)
+    app.include_router(fleet_pages.router)
+
+    @app.exception_handler(FleetwatchError)
+    async def _domain_error(request: Request, exc: FleetwatchError) -> Response:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        if request.url.path.startswith("/api/"):
+            return JSONResponse(
+                {"detail": exc.detail}, status_code=exc.status_code, headers=headers
+            )
+        return render_error_page(request, status_code=exc.status_code, detail=exc.detail)
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    return app

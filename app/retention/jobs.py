@@ -1,0 +1,53 @@
+"""Retention: delete samples, events and batch ids older than ``retention_days``."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import session_scope, utcnow
+from app.events.models import NodeEvent
+from app.ingest.models import IngestBatch
+from app.metrics.models import gpu_sample
+
+log = logging.getLogger(__name__)
+
+
+def prune(
+    session: Session, *, retention_days: float, now: datetime | None = None
+) -> dict[str, int]:
+    """Delete rows older than the retention window.
+
+    Batch ids are kept as long as samples, so an agent replaying an old spool within the window
+    still gets its replay answer instead of a double store.
+
+    Returns:
+        rows deleted per table.
+    """
+    cutoff = (now or utcnow()) - timedelta(days=retention_days)
+    deleted = {
+        "gpu_sample": session.execute(
+            delete(gpu_sample).where(gpu_sample.c.sampled_at < cutoff)
+        ).rowcount,
+        "node_event": session.execute(
+            delete(NodeEvent).where(NodeEvent.occurred_at < cutoff)
+        ).rowcount,
+        "ingest_batch": session.execute(
+            delete(IngestBatch).where(IngestBatch.received_at < cutoff)
+        ).rowcount,
+    }
+    return {k: int(v or 0) for k, v in deleted.items()}
+
+
+def prune_job(factory: sessionmaker[Session], retention_days: float) -> None:
+    """Scheduled wrapper: one transaction, errors logged and never raised into the scheduler."""
+    try:
+        with session_scope(factory) as session:
+            deleted = prune(session, retention_days=retention_days)
+        if any(deleted.values()):
+            log.info("retention prune deleted %s", deleted)
+    except Exception:
+        log.exception("retention prune failed")

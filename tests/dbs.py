@@ -1,0 +1,76 @@
+"""Test databases: a fresh migrated Postgres database and a migrated SQLite file per session.
+
+Postgres comes from ``FLEETWATCH_TEST_DATABASE_URL`` (a server URL; the tests create and drop their
+own database on it), else ``postgresql://postgres@127.0.0.1:5432/postgres``. Where no Postgres
+answers, Postgres tests are skipped, except under ``CI=true`` where that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from app.db import make_engine
+from app.migrate import upgrade
+
+DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def admin_url() -> str:
+    """The Postgres server URL tests create their databases on."""
+    return os.environ.get("FLEETWATCH_TEST_DATABASE_URL", DEFAULT_ADMIN_URL)
+
+
+def _psycopg(url: str) -> str:
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """Create ``fleetwatch_test_<random>``, migrate it, yield its URL, then drop it."""
+    admin = _psycopg(admin_url())
+    name = f"fleetwatch_test_{uuid.uuid4().hex[:10]}"
+    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:
+        engine.dispose()
+        message = f"PostgreSQL not reachable at {make_url(admin).render_as_string()}: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    url = make_url(admin).set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        with engine.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+
+
+TABLES = ("node_event", "gpu_sample", "ingest_batch", "node_token", "gpu", "node")
+
+
+def wipe(url: str) -> None:
+    """Delete every row of every table (between tests sharing one database)."""
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+            else:
+                for table in TABLES:
+                    conn.execute(text(f"DELETE FROM {table}"))
+    finally:
+        engine.dispose()

@@ -1,0 +1,97 @@
+"""Small factories for tests: tokens, GPUs and ingest payloads (schema version 1)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from app.auth import service as auth_service
+from app.db import make_engine, make_session_factory, session_scope
+
+
+def create_token(url: str, hostname: str) -> str:
+    """Create a node token for ``hostname`` in the database at ``url``; returns the token."""
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            _, token = auth_service.create_token(session, hostname=hostname)
+        return token
+    finally:
+        engine.dispose()
+
+
+def gpu(index: int, *, hostname: str = "node-a", **overrides: Any) -> dict[str, Any]:
+    """An H100-like GPU inventory entry with a UUID derived from hostname and index."""
+    entry = {
+        "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{hostname}/{index}')}",
+        "index": index,
+        "name": "NVIDIA H100 80GB HBM3",
+        "pci_bus_id": f"00000000:{0x18 + index * 0x10:02X}:00.0",
+        "mem_total_bytes": 85520809984,
+        "mig_mode": "disabled",
+        "state": "ok",
+        "state_reason": None,
+    }
+    entry.update(overrides)
+    return entry
+
+
+def sample(gpu_entry: dict[str, Any], at: datetime, **metrics: Any) -> dict[str, Any]:
+    """A sample of ``gpu_entry`` at ``at`` with plausible defaults, overridden by ``metrics``."""
+    values: dict[str, Any] = {
+        "util_gpu_pct": 50,
+        "util_mem_pct": 20,
+        "mem_used_bytes": 40 * 2**30,
+        "mem_free_bytes": 39 * 2**30,
+        "power_w": 350.5,
+        "power_limit_w": 700,
+        "temp_c": 55,
+        "sm_clock_mhz": 1755,
+        "pstate": 0,
+        "clocks_event_reasons": 0,
+    }
+    values.update(metrics)
+    return {"gpu_uuid": gpu_entry["uuid"], "sampled_at": iso(at), **values}
+
+
+def iso(at: datetime) -> str:
+    """RFC 3339 with ``Z``."""
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def batch(
+    hostname: str = "node-a",
+    *,
+    gpus: int | list[dict[str, Any]] = 2,
+    samples_per_gpu: int = 3,
+    start: datetime | None = None,
+    interval_s: float = 5.0,
+    events: list[dict[str, Any]] | None = None,
+    labels: dict[str, str] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """A complete, valid ingest payload; ``overrides`` replace top-level keys."""
+    gpu_list = [gpu(i, hostname=hostname) for i in range(gpus)] if isinstance(gpus, int) else gpus
+    start = start or datetime.now(UTC) - timedelta(seconds=samples_per_gpu * interval_s)
+    payload: dict[str, Any] = {
+        "schema_version": 1,
+        "batch_id": str(uuid.uuid4()),
+        "sent_at": iso(datetime.now(UTC)),
+        "node": {
+            "hostname": hostname,
+            "labels": labels if labels is not None else {"cluster": "test", "rack": "r01"},
+            "agent_version": "0.1.0",
+            "driver_version": "570.133.20",
+            "cuda_version": "12.8",
+        },
+        "gpus": gpu_list,
+        "samples": [
+            sample(g, start + timedelta(seconds=i * interval_s))
+            for g in gpu_list
+            for i in range(samples_per_gpu)
+        ],
+        "events": events or [],
+    }
+    payload.update(overrides)
+    return payload
