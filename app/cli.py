@@ -1,0 +1,161 @@
+"""``fleetwatch`` command line: ``migrate``, ``serve``, ``token create|revoke``, ``demo``."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.config import Settings, SettingsError, load_settings
+
+cli = typer.Typer(
+    help="Fleetwatch: GPU-cluster operations dashboard.", no_args_is_help=True, add_completion=False
+)
+token_cli = typer.Typer(help="Per-node ingest tokens.", no_args_is_help=True)
+cli.add_typer(token_cli, name="token")
+
+DatabaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="SQLAlchemy URL (postgresql://… or sqlite:///…); default FLEETWATCH_DATABASE_URL, "
+        "else the embedded SQLite file.",
+    ),
+]
+
+
+def _settings(**overrides: Any) -> Settings:
+    """Load settings or exit 2 with the message naming the bad setting."""
+    try:
+        return load_settings(**{k: v for k, v in overrides.items() if v is not None})
+    except SettingsError as exc:
+        typer.echo(f"fleetwatch: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _prepare_sqlite_dir(settings: Settings) -> None:
+    """Create the data directory the embedded SQLite database lives in."""
+    if settings.database_url is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _display_url(settings: Settings) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(settings.effective_database_url).render_as_string(hide_password=True)
+
+
+@cli.command()
+def migrate(database_url: DatabaseOpt = None) -> None:
+    """Create or upgrade the database schema to the newest migration."""
+    from app.migrate import upgrade
+
+    settings = _settings(database_url=database_url)
+    _prepare_sqlite_dir(settings)
+    upgrade(settings.effective_database_url)
+    typer.echo(f"database {_display_url(settings)} is at the newest schema")
+
+
+@cli.command()
+def serve(
+    database_url: DatabaseOpt = None,
+    host: Annotated[str | None, typer.Option(help="listen address (FLEETWATCH_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="listen port (FLEETWATCH_PORT)")] = None,
+    migrate_first: Annotated[
+        bool, typer.Option("--migrate/--no-migrate", help="upgrade the schema before serving")
+    ] = False,
+) -> None:
+    """Run the server (API and pages) in the foreground."""
+    import uvicorn
+
+    from app.main import create_app
+    from app.migrate import upgrade
+
+    settings = _settings(database_url=database_url, host=host, port=port)
+    _prepare_sqlite_dir(settings)
+    if migrate_first:
+        upgrade(settings.effective_database_url)
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
+    )
+
+
+@token_cli.command("create")
+def token_create(
+    hostname: Annotated[str, typer.Argument(help="the node's hostname, as its agent reports it")],
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Create an ingest token for NODE and print it (once: only its digest is stored)."""
+    from app.auth import service as auth_service
+    from app.db import make_engine, make_session_factory, session_scope
+
+    settings = _settings(database_url=database_url)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            _, token = auth_service.create_token(session, hostname=hostname)
+    except ValueError as exc:
+        typer.echo(f"fleetwatch: {exc}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        engine.dispose()
+    typer.echo(token)
+
+
+@token_cli.command("revoke")
+def token_revoke(hostname: str, database_url: DatabaseOpt = None) -> None:
+    """Revoke every token of NODE; its agent gets 401 until given a new one."""
+    from app.auth import service as auth_service
+    from app.db import make_engine, make_session_factory, session_scope
+    from app.errors import NotFound
+
+    settings = _settings(database_url=database_url)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            count = auth_service.revoke_tokens(session, hostname=hostname)
+    except NotFound as exc:
+        typer.echo(f"fleetwatch: {exc.detail}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        engine.dispose()
+    typer.echo(f"revoked {count} token(s) of {hostname}")
+
+
+@cli.command()
+def demo(
+    port: Annotated[int, typer.Option(help="port of the demo server")] = 8000,
+    host: Annotated[str, typer.Option(help="listen address")] = "127.0.0.1",
+    nodes: Annotated[int, typer.Option(min=1, max=2000, help="simulated nodes")] = 16,
+    gpus_per_node: Annotated[int, typer.Option(min=1, max=16, help="GPUs per node")] = 8,
+    interval: Annotated[float, typer.Option(min=0.2, help="agent sampling interval, s")] = 1.0,
+    random_faults: Annotated[
+        bool, typer.Option("--random-faults/--no-random-faults", help="inject faults now and then")
+    ] = True,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Migrate, serve, and run a simulated fleet pushing over real HTTP. Ctrl-C stops all."""
+    from app.demo import run_demo
+
+    settings = _settings(database_url=database_url, host=host, port=port)
+    _prepare_sqlite_dir(settings)
+    raise typer.Exit(
+        run_demo(
+            settings,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            interval_s=interval,
+            random_faults=random_faults,
+            work_dir=Path(settings.data_dir) / "demo",
+        )
+    )
+
+
+def main() -> None:
+    """Console-script entry point."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    cli()

@@ -1,0 +1,136 @@
+"""``fleetwatch demo``: the server plus a simulated fleet in a child process, over real HTTP.
+
+The fleet runs as ``python -m agents.simfleet`` in its own process because the server never
+imports the agent (they are installed separately on real machines).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from app.auth import service as auth_service
+from app.config import Settings
+from app.db import make_engine, make_session_factory, session_scope
+from app.errors import NotFound
+from app.main import create_app
+from app.migrate import upgrade
+
+log = logging.getLogger(__name__)
+
+TEAMS = ("llm-training", "inference", "research", "vision")
+
+
+def demo_fleet(count: int, gpus_per_node: int) -> list[dict[str, object]]:
+    """Hostnames and labels of the simulated nodes: pods of 4 nodes, racks of 2, teams by pod."""
+    fleet = []
+    for i in range(count):
+        pod = i // 4 + 1
+        fleet.append(
+            {
+                "hostname": f"gpu-{pod:02d}-{i % 4 + 1:02d}",
+                "gpu_count": gpus_per_node,
+                "labels": {
+                    "cluster": "demo",
+                    "ib_pod": f"pod-{pod:02d}",
+                    "rack": f"r{i // 2 + 1:03d}",
+                    "team": TEAMS[(pod - 1) % len(TEAMS)],
+                },
+            }
+        )
+    return fleet
+
+
+def write_fleet_file(settings: Settings, fleet: list[dict[str, object]], path: Path) -> None:
+    """Create a token per node (revoking the previous demo's) and write the fleet file the
+    simulator reads, readable by the owner only (it holds tokens)."""
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            for node in fleet:
+                hostname = str(node["hostname"])
+                with contextlib.suppress(NotFound):  # a node this database has not seen yet
+                    auth_service.revoke_tokens(session, hostname=hostname)
+                _, node["token"] = auth_service.create_token(session, hostname=hostname)
+    finally:
+        engine.dispose()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"nodes": fleet}, fh, indent=2)
+
+
+def run_demo(
+    settings: Settings,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    interval_s: float,
+    random_faults: bool,
+    work_dir: Path,
+) -> int:
+    """Run until Ctrl-C (SIGINT) or SIGTERM; returns the process exit code."""
+    upgrade(settings.effective_database_url)
+    fleet_file = work_dir / "fleet.json"
+    write_fleet_file(settings, demo_fleet(nodes, gpus_per_node), fleet_file)
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings), host=settings.host, port=settings.port, log_level="warning"
+        )
+    )
+    url_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    url = f"http://{url_host}:{settings.port}"
+    fleet_proc: list[subprocess.Popen[bytes]] = []
+
+    def start_fleet() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            time.sleep(0.05)
+        cmd = [
+            sys.executable, "-m", "agents.simfleet",
+            "--server", url,
+            "--fleet-file", str(fleet_file),
+            "--interval", str(interval_s),
+            "--spool-dir", str(work_dir / "spool"),
+        ]  # fmt: skip
+        if random_faults:
+            cmd.append("--random-faults")
+        fleet_proc.append(subprocess.Popen(cmd))
+        print(
+            f"\nFleetwatch demo: {nodes} simulated nodes × {gpus_per_node} GPUs pushing to {url}\n"
+            f"  open {url}/  (API docs: {url}/docs)   database: {settings.effective_database_url}\n"
+            "  Ctrl-C stops everything.\n",
+            flush=True,
+        )
+
+    starter = threading.Thread(target=start_fleet, daemon=True)
+    starter.start()
+    try:
+        server.run()
+    finally:
+        server.should_exit = True
+        starter.join(timeout=5)
+        for proc in fleet_proc:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    if not server.started:
+        log.error("the demo server could not start (is port %s free?)", settings.port)
+        return 1
+    return 0
