@@ -89,7 +89,8 @@ def make_engine(url: str) -> Engine:
     """Create an engine for ``url`` (``sqlite:///…`` or ``postgresql://…``).
 
     Postgres URLs without a driver use psycopg 3. SQLite gets WAL journaling, a busy timeout and
-    foreign keys, so several agents writing at once wait instead of failing.
+    foreign keys, and every transaction starts with ``BEGIN IMMEDIATE``, so several agents writing
+    at once wait their turn instead of failing.
     """
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
@@ -99,12 +100,21 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            # Take over transaction control from pysqlite, whose implicit BEGIN makes SAVEPOINT
+            # release commit early; see SQLAlchemy's "Serializable isolation / Savepoints" notes.
+            dbapi_conn.isolation_level = None
             cursor = dbapi_conn.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA busy_timeout=30000")
             cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn: Any) -> None:
+            # IMMEDIATE: writers queue on the busy timeout instead of failing with
+            # SQLITE_BUSY when a read transaction tries to upgrade to a write.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
     return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=10)

@@ -51,6 +51,41 @@ def fmt_age(seconds: float | None) -> str:
     return f"{seconds / 86400:.0f} d"
 
 
+def fmt_skew(seconds: float | None) -> str:
+    """A signed clock offset: ``+3.2 s`` (agent ahead of the server), ``-0.4 s``; None → N/A."""
+    if seconds is None:
+        return NA
+    return f"{seconds:+.1f} s"
+
+
+# NVML ``nvmlClocksEventReason*`` bits (formerly "clocks throttle reasons"), in bit order.
+CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "GpuIdle"),
+    (0x2, "ApplicationsClocksSetting"),
+    (0x4, "SwPowerCap"),
+    (0x8, "HwSlowdown"),
+    (0x10, "SyncBoost"),
+    (0x20, "SwThermalSlowdown"),
+    (0x40, "HwThermalSlowdown"),
+    (0x80, "HwPowerBrakeSlowdown"),
+    (0x100, "DisplayClockSetting"),
+)
+_KNOWN_REASON_BITS = sum(bit for bit, _ in CLOCK_EVENT_REASONS)
+
+
+def clock_event_reason_names(mask: int | None) -> list[str] | None:
+    """Names of the bits set in an NVML clock event reasons bitmask (``0x44`` →
+    ``["SwPowerCap", "HwThermalSlowdown"]``); unknown bits are kept as one hex entry; ``0`` → ``[]``
+    (clocks not held back); None → None (not reported)."""
+    if mask is None:
+        return None
+    names = [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
+    unknown = mask & ~_KNOWN_REASON_BITS
+    if unknown:
+        names.append(f"0x{unknown:x}")
+    return names
+
+
 def fmt_time(value: datetime | None) -> str:
     """ISO-8601 UTC to the second (``2026-11-29 16:00:05Z``); ``None`` → ``"N/A"``."""
     if value is None:
@@ -62,6 +97,8 @@ templates.env.filters["num"] = fmt_number
 templates.env.filters["bytes"] = fmt_bytes
 templates.env.filters["age"] = fmt_age
 templates.env.filters["utc"] = fmt_time
+templates.env.filters["skew"] = fmt_skew
+templates.env.filters["clock_reasons"] = clock_event_reason_names
 templates.env.globals["version"] = __version__
 templates.env.globals["NA"] = NA
 

@@ -62,7 +62,8 @@ def store_batch(
             session.flush()
     except IntegrityError:
         # The same batch is being stored by a concurrent request: answer as a replay.
-        session.expunge(marker)
+        if marker in session:
+            session.expunge(marker)
         stored = session.get(IngestBatch, (node.id, batch.batch_id), populate_existing=True)
         if stored is None:
             raise

@@ -1,0 +1,212 @@
+"""Node-page charts: the time range picked in the URL, and samples → Plotly figure dicts.
+
+:func:`build_figures` is pure (a :class:`~app.fleet.schemas.SamplesOut` in, JSON-ready dicts out)
+so it is tested without a browser. The page embeds its output as the first paint; on refresh
+``static/js/charts.js`` fetches the same samples from ``/api/v1/nodes/{hostname}/samples`` and
+rebuilds only the traces, following each figure's ``meta`` (metric, scale, gap), so the two stay
+in step: keep :func:`_trace` and ``tracesFrom`` in ``charts.js`` alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from app.errors import BadRequest
+from app.fleet.schemas import SamplesOut, SeriesOut
+from app.metrics.service import choose_step_s
+
+PRESETS: dict[str, timedelta] = {
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+DEFAULT_PRESET = "1h"
+MAX_RANGE = timedelta(days=31)
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """One chart: the metric it plots, its title, the axis unit and the factor from the stored
+    unit to the displayed one (bytes → GiB)."""
+
+    metric: str
+    title: str
+    unit: str
+    scale: float = 1.0
+    y_max: float | None = None
+
+
+CHARTS: tuple[ChartSpec, ...] = (
+    ChartSpec("util_gpu_pct", "GPU utilization", "%", y_max=100),
+    ChartSpec("mem_used_bytes", "Memory used", "GiB", scale=1 / 2**30),
+    ChartSpec("power_w", "Power draw", "W"),
+    ChartSpec("temp_c", "GPU temperature", "°C"),
+)
+CHART_METRICS: tuple[str, ...] = tuple(c.metric for c in CHARTS)
+
+
+@dataclass(frozen=True)
+class ChartRange:
+    """The charted window. ``preset`` is set for the rolling ranges (``live``: they slide with
+    time and are refreshed); a custom ``start``/``end`` window is fixed."""
+
+    start: datetime
+    end: datetime
+    preset: str | None
+    step_s: int
+
+    @property
+    def live(self) -> bool:
+        """True for a rolling window ending now."""
+        return self.preset is not None
+
+    @property
+    def span_s(self) -> int:
+        """Width of the window in seconds."""
+        return int((self.end - self.start).total_seconds())
+
+
+def _parse_time(name: str, raw: str) -> datetime:
+    """RFC 3339, or an HTML ``datetime-local`` value (no offset), which the page labels as UTC."""
+    try:
+        value = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise BadRequest(f"{name}: not a time: {raw!r} (use YYYY-MM-DDTHH:MM, UTC)") from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def resolve_chart_range(
+    *, preset: str | None, start: str | None, end: str | None, now: datetime
+) -> ChartRange:
+    """The window asked for by ``?range=1h`` or ``?start=…&end=…`` (``end`` defaults to now);
+    neither gives the last hour.
+
+    Raises:
+        BadRequest: an unknown preset, a time that does not parse, start not before end, or a
+            window longer than 31 days.
+    """
+    if start:
+        t1 = _parse_time("end", end) if end else now
+        t0 = _parse_time("start", start)
+        if t0 >= t1:
+            raise BadRequest("start must be before end")
+        if t1 - t0 > MAX_RANGE:
+            raise BadRequest("the range may not exceed 31 days")
+        return ChartRange(t0, t1, None, choose_step_s(t0, t1))
+    name = preset or DEFAULT_PRESET
+    if name not in PRESETS:
+        raise BadRequest(f"unknown range {name!r}; one of {', '.join(PRESETS)}")
+    t0 = now - PRESETS[name]
+    return ChartRange(t0, now, name, choose_step_s(t0, now))
+
+
+def plotly_time(value: datetime) -> str:
+    """UTC wall time as Plotly reads it (Plotly ignores zones, so none is written)."""
+    text = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{text}.{value.microsecond:06d}" if value.microsecond else text
+
+
+def gap_threshold_s(times: list[datetime], step_s: int) -> float:
+    """Spacing above which two neighbouring points are not joined: 2.5 × the step, or for raw
+    samples 2.5 × their median spacing (the agent's interval), so an outage shows as a gap."""
+    if step_s > 0:
+        return 2.5 * step_s
+    spacings = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+    return 2.5 * statistics.median(spacings) if spacings else 0.0
+
+
+def _trace(series: SeriesOut, spec: ChartSpec, gap_s: float) -> dict[str, Any]:
+    """One line per GPU; a ``None`` is put in every gap wider than ``gap_s``; nulls stay nulls."""
+    xs: list[str] = []
+    ys: list[float | None] = []
+    previous: datetime | None = None
+    for t, raw in zip(series.t, series.values.get(spec.metric, []), strict=False):
+        if previous is not None and gap_s and (t - previous).total_seconds() > gap_s:
+            xs.append(plotly_time(previous + (t - previous) / 2))
+            ys.append(None)
+        xs.append(plotly_time(t))
+        ys.append(None if raw is None else float(raw) * spec.scale)
+        previous = t
+    return {
+        "type": "scatter",
+        "mode": "lines",
+        "uid": series.gpu_uuid,
+        "name": f"GPU {series.gpu_index}",
+        "x": xs,
+        "y": ys,
+        "connectgaps": False,
+        "line": {"width": 1.5},
+        "hovertemplate": f"%{{y:.1f}} {spec.unit}<extra>GPU {series.gpu_index}</extra>",
+    }
+
+
+def _layout(spec: ChartSpec, samples: SamplesOut) -> dict[str, Any]:
+    yaxis: dict[str, Any] = {
+        "title": {"text": f"{spec.title} ({spec.unit})"},
+        "rangemode": "tozero",
+        "zeroline": False,
+        "automargin": True,
+    }
+    if spec.y_max is not None:
+        yaxis["range"] = [0, spec.y_max * 1.02]
+    layout: dict[str, Any] = {
+        "title": {"text": f"{spec.title} ({spec.unit})", "x": 0, "font": {"size": 14}},
+        "xaxis": {
+            "title": {"text": "Time (UTC)"},
+            "type": "date",
+            "range": [plotly_time(samples.start), plotly_time(samples.end)],
+            "automargin": True,
+        },
+        "yaxis": yaxis,
+        "height": 280,
+        "margin": {"l": 56, "r": 12, "t": 36, "b": 44},
+        "hovermode": "x unified",
+        "showlegend": True,
+        "legend": {"orientation": "h", "y": -0.3},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+        "uirevision": spec.metric,
+    }
+    if not samples.series or not any(s.t for s in samples.series):
+        layout["annotations"] = [
+            {
+                "text": "No samples in this range",
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+                "showarrow": False,
+            }
+        ]
+    return layout
+
+
+def build_figures(samples: SamplesOut) -> list[dict[str, Any]]:
+    """One figure per chart metric, one trace per GPU (ordered by GPU index).
+
+    Each item is ``{"id", "metric", "title", "meta", "figure": {"data", "layout"}}``; ``meta``
+    carries what ``charts.js`` needs to rebuild the traces from a later samples response.
+    """
+    series = sorted(samples.series, key=lambda s: s.gpu_index)
+    gaps = {s.gpu_uuid: gap_threshold_s(list(s.t), samples.step_s) for s in series}
+    figures = []
+    for spec in CHARTS:
+        figures.append(
+            {
+                "id": f"chart-{spec.metric}",
+                "metric": spec.metric,
+                "title": f"{spec.title} ({spec.unit})",
+                "meta": {"metric": spec.metric, "scale": spec.scale, "unit": spec.unit},
+                "figure": {
+                    "data": [_trace(s, spec, gaps[s.gpu_uuid]) for s in series],
+                    "layout": _layout(spec, samples),
+                },
+            }
+        )
+    return figures
