@@ -70,13 +70,26 @@ def serve(
     """Run the server (API and pages) in the foreground."""
     import uvicorn
 
+    from app.db import make_engine
     from app.main import create_app
-    from app.migrate import upgrade
+    from app.migrate import is_up_to_date, upgrade
 
     settings = _settings(database_url=database_url, host=host, port=port)
     _prepare_sqlite_dir(settings)
     if migrate_first:
         upgrade(settings.effective_database_url)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        ready = is_up_to_date(engine, settings.effective_database_url)
+    finally:
+        engine.dispose()
+    if not ready:
+        typer.echo(
+            f"fleetwatch: database {_display_url(settings)} is not at the newest schema: "
+            "run 'fleetwatch migrate' (or 'fleetwatch serve --migrate')",
+            err=True,
+        )
+        raise typer.Exit(2)
     uvicorn.run(
         create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
     )

@@ -76,8 +76,13 @@ def _epoch_s_pg(element: epoch_s, compiler: Any, **kw: Any) -> str:
 
 @compiles(epoch_s, "sqlite")
 def _epoch_s_sqlite(element: epoch_s, compiler: Any, **kw: Any) -> str:
-    # julianday keeps the microseconds that strftime('%s') would drop.
-    return f"((julianday({compiler.process(element.clauses, **kw)}) - 2440587.5) * 86400.0)"
+    # Whole seconds from '%s' plus milliseconds from '%f' ('SS.SSS'): exact, where julianday's
+    # floating point puts a sample at :30.000 into the bucket before.
+    col = compiler.process(element.clauses, **kw)
+    return (
+        f"(CAST(strftime('%s', {col}) AS REAL) - CAST(strftime('%S', {col}) AS REAL)"
+        f" + CAST(strftime('%f', {col}) AS REAL))"
+    )
 
 
 def utcnow() -> datetime:

@@ -1,5 +1,245 @@
-"""HTML pages of the fleet (placeholder until the views land)."""
+"""HTML pages of the fleet: the fleet list (``/``), the node page (``/nodes/{hostname}``) and the
+htmx partials that refresh them every few seconds."""
 
-from fastapi import APIRouter
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from sqlalchemy.orm import Session
+
+from app.db import SessionDep, utcnow
+from app.events import service as event_service
+from app.fleet import charts
+from app.fleet import service as fleet_service
+from app.fleet.schemas import SamplesOut, SeriesOut
+from app.fleet.service import NodeView
+from app.metrics import service as metrics_service
+from app.web import render
 
 router = APIRouter(include_in_schema=False)
+
+LABEL_COLUMNS = ("cluster", "ib_pod", "rack", "team")
+SORTS = {"hostname": "Hostname", "health": "Unhealthy first"}
+SKEW_SHOWN_ABOVE_S = 2.0
+EVENTS_SHOWN = 50
+Labels = Annotated[list[str], Query()]
+
+
+@dataclass(frozen=True)
+class FleetFilters:
+    """What the fleet list is narrowed and ordered by, as read from the URL."""
+
+    q: str
+    labels: dict[str, str]
+    sort: str
+    invalid: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, q: str | None, label: list[str], sort: str | None) -> FleetFilters:
+        """Lenient: blank entries are dropped and a label entry without ``=`` is reported back
+        (``invalid``) instead of failing the page."""
+        labels: dict[str, str] = {}
+        invalid = []
+        for item in label:
+            key, sep, value = item.strip().partition("=")
+            if sep and key.strip():
+                labels[key.strip()] = value.strip()
+            elif item.strip():
+                invalid.append(item.strip())
+        return cls(
+            q=(q or "").strip()[:253],
+            labels=labels,
+            sort=sort if sort in SORTS else "hostname",
+            invalid=tuple(invalid),
+        )
+
+    def query(self, **changes: Any) -> str:
+        """The URL query string of these filters (``?q=…&label=k=v``), with ``changes`` applied
+        (``label_add=(k, v)``, ``label_drop=k``); empty when nothing is set."""
+        labels = dict(self.labels)
+        if "label_drop" in changes:
+            labels.pop(changes["label_drop"], None)
+        if "label_add" in changes:
+            key, value = changes["label_add"]
+            labels[key] = value
+        params: list[tuple[str, str]] = []
+        if self.q:
+            params.append(("q", self.q))
+        params += [("label", f"{k}={v}") for k, v in labels.items()]
+        if self.sort != "hostname":
+            params.append(("sort", self.sort))
+        return "?" + urlencode(params) if params else ""
+
+
+def health_rank(view: NodeView) -> int:
+    """0 for a node with a GPU not ok, 1 stale, 2 never seen, 3 healthy: the triage order."""
+    if view.lost_gpu_count:
+        return 0
+    return {"stale": 1, "never_seen": 2}.get(view.freshness, 3)
+
+
+def fleet_counts(views: list[NodeView]) -> dict[str, int]:
+    """Totals for the summary tiles: nodes by freshness, GPUs and GPUs not ok."""
+    return {
+        "nodes": len(views),
+        "fresh": sum(v.freshness == "fresh" for v in views),
+        "stale": sum(v.freshness == "stale" for v in views),
+        "never_seen": sum(v.freshness == "never_seen" for v in views),
+        "gpus": sum(v.gpu_count for v in views),
+        "gpus_not_ok": sum(v.lost_gpu_count for v in views),
+    }
+
+
+def _fleet_context(request: Request, session: Session, filters: FleetFilters) -> dict[str, Any]:
+    now = utcnow()
+    views = fleet_service.list_nodes(
+        session,
+        stale_after_s=request.app.state.settings.stale_after_s,
+        labels=filters.labels or None,
+        search=filters.q or None,
+        now=now,
+    )
+    if filters.sort == "health":
+        views.sort(key=lambda v: (health_rank(v), v.node.hostname))
+    return {
+        "views": views,
+        "counts": fleet_counts(views),
+        "filters": filters,
+        "sorts": SORTS,
+        "label_columns": LABEL_COLUMNS,
+        "skew_shown_above_s": SKEW_SHOWN_ABOVE_S,
+        "now": now,
+        "nav": "fleet",
+    }
+
+
+@router.get("/", response_class=HTMLResponse)
+def fleet_page(
+    request: Request,
+    session: SessionDep,
+    q: str | None = None,
+    label: Labels = [],  # noqa: B006
+    sort: str | None = None,
+) -> HTMLResponse:
+    """The fleet: summary counts and one row per node, filtered by ``q`` and ``label=k=v``."""
+    filters = FleetFilters.parse(q, label, sort)
+    return render(request, "fleet/page.html", _fleet_context(request, session, filters))
+
+
+@router.get("/fleet")
+def fleet_alias(request: Request) -> RedirectResponse:
+    """``/fleet`` → ``/`` with the same query string."""
+    query = request.url.query
+    return RedirectResponse("/" + (f"?{query}" if query else ""), status_code=308)
+
+
+@router.get("/fleet/_nodes", response_class=HTMLResponse)
+def fleet_nodes_partial(
+    request: Request,
+    session: SessionDep,
+    q: str | None = None,
+    label: Labels = [],  # noqa: B006
+    sort: str | None = None,
+    push: bool = False,
+) -> HTMLResponse:
+    """The counts and node table alone, for the 5 s htmx refresh and the filter form; with
+    ``push=1`` (a filter change) the browser's URL is set to the page URL of the new filters."""
+    filters = FleetFilters.parse(q, label, sort)
+    response = render(request, "fleet/_nodes_table.html", _fleet_context(request, session, filters))
+    if push:
+        response.headers["HX-Push-Url"] = "/" + filters.query()
+    return response
+
+
+def _node_context(request: Request, session: Session, hostname: str) -> dict[str, Any]:
+    now = utcnow()
+    view = fleet_service.get_node_view(
+        session,
+        hostname=hostname,
+        stale_after_s=request.app.state.settings.stale_after_s,
+        now=now,
+    )
+    return {
+        "view": view,
+        "events": event_service.list_node_events(session, node_id=view.node.id, limit=EVENTS_SHOWN),
+        "gpu_index_by_id": {g.gpu.id: g.gpu.index for g in view.gpus},
+        "label_columns": LABEL_COLUMNS,
+        "skew_shown_above_s": SKEW_SHOWN_ABOVE_S,
+        "now": now,
+    }
+
+
+def node_samples(session: Session, *, view: NodeView, window: charts.ChartRange) -> SamplesOut:
+    """The chart metrics of every GPU of the node over ``window``, shaped as the samples API
+    answers (so the embedded first paint and the refreshes read the same thing)."""
+    series = metrics_service.node_series(
+        session,
+        node=view.node,
+        metrics=list(charts.CHART_METRICS),
+        start=window.start,
+        end=window.end,
+        step_s=window.step_s,
+    )
+    return SamplesOut(
+        hostname=view.node.hostname,
+        start=window.start,
+        end=window.end,
+        step_s=window.step_s,
+        metrics=list(charts.CHART_METRICS),
+        series=[
+            SeriesOut(
+                gpu_uuid=s.gpu_uuid,
+                gpu_index=s.gpu_index,
+                gpu_name=s.gpu_name,
+                t=s.times,
+                values=s.values,
+            )
+            for s in series
+        ],
+    )
+
+
+@router.get("/nodes/{hostname}", response_class=HTMLResponse)
+def node_page(
+    request: Request,
+    session: SessionDep,
+    hostname: str,
+    range_: Annotated[str | None, Query(alias="range")] = None,
+    start: str | None = None,
+    end: str | None = None,
+) -> HTMLResponse:
+    """One node: versions, freshness, per-GPU current values, events and the charts over the
+    range of ``?range=1h`` or ``?start=…&end=…``. 404 page for an unknown node."""
+    context = _node_context(request, session, hostname)
+    window = charts.resolve_chart_range(
+        preset=range_ or None, start=start or None, end=end or None, now=context["now"]
+    )
+    samples = node_samples(session, view=context["view"], window=window)
+    return render(
+        request,
+        "fleet/node.html",
+        {
+            **context,
+            "window": window,
+            "presets": list(charts.PRESETS),
+            "figures": charts.build_figures(samples),
+            "custom_start": _local_input(window.start),
+            "custom_end": _local_input(window.end),
+        },
+    )
+
+
+def _local_input(value: datetime) -> str:
+    """A ``datetime-local`` input value (UTC wall time to the minute)."""
+    return value.strftime("%Y-%m-%dT%H:%M")
+
+
+@router.get("/nodes/{hostname}/_live", response_class=HTMLResponse)
+def node_live_partial(request: Request, session: SessionDep, hostname: str) -> HTMLResponse:
+    """The node's status, GPU table and events alone, for the 5 s htmx refresh."""
+    return render(request, "fleet/_node_live.html", _node_context(request, session, hostname))
