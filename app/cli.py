@@ -166,6 +166,34 @@ def demo(
     )
 
 
+@cli.command()
+def simulate(
+    server: Annotated[str, typer.Option(help="base URL of a running Fleetwatch server")],
+    nodes: Annotated[int, typer.Option(min=1, max=2000, help="simulated nodes")] = 16,
+    gpus_per_node: Annotated[int, typer.Option(min=1, max=16, help="GPUs per node")] = 8,
+    interval: Annotated[float, typer.Option(min=0.2, help="agent sampling interval, s")] = 1.0,
+    random_faults: Annotated[
+        bool, typer.Option("--random-faults/--no-random-faults", help="inject faults now and then")
+    ] = True,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Create tokens and run a simulated fleet against a server that runs elsewhere."""
+    from app.demo import run_fleet
+
+    settings = _settings(database_url=database_url)
+    raise typer.Exit(
+        run_fleet(
+            settings,
+            server_url=server.rstrip("/"),
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            interval_s=interval,
+            random_faults=random_faults,
+            work_dir=Path(settings.data_dir) / "simulate",
+        )
+    )
+
+
 def main() -> None:
     """Console-script entry point."""
     logging.basicConfig(

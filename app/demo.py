@@ -70,6 +70,63 @@ def write_fleet_file(settings: Settings, fleet: list[dict[str, object]], path: P
         json.dump({"nodes": fleet}, fh, indent=2)
 
 
+def start_fleet_process(
+    server_url: str,
+    fleet_file: Path,
+    work_dir: Path,
+    *,
+    interval_s: float,
+    random_faults: bool,
+) -> subprocess.Popen[bytes]:
+    """Start ``python -m agents.simfleet`` pushing to ``server_url`` (spools under work_dir)."""
+    cmd = [
+        sys.executable, "-m", "agents.simfleet",
+        "--server", server_url,
+        "--fleet-file", str(fleet_file),
+        "--interval", str(interval_s),
+        "--spool-dir", str(work_dir / "spool"),
+    ]  # fmt: skip
+    if random_faults:
+        cmd.append("--random-faults")
+    return subprocess.Popen(cmd)
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 15) -> None:
+    """SIGTERM, wait up to ``timeout_s``, then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run_fleet(
+    settings: Settings,
+    *,
+    server_url: str,
+    nodes: int,
+    gpus_per_node: int,
+    interval_s: float,
+    random_faults: bool,
+    work_dir: Path,
+) -> int:
+    """Create tokens in the database and run a simulated fleet against a server elsewhere (the
+    docker-compose ``fleet`` service) until SIGINT/SIGTERM."""
+    fleet_file = work_dir / "fleet.json"
+    write_fleet_file(settings, demo_fleet(nodes, gpus_per_node), fleet_file)
+    proc = start_fleet_process(
+        server_url, fleet_file, work_dir, interval_s=interval_s, random_faults=random_faults
+    )
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop_process(proc)
+
+
 def run_demo(
     settings: Settings,
     *,
@@ -98,16 +155,11 @@ def run_demo(
             if server.should_exit:
                 return
             time.sleep(0.05)
-        cmd = [
-            sys.executable, "-m", "agents.simfleet",
-            "--server", url,
-            "--fleet-file", str(fleet_file),
-            "--interval", str(interval_s),
-            "--spool-dir", str(work_dir / "spool"),
-        ]  # fmt: skip
-        if random_faults:
-            cmd.append("--random-faults")
-        fleet_proc.append(subprocess.Popen(cmd))
+        fleet_proc.append(
+            start_fleet_process(
+                url, fleet_file, work_dir, interval_s=interval_s, random_faults=random_faults
+            )
+        )
         print(
             f"\nFleetwatch demo: {nodes} simulated nodes × {gpus_per_node} GPUs pushing to {url}\n"
             f"  open {url}/  (API docs: {url}/docs)   database: {settings.effective_database_url}\n"
@@ -123,13 +175,7 @@ def run_demo(
         server.should_exit = True
         starter.join(timeout=5)
         for proc in fleet_proc:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
     if not server.started:
         log.error("the demo server could not start (is port %s free?)", settings.port)
         return 1

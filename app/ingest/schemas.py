@@ -8,7 +8,7 @@ implausible value never fails a batch.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -79,15 +79,25 @@ class _SampleBase(BaseModel):
     sampled_at: AwareDatetime
 
 
-SampleIn: type[_SampleBase] = create_model(  # type: ignore[call-overload]
-    "SampleIn",
-    __base__=_SampleBase,
-    __doc__="One GPU sample: every metric optional, null = not available. Units are in the names.",
-    **{
+def _make_sample_model() -> type[_SampleBase]:
+    """``SampleIn``: ``_SampleBase`` plus one optional strict-number field per catalog metric."""
+    fields: dict[str, Any] = {
         m.name: (Number | None, Field(default=None, description=f"{m.unit} — {m.source}"))
         for m in METRICS
-    },
-)
+    }
+    model: type[_SampleBase] = create_model(
+        "SampleIn",
+        __base__=_SampleBase,
+        __doc__="One GPU sample: every metric optional, null = not available; units in names.",
+        **fields,
+    )
+    return model
+
+
+if TYPE_CHECKING:
+    SampleIn = _SampleBase
+else:
+    SampleIn = _make_sample_model()
 
 
 class EventIn(BaseModel):
@@ -118,10 +128,11 @@ class IngestBatchIn(BaseModel):
     sent_at: AwareDatetime
     node: NodeIn
     gpus: Annotated[list[GpuIn], Field(max_length=MAX_GPUS)] = Field(default_factory=list)
-    samples: Annotated[list[SampleIn], Field(max_length=MAX_SAMPLES)] = Field(  # type: ignore[valid-type]
-        default_factory=list
-    )
+    samples: Annotated[list[SampleIn], Field(max_length=MAX_SAMPLES)] = Field(default_factory=list)
     events: Annotated[list[EventIn], Field(max_length=MAX_EVENTS)] = Field(default_factory=list)
+
+
+RejectReason = Literal["unknown_gpu", "sampled_at_in_future", "older_than_retention"]
 
 
 class Rejection(BaseModel):
@@ -129,7 +140,7 @@ class Rejection(BaseModel):
 
     index: int
     gpu_uuid: str
-    reason: Literal["unknown_gpu", "sampled_at_in_future", "older_than_retention"]
+    reason: RejectReason
 
 
 class IngestResult(BaseModel):

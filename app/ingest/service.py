@@ -19,7 +19,13 @@ from app.errors import Forbidden
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
 from app.ingest.models import IngestBatch
-from app.ingest.schemas import IngestBatchIn, IngestResult, Rejection, metric_values
+from app.ingest.schemas import (
+    IngestBatchIn,
+    IngestResult,
+    Rejection,
+    RejectReason,
+    metric_values,
+)
 from app.metrics.catalog import sanitize
 from app.metrics.models import gpu_sample
 
@@ -123,11 +129,13 @@ def _upsert_gpus(
             gpu.node_id = node.id
             by_uuid[gpu.uuid] = gpu
     for info in batch.gpus:
-        gpu = by_uuid.get(info.uuid)
-        if gpu is None:
+        found = by_uuid.get(info.uuid)
+        if found is None:
             gpu = Gpu(uuid=info.uuid, node_id=node.id, first_seen_at=received_at)
             session.add(gpu)
             by_uuid[info.uuid] = gpu
+        else:
+            gpu = found
         gpu.index = info.index
         gpu.name = info.name
         gpu.pci_bus_id = info.pci_bus_id
@@ -156,7 +164,7 @@ def _store_samples(
     duplicates = 0
     for index, sample in enumerate(batch.samples):
         gpu = gpus.get(sample.gpu_uuid)
-        reason = None
+        reason: RejectReason | None = None
         if gpu is None:
             reason = "unknown_gpu"
         elif sample.sampled_at > newest_allowed:
@@ -164,9 +172,10 @@ def _store_samples(
         elif sample.sampled_at < oldest_allowed:
             reason = "older_than_retention"
         if reason is not None or gpu is None:
-            rejected[reason or "unknown_gpu"] += 1
+            reason = reason or "unknown_gpu"
+            rejected[reason] += 1
             if len(rejections) < MAX_LISTED_REJECTIONS:
-                rejections.append(Rejection(index=index, gpu_uuid=sample.gpu_uuid, reason=reason))  # type: ignore[arg-type]
+                rejections.append(Rejection(index=index, gpu_uuid=sample.gpu_uuid, reason=reason))
             continue
         key = (gpu.id, sample.sampled_at)
         if key in rows:

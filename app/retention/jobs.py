@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import delete
+from sqlalchemy import CursorResult, delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_scope, utcnow
@@ -28,18 +29,16 @@ def prune(
         rows deleted per table.
     """
     cutoff = (now or utcnow()) - timedelta(days=retention_days)
-    deleted = {
-        "gpu_sample": session.execute(
-            delete(gpu_sample).where(gpu_sample.c.sampled_at < cutoff)
-        ).rowcount,
-        "node_event": session.execute(
-            delete(NodeEvent).where(NodeEvent.occurred_at < cutoff)
-        ).rowcount,
-        "ingest_batch": session.execute(
-            delete(IngestBatch).where(IngestBatch.received_at < cutoff)
-        ).rowcount,
+    statements = {
+        "gpu_sample": delete(gpu_sample).where(gpu_sample.c.sampled_at < cutoff),
+        "node_event": delete(NodeEvent).where(NodeEvent.occurred_at < cutoff),
+        "ingest_batch": delete(IngestBatch).where(IngestBatch.received_at < cutoff),
     }
-    return {k: int(v or 0) for k, v in deleted.items()}
+    deleted: dict[str, int] = {}
+    for table, statement in statements.items():
+        result = cast(CursorResult[Any], session.execute(statement))
+        deleted[table] = int(result.rowcount or 0)
+    return deleted
 
 
 def prune_job(factory: sessionmaker[Session], retention_days: float) -> None:

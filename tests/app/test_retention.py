@@ -1,0 +1,30 @@
+"""Retention prune deletes what is older than the window and keeps the rest."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from app.db import make_engine, make_session_factory, session_scope
+from app.retention.jobs import prune
+from tests.app.helpers import counts, post_batch
+from tests.factories import batch, create_token
+from tests.live_server import LiveServer
+
+
+def test_prune_deletes_samples_events_and_batch_ids_past_retention(
+    server: LiveServer, db_url: str
+) -> None:
+    token = create_token(db_url, "node-a")
+    event = {"occurred_at": datetime.now(UTC).isoformat(), "kind": "xid", "xid": 13}
+    post_batch(server.url, token, batch(samples_per_gpu=2, events=[event]))
+    engine = make_engine(db_url)
+    factory = make_session_factory(engine)
+    with session_scope(factory) as session:
+        kept = prune(session, retention_days=1)
+    assert kept == {"gpu_sample": 0, "node_event": 0, "ingest_batch": 0}
+    assert counts(db_url) == {"samples": 4, "events": 1, "batches": 1}
+    with session_scope(factory) as session:
+        gone = prune(session, retention_days=1, now=datetime.now(UTC) + timedelta(days=2))
+    engine.dispose()
+    assert gone == {"gpu_sample": 4, "node_event": 1, "ingest_batch": 1}
+    assert counts(db_url) == {"samples": 0, "events": 0, "batches": 0}
