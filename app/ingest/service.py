@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import CursorResult, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -30,7 +30,6 @@ from app.metrics.catalog import sanitize
 from app.metrics.models import gpu_sample
 
 MAX_LISTED_REJECTIONS = 100
-_INSERT_CHUNK = 2000
 
 
 def store_batch(
@@ -194,9 +193,9 @@ def _store_samples(
         rows[key] = row
 
     existing = _existing_keys(session, rows)
-    duplicates += len(existing)
     fresh = [row for key, row in rows.items() if key not in existing]
-    _insert_samples(session, fresh)
+    inserted = _insert_samples(session, fresh)
+    duplicates += len(existing) + len(fresh) - inserted
     by_id = {g.id: g for g in gpus.values()}
     for row in fresh:
         gpu = by_id[row["gpu_id"]]
@@ -204,7 +203,7 @@ def _store_samples(
             gpu.last_sample_at = row["sampled_at"]
     return {
         "samples_received": len(batch.samples),
-        "samples_stored": len(fresh),
+        "samples_stored": inserted,
         "samples_duplicate": duplicates,
         "samples_rejected": sum(rejected.values()),
         "rejected_by_reason": dict(rejected),
@@ -235,15 +234,15 @@ def _existing_keys(
     return found & rows.keys()
 
 
-def _insert_samples(session: Session, rows: list[dict[str, Any]]) -> None:
-    """Insert rows, ignoring any key a concurrent batch stored in the meantime."""
+def _insert_samples(session: Session, rows: list[dict[str, Any]]) -> int:
+    """Insert rows, skipping any key a concurrent batch stored in the meantime; returns how many
+    rows went in (the driver's summed rowcount of the executemany)."""
     if not rows:
-        return
-    dialect = session.get_bind().dialect.name
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
-    for start in range(0, len(rows), _INSERT_CHUNK):
-        stmt = insert(gpu_sample).on_conflict_do_nothing(index_elements=["gpu_id", "sampled_at"])
-        session.execute(stmt, rows[start : start + _INSERT_CHUNK])
+        return 0
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    stmt = insert(gpu_sample).on_conflict_do_nothing(index_elements=["gpu_id", "sampled_at"])
+    result = cast(CursorResult[Any], session.execute(stmt, rows))
+    return result.rowcount if result.rowcount >= 0 else len(rows)
 
 
 def _store_events(
