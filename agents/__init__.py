@@ -1,4 +1,4 @@
-"""Fleetwatch node agent: collects GPU metrics and events, spools batches, pushes them to the server.
+"""Fleetwatch node agent: collects GPU metrics and events, spools and pushes them.
 
 The agent depends on the standard library only (plus ``pynvml`` for real GPUs, imported lazily);
 it never imports the server package ``app``.

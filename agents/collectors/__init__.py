@@ -31,7 +31,9 @@ def create_collector(name: str, **options: Any) -> Collector:
     try:
         target = COLLECTORS[name]
     except KeyError:
-        raise KeyError(f"unknown collector {name!r}; known: {', '.join(sorted(COLLECTORS))}") from None
+        raise KeyError(
+            f"unknown collector {name!r}; known: {', '.join(sorted(COLLECTORS))}"
+        ) from None
     module_name, _, attr = target.partition(":")
     factory = getattr(importlib.import_module(module_name), attr)
     collector: Collector = factory(**options)

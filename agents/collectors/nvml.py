@@ -11,7 +11,7 @@ from typing import Any
 from agents.collectors.base import CollectorUnavailable
 
 
-def NvmlCollector(**_options: Any) -> Any:  # noqa: N802 - stands where the class will be
+def NvmlCollector(**_options: Any) -> Any:
     """Refuse to build: the NVML collector is not implemented yet in this version.
 
     Raises:

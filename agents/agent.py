@@ -1,0 +1,325 @@
+"""The agent loop: collect every ``interval_s``, cut a batch every ``batch_interval_s`` (or at
+``max_batch_samples``), spool it, push spooled batches oldest first.
+
+Collection runs in the caller's thread and pushing in a second one, so a slow or dead server
+never delays a sample: while it is down, batches pile up in the bounded spool and are replayed
+in order, with their original ``batch_id``, once it answers again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from agents.collectors.base import Collector
+from agents.payload import (
+    EventDict,
+    Payload,
+    Sample,
+    build_node,
+    build_payload,
+    encode_payload,
+    make_event,
+    stamp_sent_at,
+    utc_now,
+)
+from agents.push import Backoff, Outcome, Pusher
+from agents.spool import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, Spool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentConfig:
+    """Settings of one agent. Durations in seconds, sizes in bytes.
+
+    ``server_url``/``token`` may be ``None`` only for an agent that never pushes (batches then
+    stay in the spool). ``shutdown_timeout_s`` bounds the last push on stop.
+    """
+
+    hostname: str
+    spool_dir: Path
+    server_url: str | None = None
+    token: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    interval_s: float = 5.0
+    batch_interval_s: float = 10.0
+    max_batch_samples: int = 10_000
+    spool_max_bytes: int = DEFAULT_MAX_BYTES
+    spool_max_files: int = DEFAULT_MAX_FILES
+    connect_timeout_s: float = 5.0
+    timeout_s: float = 30.0
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 60.0
+    shutdown_timeout_s: float = 10.0
+
+
+def snapshot_payload(
+    collector: Collector, hostname: str, labels: dict[str, str], now: datetime | None = None
+) -> Payload:
+    """Collect one round from ``collector`` and return it as a payload with ``sent_at`` set
+    (what ``fleetwatch-agent --once --print`` shows)."""
+    moment = now or utc_now()
+    samples = collector.sample(moment)
+    events = collector.drain_events()
+    node = build_node(hostname, labels, collector.node_info())
+    return stamp_sent_at(build_payload(node, collector.inventory(), samples, events), moment)
+
+
+class Agent:
+    """One node agent around ``collector``.
+
+    Counters (ints, read them any time): ``samples_generated``, ``events_generated``,
+    ``batches_spooled``, ``batches_sent`` (acknowledged with 2xx), ``samples_acked`` (samples in
+    those), ``batches_rejected`` (permanent 4xx), ``push_attempts``, ``push_failures``
+    (retryable) and the property ``batches_dropped`` (rejected + evicted from a full spool +
+    corrupt files + batches the disk refused). ``last_status`` is the last HTTP status or
+    ``None``.
+
+    Raises:
+        OSError: the spool directory cannot be created.
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        collector: Collector,
+        *,
+        pusher: Pusher | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.config = config
+        self.collector = collector
+        self.spool = Spool(
+            config.spool_dir, max_bytes=config.spool_max_bytes, max_files=config.spool_max_files
+        )
+        if pusher is None and config.server_url and config.token:
+            pusher = Pusher(
+                config.server_url,
+                config.token,
+                connect_timeout_s=config.connect_timeout_s,
+                timeout_s=config.timeout_s,
+            )
+        self.pusher = pusher
+        self.backoff = backoff or Backoff(config.backoff_base_s, config.backoff_cap_s)
+        self.samples_generated = 0
+        self.events_generated = 0
+        self.batches_spooled = 0
+        self.batches_sent = 0
+        self.samples_acked = 0
+        self.batches_rejected = 0
+        self.push_attempts = 0
+        self.push_failures = 0
+        self.last_status: int | None = None
+        self._unspoolable = 0
+        self._lock = threading.Lock()
+        self._push_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._samples: list[Sample] = []
+        self._events: list[EventDict] = []
+        self._batch_started: float | None = None
+        self._next_push_at = 0.0
+
+    @property
+    def batches_dropped(self) -> int:
+        """Batches lost for good: refused by the server, evicted, corrupt or unwritable."""
+        return (
+            self.batches_rejected
+            + self.spool.dropped_batches
+            + self.spool.bad_files
+            + self._unspoolable
+        )
+
+    @property
+    def paused(self) -> bool:
+        """Whether the collector asks the agent to play dead (simulated ``agent_stop``)."""
+        until = self.collector.paused_until()
+        return until is not None and utc_now() < until
+
+    def collect(self, now: datetime | None = None) -> int:
+        """Take one round of samples and events into the current batch; return the sample count.
+
+        Does nothing while :attr:`paused`. A collector failure is logged and becomes an
+        ``agent_error`` event instead of stopping the agent.
+        """
+        if self.paused:
+            return 0
+        moment = now or utc_now()
+        try:
+            samples = self.collector.sample(moment)
+            events = self.collector.drain_events()
+        except Exception as exc:
+            log.exception("%s: collector failed", self.config.hostname)
+            samples = []
+            events = [make_event("agent_error", moment, message=f"collector failed: {exc!r}")]
+        with self._lock:
+            if self._batch_started is None:
+                self._batch_started = time.monotonic()
+            self._samples.extend(samples)
+            self._events.extend(events)
+            self.samples_generated += len(samples)
+            self.events_generated += len(events)
+        return len(samples)
+
+    def batch_due(self) -> bool:
+        """Whether the current batch is old or big enough to be cut."""
+        with self._lock:
+            if self._batch_started is None:
+                return False
+            age = time.monotonic() - self._batch_started
+            return age >= self.config.batch_interval_s or (
+                len(self._samples) >= self.config.max_batch_samples
+            )
+
+    def take_payload(self) -> Payload | None:
+        """Turn the current batch into a payload (``sent_at`` unset) and start a new batch;
+        ``None`` when the batch holds nothing."""
+        with self._lock:
+            samples, events = self._samples, self._events
+            self._samples, self._events, self._batch_started = [], [], None
+        if not samples and not events:
+            return None
+        try:
+            gpus = self.collector.inventory()
+            info = self.collector.node_info()
+        except Exception:
+            log.exception("%s: collector inventory failed", self.config.hostname)
+            gpus, info = [], {"driver_version": None, "cuda_version": None}
+        node = build_node(self.config.hostname, self.config.labels, info)
+        return build_payload(node, gpus, samples, events)
+
+    def cut_batch(self) -> Path | None:
+        """Write the current batch to the spool and wake the pusher; return the file or ``None``
+        (empty batch, or the disk refused it: logged and counted as dropped)."""
+        payload = self.take_payload()
+        if payload is None:
+            return None
+        try:
+            path = self.spool.put(payload)
+        except OSError as exc:
+            with self._lock:
+                self._unspoolable += 1
+            log.error(
+                "%s: cannot spool batch %s: %s", self.config.hostname, payload["batch_id"], exc
+            )
+            return None
+        if path is not None:
+            with self._lock:
+                self.batches_spooled += 1
+        self._wake.set()
+        return path
+
+    def push_pending(self, *, deadline: float | None = None, ignore_backoff: bool = False) -> bool:
+        """Send spooled batches oldest first until the spool is empty (return ``True``) or an
+        attempt fails retryably, the backoff is still running or ``deadline`` (``time.monotonic``
+        seconds) passes (return ``False``). Permanently refused batches are logged and dropped.
+        """
+        if self.pusher is None or self.paused:
+            return False
+        wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._push_lock.acquire(timeout=wait):
+            return False
+        try:
+            while True:
+                now = time.monotonic()
+                if not ignore_backoff and now < self._next_push_at:
+                    return False
+                if deadline is not None and now >= deadline:
+                    return False
+                batch = self.spool.oldest()
+                if batch is None:
+                    return True
+                body = encode_payload(stamp_sent_at(batch.payload))
+                budget = None if deadline is None else max(0.1, deadline - now)
+                result = self.pusher.push(body, timeout_s=budget)
+                with self._lock:
+                    self.push_attempts += 1
+                    self.last_status = result.status
+                if result.outcome is Outcome.OK:
+                    self.spool.remove(batch)
+                    self.backoff.reset()
+                    self._next_push_at = 0.0
+                    with self._lock:
+                        self.batches_sent += 1
+                        self.samples_acked += batch.sample_count
+                elif result.outcome is Outcome.PERMANENT:
+                    self.spool.remove(batch)
+                    with self._lock:
+                        self.batches_rejected += 1
+                    log.error(
+                        "%s: server refused batch %s with HTTP %s, dropped (re-sending cannot "
+                        "succeed): %s",
+                        self.config.hostname,
+                        batch.batch_id,
+                        result.status,
+                        result.detail,
+                    )
+                else:
+                    delay = self.backoff.next_delay(result.retry_after_s)
+                    self._next_push_at = time.monotonic() + delay
+                    with self._lock:
+                        self.push_failures += 1
+                    level = logging.WARNING if self.backoff.failures % 10 == 1 else logging.DEBUG
+                    log.log(
+                        level,
+                        "%s: push of batch %s failed (%s, HTTP %s), %d batch(es) spooled; "
+                        "retrying in %.1f s",
+                        self.config.hostname,
+                        batch.batch_id,
+                        result.detail[:200],
+                        result.status,
+                        len(self.spool),
+                        delay,
+                    )
+                    return False
+        finally:
+            self._push_lock.release()
+
+    def run_once(self) -> bool:
+        """Collect one round, spool it and push everything pending now, backoff or not; return
+        whether the spool is empty afterwards."""
+        self.collect()
+        self.cut_batch()
+        return self.push_pending(ignore_backoff=True)
+
+    def run(self, stop: threading.Event) -> None:
+        """Collect and push until ``stop`` is set; then spool the partial batch and try one last
+        push within ``shutdown_timeout_s``."""
+        pusher = threading.Thread(
+            target=self._push_loop, args=(stop,), name=f"push-{self.config.hostname}", daemon=True
+        )
+        pusher.start()
+        next_tick = time.monotonic()
+        try:
+            while not stop.is_set():
+                self.collect()
+                if self.batch_due():
+                    self.cut_batch()
+                next_tick += self.config.interval_s
+                delay = next_tick - time.monotonic()
+                if delay < 0:  # fell behind (paused machine, slow collector): skip, never burst
+                    next_tick, delay = time.monotonic(), 0.0
+                stop.wait(delay)
+        finally:
+            self.cut_batch()
+            self._wake.set()
+            deadline = time.monotonic() + self.config.shutdown_timeout_s
+            pusher.join(timeout=self.config.shutdown_timeout_s)
+            self.push_pending(deadline=deadline, ignore_backoff=True)
+            self.collector.close()
+
+    def _push_loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            backoff_left = self._next_push_at - time.monotonic()
+            self._wake.wait(min(1.0, backoff_left) if backoff_left > 0.01 else 1.0)
+            self._wake.clear()
+            if stop.is_set():
+                return
+            try:
+                self.push_pending()
+            except Exception:
+                log.exception("%s: push loop error", self.config.hostname)

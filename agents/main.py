@@ -1,0 +1,212 @@
+"""``fleetwatch-agent``: the node agent's command line.
+
+``fleetwatch-agent --collector simulated --once --print`` prints one payload and exits without a
+server or token; ``fleetwatch-agent --server URL --token-file PATH`` runs until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from agents import __version__
+from agents.agent import Agent, AgentConfig, snapshot_payload
+from agents.collectors import Collector, CollectorUnavailable, create_collector
+from agents.payload import encode_payload, validate_hostname, validate_labels
+from agents.spool import DEFAULT_MAX_BYTES
+
+log = logging.getLogger("agents.main")
+
+TOKEN_ENV = "FLEETWATCH_AGENT_TOKEN"
+_SIZE_SUFFIXES = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def default_spool_dir() -> Path:
+    """``/var/lib/fleetwatch-agent/spool`` for root, else ``$XDG_STATE_HOME`` (default
+    ``~/.local/state``) ``/fleetwatch-agent/spool``."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/fleetwatch-agent/spool")
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "fleetwatch-agent" / "spool"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``fleetwatch-agent`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="fleetwatch-agent",
+        description="Fleetwatch node agent: samples the GPUs and pushes them to the server.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--server", help="server base URL, e.g. https://fleetwatch.example:8000")
+    tokens = parser.add_mutually_exclusive_group()
+    tokens.add_argument("--token", help=f"ingest token (or set {TOKEN_ENV})")
+    tokens.add_argument("--token-file", type=Path, help="file holding the ingest token")
+    parser.add_argument("--hostname", default=socket.gethostname(), help="node name to report")
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        type=_label,
+        metavar="KEY=VALUE",
+        help="node label, repeatable (cluster, ib_pod, rack, team …)",
+    )
+    parser.add_argument(
+        "--collector",
+        choices=("nvml", "simulated"),
+        default=None,
+        help="data source (default: nvml; simulated only when asked for)",
+    )
+    parser.add_argument("--sim-gpus", type=_gpu_count, default=8, help="GPUs of a simulated node")
+    parser.add_argument("--seed", type=int, default=None, help="simulator seed (default: hostname)")
+    parser.add_argument("--interval", type=_positive, default=5.0, help="sampling period, s")
+    parser.add_argument("--batch-interval", type=_positive, default=10.0, help="batch period, s")
+    parser.add_argument("--spool-dir", type=Path, default=None, help="spool directory")
+    parser.add_argument(
+        "--spool-max-bytes",
+        type=_size,
+        default=DEFAULT_MAX_BYTES,
+        help="spool bound, bytes (suffix K, M or G allowed; default 256M)",
+    )
+    parser.add_argument("--connect-timeout", type=_positive, default=5.0, help="seconds")
+    parser.add_argument("--timeout", type=_positive, default=30.0, help="total per push, seconds")
+    parser.add_argument("--once", action="store_true", help="collect and push one batch, exit")
+    parser.add_argument(
+        "--print", action="store_true", help="with --once: print the payload, send nothing"
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING …")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the agent; return the exit status (0 ok, 1 a ``--once`` push failed, 2 bad usage)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        validate_hostname(args.hostname)
+        labels = validate_labels(dict(args.label))
+    except ValueError as exc:
+        parser.error(f"argument --hostname/--label: {exc}")
+    if args.print and not args.once:
+        parser.error("argument --print: only with --once")
+    collector = _collector(parser, args)
+    if args.print:
+        payload = snapshot_payload(collector, args.hostname, labels)
+        sys.stdout.write(encode_payload(payload, indent=2).decode("utf-8") + "\n")
+        return 0
+    if not args.server:
+        parser.error("argument --server is required (unless --once --print)")
+    token = _token(parser, args)
+    config = AgentConfig(
+        hostname=args.hostname,
+        spool_dir=args.spool_dir or default_spool_dir(),
+        server_url=args.server,
+        token=token,
+        labels=labels,
+        interval_s=args.interval,
+        batch_interval_s=args.batch_interval,
+        spool_max_bytes=args.spool_max_bytes,
+        connect_timeout_s=args.connect_timeout,
+        timeout_s=args.timeout,
+    )
+    try:
+        agent = Agent(config, collector)
+    except OSError as exc:
+        parser.error(f"argument --spool-dir: {exc}")
+    if args.once:
+        return 0 if agent.run_once() else 1
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    log.info("fleetwatch-agent %s: %s → %s", __version__, args.hostname, args.server)
+    agent.run(stop)
+    return 0
+
+
+def _collector(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Collector:
+    options = {"hostname": args.hostname, "gpu_count": args.sim_gpus, "seed": args.seed}
+    if args.collector == "simulated":
+        return create_collector("simulated", **options)
+    try:
+        return create_collector("nvml")
+    except CollectorUnavailable as exc:
+        # Never fall back to simulated data on its own: a dashboard fed made-up numbers for a
+        # real node is worse than a node that shows as never seen.
+        parser.error(f"argument --collector: {exc}")
+
+
+def _token(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    token: str | None = args.token
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            parser.error(f"argument --token-file: {exc}")
+    token = token or os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        parser.error(f"argument --token/--token-file is required (or set {TOKEN_ENV})")
+    return token
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (missing '=')")
+    try:
+        validate_labels({key: value})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return key, value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def _gpu_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value <= 256:
+        raise argparse.ArgumentTypeError(f"must be 0..256: {text!r}")
+    return value
+
+
+def _size(text: str) -> int:
+    stripped = text.strip().lower().removesuffix("ib").removesuffix("b")
+    suffix = stripped[-1:] if stripped[-1:] in _SIZE_SUFFIXES else ""
+    try:
+        value = int(float(stripped.removesuffix(suffix)) * _SIZE_SUFFIXES[suffix])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""Many simulated agents in one process, one thread each, for demos and end-to-end tests.
+
+Command line (``python -m agents.simfleet --help``)::
+
+    python -m agents.simfleet --server http://127.0.0.1:8000 --fleet-file fleet.json \\
+        --interval 1 --batch-interval 5 --random-faults --fault gpu-a-001:gpu_lost@30:3
+
+From Python::
+
+    with SimFleet(nodes, server_url=url, spool_root=tmp_path, interval_s=0.2) as fleet:
+        fleet.inject("gpu-a-001", "xid", gpu_index=0, xid=48)
+        ...
+    fleet.agents["gpu-a-001"].samples_acked
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+from agents.agent import Agent, AgentConfig
+from agents.fleetspec import FleetNode, ScheduledFault, load_fleet_file, parse_fault
+from agents.simulated.collector import SimulatedCollector, seed_from_hostname
+from agents.simulated.faults import RANDOM_XIDS
+
+log = logging.getLogger("agents.simfleet")
+
+RANDOM_FAULT_GAP_S = (120.0, 300.0)
+GPU_LOST_RECOVERY_S = (180.0, 300.0)
+AGENT_STOP_S = (60.0, 120.0)
+THERMAL_S = (120.0, 240.0)
+COUNTERS = (
+    "samples_generated",
+    "samples_acked",
+    "events_generated",
+    "batches_spooled",
+    "batches_sent",
+    "batches_dropped",
+    "push_failures",
+)
+
+
+class SimFleet:
+    """Simulated agents for ``nodes``, pushing to ``server_url`` (one thread per agent plus one
+    for faults). Spools live in ``spool_root/<hostname>``.
+
+    ``faults`` are injected at their offset from :meth:`start`; ``random_faults`` adds a random
+    fault on a random node every 2-5 minutes. ``agent_options`` override :class:`AgentConfig`
+    fields (e.g. ``{"backoff_cap_s": 5}``); ``seed`` reseeds every simulator (default: from
+    hostnames, so a fleet behaves the same on every run).
+
+    Raises:
+        ValueError: two nodes with the same hostname, or a fault naming an unknown host.
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[FleetNode],
+        *,
+        server_url: str,
+        spool_root: Path | str,
+        interval_s: float = 1.0,
+        batch_interval_s: float = 5.0,
+        faults: Iterable[ScheduledFault] = (),
+        random_faults: bool = False,
+        seed: int | None = None,
+        agent_options: dict[str, Any] | None = None,
+    ) -> None:
+        hostnames = [n.hostname for n in nodes]
+        if len(set(hostnames)) != len(hostnames):
+            raise ValueError("duplicate hostname in fleet")
+        self.faults = sorted(faults, key=lambda f: f.at_s)
+        for fault in self.faults:
+            if fault.hostname not in hostnames:
+                raise ValueError(f"fault for unknown host {fault.hostname!r}")
+        self.random_faults = random_faults
+        self.rng = random.Random(seed)
+        self.collectors: dict[str, SimulatedCollector] = {}
+        self.agents: dict[str, Agent] = {}
+        base = AgentConfig(
+            hostname="-",
+            spool_dir=Path(spool_root),
+            server_url=server_url,
+            interval_s=interval_s,
+            batch_interval_s=batch_interval_s,
+            shutdown_timeout_s=3.0,
+        )
+        base = replace(base, **(agent_options or {}))
+        for node in nodes:
+            node_seed = None if seed is None else seed_from_hostname(f"{seed}/{node.hostname}")
+            collector = SimulatedCollector(node.hostname, node.gpu_count, seed=node_seed)
+            config = replace(
+                base,
+                hostname=node.hostname,
+                token=node.token,
+                labels=dict(node.labels),
+                spool_dir=Path(spool_root) / node.hostname,
+            )
+            self.collectors[node.hostname] = collector
+            self.agents[node.hostname] = Agent(config, collector)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> SimFleet:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start every agent's thread and the fault thread."""
+        for hostname, agent in self.agents.items():
+            thread = threading.Thread(
+                target=agent.run, args=(self._stop,), name=f"agent-{hostname}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        faults = threading.Thread(target=self._fault_loop, name="simfleet-faults", daemon=True)
+        faults.start()
+        self._threads.append(faults)
+
+    def stop(self, timeout_s: float = 8.0) -> None:
+        """Stop every agent (each spools its partial batch and tries a last push) and wait for
+        their threads, at most ``timeout_s`` in all."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    def inject(
+        self,
+        hostname: str,
+        kind: str,
+        gpu_index: int | None = None,
+        duration_s: float | None = None,
+        xid: int | None = None,
+    ) -> None:
+        """Inject a fault into ``hostname``'s simulator (see ``SimulatedCollector.inject``).
+
+        Raises:
+            KeyError: no such host.
+            ValueError: unknown kind or GPU index.
+        """
+        span = "default" if duration_s is None else f"{duration_s:.0f} s"
+        log.info("fault: %s %s gpu=%s xid=%s duration=%s", hostname, kind, gpu_index, xid, span)
+        self.collectors[hostname].inject(kind, gpu_index=gpu_index, duration_s=duration_s, xid=xid)
+
+    def totals(self) -> dict[str, int]:
+        """Return each agent counter summed over the fleet."""
+        return {name: sum(getattr(a, name) for a in self.agents.values()) for name in COUNTERS}
+
+    def _fault_loop(self) -> None:
+        started = time.monotonic()
+        pending = list(self.faults)
+        next_random = started + self.rng.uniform(*RANDOM_FAULT_GAP_S)
+        while not self._stop.is_set():
+            now = time.monotonic()
+            while pending and started + pending[0].at_s <= now:
+                fault = pending.pop(0)
+                self._inject_kind(fault.hostname, fault.kind, fault.gpu_index, fault.xid)
+            if self.random_faults and next_random <= now and self.agents:
+                self._random_fault()
+                next_random = now + self.rng.uniform(*RANDOM_FAULT_GAP_S)
+            wake = [next_random] if self.random_faults else []
+            if pending:
+                wake.append(started + pending[0].at_s)
+            self._stop.wait(min(1.0, max(0.0, min(wake, default=now + 1.0) - now)))
+
+    def _random_fault(self) -> None:
+        hostname = self.rng.choice(sorted(self.agents))
+        kind = self.rng.choice(("xid", "xid", "thermal_throttle", "gpu_lost", "agent_stop"))
+        xid = self.rng.choice(RANDOM_XIDS) if kind == "xid" else None
+        self._inject_kind(hostname, kind, None, xid)
+
+    def _inject_kind(
+        self, hostname: str, kind: str, gpu_index: int | None, xid: int | None
+    ) -> None:
+        span = {
+            "gpu_lost": GPU_LOST_RECOVERY_S,
+            "xid": GPU_LOST_RECOVERY_S,  # used by Xid 79 only: the GPU comes back after a reset
+            "agent_stop": AGENT_STOP_S,
+            "thermal_throttle": THERMAL_S,
+        }[kind]
+        try:
+            self.inject(hostname, kind, gpu_index, self.rng.uniform(*span), xid)
+        except (KeyError, ValueError) as exc:
+            log.error("fault on %s not injected: %s", hostname, exc)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``python -m agents.simfleet`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="python -m agents.simfleet",
+        description="Run many simulated Fleetwatch agents in one process.",
+    )
+    parser.add_argument("--server", required=True, help="server base URL, e.g. http://host:8000")
+    parser.add_argument("--fleet-file", required=True, type=Path, help="fleet JSON file")
+    parser.add_argument("--interval", type=_positive, default=1.0, help="sampling period, s")
+    parser.add_argument("--batch-interval", type=_positive, default=5.0, help="batch period, s")
+    parser.add_argument(
+        "--spool-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "fleetwatch-simfleet",
+        help="spool root; one subdirectory per node",
+    )
+    parser.add_argument(
+        "--random-faults", action="store_true", help="a random fault every 2-5 minutes"
+    )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        type=_fault,
+        metavar="HOST:KIND@SECONDS[:GPU_INDEX]",
+        help="scheduled fault (repeatable); KIND: gpu_lost, thermal_throttle, agent_stop, xid "
+        "or xidNN (e.g. xid48)",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="reseed all simulators")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING …")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the fleet until SIGINT/SIGTERM; flush the spools and return 0."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        nodes = load_fleet_file(args.fleet_file)
+        fleet = SimFleet(
+            nodes,
+            server_url=args.server,
+            spool_root=args.spool_dir,
+            interval_s=args.interval,
+            batch_interval_s=args.batch_interval,
+            faults=args.fault,
+            random_faults=args.random_faults,
+            seed=args.seed,
+        )
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    fleet.start()
+    log.info("simfleet: %d agents pushing to %s", len(fleet.agents), args.server)
+    while not stop.wait(30.0):
+        log.info("simfleet: %s", fleet.totals())
+    fleet.stop()
+    log.info("simfleet stopped: %s", fleet.totals())
+    return 0
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def _fault(text: str) -> ScheduledFault:
+    try:
+        return parse_fault(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

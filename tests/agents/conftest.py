@@ -1,0 +1,43 @@
+"""Fixtures for the agent tests: a real HTTP receiver, a refused port, and a bounded wait
+helper (no timing assertions)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.agents.agent_receiver import Receiver
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def refused_url() -> str:
+    """A URL on which nothing listens (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def _wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+@pytest.fixture
+def wait_until() -> Callable[..., bool]:
+    """``wait_until(predicate, timeout_s=10)``: poll until it holds; return its last value."""
+    return _wait_until

@@ -1,0 +1,108 @@
+"""``fleetwatch-agent`` on the command line: a payload without a server, clear usage errors, and
+one real push with ``--once``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.agents.agent_receiver import Receiver
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k != "FLEETWATCH_AGENT_TOKEN"}
+    environment.update(PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "agents.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=environment,
+    )
+
+
+def test_once_print_writes_one_valid_payload_without_server_or_token() -> None:
+    done = _cli("--collector", "simulated", "--once", "--print", "--hostname", "gpu-a-017")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["schema_version"] == 1
+    assert payload["node"]["hostname"] == "gpu-a-017"
+    assert len(payload["gpus"]) == len(payload["samples"]) == 8
+    assert payload["sent_at"].endswith("Z")
+
+
+def test_sim_gpus_and_labels_shape_the_printed_payload() -> None:
+    done = _cli(
+        "--collector", "simulated", "--sim-gpus", "4", "--label", "rack=r07",
+        "--label", "team=llm", "--once", "--print",
+    )  # fmt: skip
+    payload = json.loads(done.stdout)
+    assert payload["node"]["labels"] == {"rack": "r07", "team": "llm"}
+    assert {g["name"] for g in payload["gpus"]} == {"NVIDIA L40S"}
+
+
+def test_the_default_collector_never_silently_sends_simulated_data() -> None:
+    done = _cli("--once", "--print")
+    assert done.returncode == 2
+    assert "argument --collector" in done.stderr
+    assert done.stdout == ""
+
+
+def test_asking_for_nvml_explicitly_fails_clearly_instead_of_simulating() -> None:
+    done = _cli("--collector", "nvml", "--once", "--print")
+    assert done.returncode == 2
+    assert "argument --collector" in done.stderr and "not implemented yet" in done.stderr
+
+
+def test_label_without_equals_is_a_usage_error_naming_the_argument() -> None:
+    done = _cli("--collector", "simulated", "--label", "rack", "--once", "--print")
+    assert done.returncode == 2
+    assert "argument --label" in done.stderr and "KEY=VALUE" in done.stderr
+
+
+def test_bad_numbers_are_usage_errors_naming_the_argument() -> None:
+    done = _cli("--interval", "-1")
+    assert done.returncode == 2 and "argument --interval" in done.stderr
+    done = _cli("--sim-gpus", "many")
+    assert done.returncode == 2 and "argument --sim-gpus" in done.stderr
+
+
+def test_pushing_needs_a_server_and_a_token(tmp_path: Path) -> None:
+    done = _cli("--collector", "simulated", "--once", "--spool-dir", str(tmp_path))
+    assert done.returncode == 2 and "--server" in done.stderr
+    done = _cli("--collector", "simulated", "--once", "--server", "http://127.0.0.1:9")
+    assert done.returncode == 2 and "--token" in done.stderr
+
+
+def test_once_pushes_one_batch_with_the_token_from_a_file(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("fwt_from_file\n")
+    done = _cli(
+        "--collector", "simulated", "--once", "--server", receiver.url,
+        "--token-file", str(token), "--spool-dir", str(tmp_path / "spool"),
+        "--hostname", "gpu-a-017",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (request,) = receiver.requests
+    assert request.headers["Authorization"] == "Bearer fwt_from_file"
+    assert list((tmp_path / "spool").iterdir()) == []
+
+
+def test_once_exits_1_and_keeps_the_batch_when_the_server_is_unreachable(
+    tmp_path: Path, refused_url: str
+) -> None:
+    done = _cli(
+        "--collector", "simulated", "--once", "--server", refused_url,
+        "--spool-dir", str(tmp_path), "--hostname", "gpu-a-017",
+        env={"FLEETWATCH_AGENT_TOKEN": "fwt_env"},
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert len(list(tmp_path.glob("*.json"))) == 1

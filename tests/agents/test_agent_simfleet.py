@@ -1,0 +1,145 @@
+"""The simulated fleet runs many agents in one process, injects scheduled faults, and stops
+cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agents.fleetspec import FleetNode, ScheduledFault, load_fleet_file, parse_fault
+from agents.simfleet import SimFleet
+from tests.agents.agent_receiver import Receiver
+
+ROOT = Path(__file__).resolve().parents[2]
+Wait = Callable[..., bool]
+NODES = [
+    FleetNode("gpu-a-001", "fwt_a1", 8, {"cluster": "a", "rack": "r01"}),
+    FleetNode("gpu-b-001", "fwt_b1", 4, {"cluster": "b"}),
+    FleetNode("gpu-c-001", "fwt_c1", 2),
+]
+
+
+def _hosts(receiver: Receiver) -> set[str]:
+    return {p["node"]["hostname"] for p in receiver.payloads()}
+
+
+def test_fleet_runs_one_agent_per_node_and_each_pushes_with_its_own_token(
+    tmp_path: Path, receiver: Receiver, wait_until: Wait
+) -> None:
+    with SimFleet(
+        NODES, server_url=receiver.url, spool_root=tmp_path, interval_s=0.2, batch_interval_s=0.4
+    ) as fleet:
+        assert wait_until(lambda: all(a.batches_sent >= 1 for a in fleet.agents.values()))
+        fleet.inject("gpu-b-001", "xid", gpu_index=0, xid=31)
+        assert wait_until(lambda: any(p["events"] for p in receiver.payloads()))
+    assert _hosts(receiver) == {"gpu-a-001", "gpu-b-001", "gpu-c-001"}
+    tokens = {
+        r.payload["node"]["hostname"]: r.headers["Authorization"]
+        for r in receiver.requests
+        if r.payload
+    }
+    assert tokens == {
+        "gpu-a-001": "Bearer fwt_a1",
+        "gpu-b-001": "Bearer fwt_b1",
+        "gpu-c-001": "Bearer fwt_c1",
+    }
+    gpus = {p["node"]["hostname"]: len(p["gpus"]) for p in receiver.payloads()}
+    assert gpus == {"gpu-a-001": 8, "gpu-b-001": 4, "gpu-c-001": 2}
+    xids = [e for p in receiver.payloads() for e in p["events"] if e["kind"] == "xid"]
+    assert [e["xid"] for e in xids] == [31]
+    totals = fleet.totals()
+    assert totals["samples_acked"] == totals["samples_generated"] > 0
+    assert all(agent.batches_dropped == 0 for agent in fleet.agents.values())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu-a-001", "gpu-b-001", "gpu-c-001"]
+
+
+def test_scheduled_faults_reach_the_server_as_events(
+    tmp_path: Path, receiver: Receiver, wait_until: Wait
+) -> None:
+    fault = ScheduledFault("gpu-a-001", "gpu_lost", at_s=0.0, gpu_index=5)
+
+    def lost() -> bool:
+        return any(e["kind"] == "gpu_lost" for p in receiver.payloads() for e in p["events"])
+
+    with SimFleet(
+        NODES[:1], server_url=receiver.url, spool_root=tmp_path, interval_s=0.2,
+        batch_interval_s=0.4, faults=[fault],
+    ):  # fmt: skip
+        assert wait_until(lost)
+    last = receiver.payloads()[-1]
+    lost_gpu = last["gpus"][5]
+    assert lost_gpu["state"] == "lost"
+    latest = [s for s in last["samples"] if s["gpu_uuid"] == lost_gpu["uuid"]][-1]
+    assert all(v is None for k, v in latest.items() if k not in ("gpu_uuid", "sampled_at"))
+
+
+def test_fault_specs_parse_host_kind_time_gpu_and_xid_code() -> None:
+    assert parse_fault("gpu-a-001:xid48@30:3") == ScheduledFault("gpu-a-001", "xid", 30.0, 3, 48)
+    assert parse_fault("n1:thermal_throttle@2.5") == ScheduledFault("n1", "thermal_throttle", 2.5)
+    for bad in ("n1:gpu_lost", "n1:explode@3", "n1:gpu_lost48@3", "gpu_lost@3"):
+        with pytest.raises(ValueError):
+            parse_fault(bad)
+
+
+def test_a_fault_for_an_unknown_host_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown host"):
+        SimFleet(
+            NODES, server_url="http://x", spool_root=tmp_path,
+            faults=[ScheduledFault("nope", "gpu_lost", 1.0)],
+        )  # fmt: skip
+
+
+def test_fleet_file_is_read_and_checked(tmp_path: Path) -> None:
+    good = tmp_path / "fleet.json"
+    good.write_text(json.dumps({"nodes": [
+        {"hostname": "gpu-a-001", "token": "fwt_1", "gpu_count": 8, "labels": {"rack": "r1"}},
+        {"hostname": "gpu-a-002", "token": "fwt_2", "gpu_count": 4},
+    ]}))  # fmt: skip
+    assert load_fleet_file(good)[1] == FleetNode("gpu-a-002", "fwt_2", 4, {})
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"nodes": [{"hostname": "n1", "token": "t", "labels": {"R": "x"}}]}))
+    with pytest.raises(ValueError, match=r"nodes\[0\].*label key"):
+        load_fleet_file(bad)
+    bad.write_text(json.dumps({"nodes": [{"hostname": "n1"}]}))
+    with pytest.raises(ValueError, match="token missing"):
+        load_fleet_file(bad)
+
+
+def test_simfleet_command_pushes_and_exits_0_on_sigterm(
+    tmp_path: Path, receiver: Receiver, wait_until: Wait
+) -> None:
+    fleet_file = tmp_path / "fleet.json"
+    fleet_file.write_text(json.dumps({"nodes": [
+        {"hostname": "gpu-a-001", "token": "fwt_1", "gpu_count": 8, "labels": {}},
+        {"hostname": "gpu-b-001", "token": "fwt_2", "gpu_count": 4, "labels": {}},
+    ]}))  # fmt: skip
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "agents.simfleet", "--server", receiver.url,
+            "--fleet-file", str(fleet_file), "--interval", "0.2", "--batch-interval", "0.4",
+            "--spool-dir", str(tmp_path / "spool"), "--fault", "gpu-b-001:xid94@0:1",
+            "--random-faults",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: _hosts(receiver) == {"gpu-a-001", "gpu-b-001"})
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, stderr
+    assert "simfleet stopped" in stderr
+    xids = [e["xid"] for p in receiver.payloads() for e in p["events"] if e["kind"] == "xid"]
+    assert 94 in xids
