@@ -171,6 +171,8 @@ def run_demo(
     starter.start()
     try:
         server.run()
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the Ctrl-C it handled; stopping is what the user asked for
     finally:
         server.should_exit = True
         starter.join(timeout=5)

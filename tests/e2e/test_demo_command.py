@@ -1,0 +1,54 @@
+"""``fleetwatch demo`` as a user runs it: a server and a simulated fleet, stopped by Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.live_server import free_port
+
+
+def test_demo_serves_a_fresh_fleet_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "FLEETWATCH_DATA_DIR": str(tmp_path / "data")}
+    env.pop("FLEETWATCH_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "demo", "--port", str(port), "--nodes", "4",
+         "--gpus-per-node", "4", "--no-random-faults"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    nodes: list[dict[str, object]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                nodes = httpx.get(f"{base}/api/v1/nodes", timeout=2).json()
+            except httpx.HTTPError:
+                nodes = []
+            if len(nodes) == 4 and all(n["freshness"] == "fresh" for n in nodes):
+                break
+            time.sleep(0.5)
+        assert [n["gpu_count"] for n in nodes] == [4, 4, 4, 4], nodes
+        detail = httpx.get(f"{base}/api/v1/nodes/{nodes[0]['hostname']}", timeout=5).json()
+        assert detail["gpus"][0]["latest"]["util_gpu_pct"] is not None
+        assert httpx.get(f"{base}/", timeout=5).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            output, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output, _ = proc.communicate()
+    assert proc.returncode == 0, output
+    assert f"open {base}/" in output
+    assert (tmp_path / "data" / "fleetwatch.db").is_file()
