@@ -6,8 +6,7 @@ from __future__ import annotations
 from alembic import context
 
 from app.config import load_settings
-from app.db import make_engine
-from app.db import Base
+from app.db import Base, make_engine
 from app.models import __all__ as _all_tables  # noqa: F401 - registers every table
 
 config = context.config
