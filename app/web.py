@@ -13,6 +13,9 @@ from app import __version__
 from app.config import PROJECT_ROOT
 
 templates = Jinja2Templates(directory=PROJECT_ROOT / "templates")
+# Block tags do not leave blank lines behind: the fleet table is re-sent every 5 s.
+templates.env.trim_blocks = True
+templates.env.lstrip_blocks = True
 
 NA = "N/A"
 

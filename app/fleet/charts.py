@@ -9,6 +9,7 @@ in step: keep :func:`_trace` and ``tracesFrom`` in ``charts.js`` alike.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -49,6 +50,14 @@ CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("temp_c", "GPU temperature", "°C"),
 )
 CHART_METRICS: tuple[str, ...] = tuple(c.metric for c in CHARTS)
+EMPTY_NOTE: dict[str, Any] = {
+    "text": "No samples in this range",
+    "xref": "paper",
+    "yref": "paper",
+    "x": 0.5,
+    "y": 0.5,
+    "showarrow": False,
+}
 
 
 @dataclass(frozen=True)
@@ -117,7 +126,7 @@ def gap_threshold_s(times: list[datetime], step_s: int) -> float:
     samples 2.5 × their median spacing (the agent's interval), so an outage shows as a gap."""
     if step_s > 0:
         return 2.5 * step_s
-    spacings = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+    spacings = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
     return 2.5 * statistics.median(spacings) if spacings else 0.0
 
 
@@ -148,7 +157,7 @@ def _trace(series: SeriesOut, spec: ChartSpec, gap_s: float) -> dict[str, Any]:
 
 def _layout(spec: ChartSpec, samples: SamplesOut) -> dict[str, Any]:
     yaxis: dict[str, Any] = {
-        "title": {"text": f"{spec.title} ({spec.unit})"},
+        "title": {"text": spec.unit},
         "rangemode": "tozero",
         "zeroline": False,
         "automargin": True,
@@ -156,7 +165,7 @@ def _layout(spec: ChartSpec, samples: SamplesOut) -> dict[str, Any]:
     if spec.y_max is not None:
         yaxis["range"] = [0, spec.y_max * 1.02]
     layout: dict[str, Any] = {
-        "title": {"text": f"{spec.title} ({spec.unit})", "x": 0, "font": {"size": 14}},
+        "title": {"text": f"{spec.title} ({spec.unit})", "x": 0.01, "font": {"size": 14}},
         "xaxis": {
             "title": {"text": "Time (UTC)"},
             "type": "date",
@@ -165,25 +174,16 @@ def _layout(spec: ChartSpec, samples: SamplesOut) -> dict[str, Any]:
         },
         "yaxis": yaxis,
         "height": 280,
-        "margin": {"l": 56, "r": 12, "t": 36, "b": 44},
+        "margin": {"l": 56, "r": 8, "t": 36, "b": 40},
         "hovermode": "x unified",
         "showlegend": True,
-        "legend": {"orientation": "h", "y": -0.3},
+        "legend": {"orientation": "v", "x": 1.01, "y": 1, "font": {"size": 11}},
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "rgba(0,0,0,0)",
         "uirevision": spec.metric,
     }
-    if not samples.series or not any(s.t for s in samples.series):
-        layout["annotations"] = [
-            {
-                "text": "No samples in this range",
-                "xref": "paper",
-                "yref": "paper",
-                "x": 0.5,
-                "y": 0.5,
-                "showarrow": False,
-            }
-        ]
+    if not any(s.t for s in samples.series):
+        layout["annotations"] = [EMPTY_NOTE]
     return layout
 
 
@@ -202,7 +202,12 @@ def build_figures(samples: SamplesOut) -> list[dict[str, Any]]:
                 "id": f"chart-{spec.metric}",
                 "metric": spec.metric,
                 "title": f"{spec.title} ({spec.unit})",
-                "meta": {"metric": spec.metric, "scale": spec.scale, "unit": spec.unit},
+                "meta": {
+                    "metric": spec.metric,
+                    "scale": spec.scale,
+                    "unit": spec.unit,
+                    "empty_note": EMPTY_NOTE,
+                },
                 "figure": {
                     "data": [_trace(s, spec, gaps[s.gpu_uuid]) for s in series],
                     "layout": _layout(spec, samples),

@@ -145,13 +145,13 @@ def fleet_nodes_partial(
     q: str | None = None,
     label: Labels = [],  # noqa: B006
     sort: str | None = None,
-    push: bool = False,
+    push: str | None = None,
 ) -> HTMLResponse:
     """The counts and node table alone, for the 5 s htmx refresh and the filter form; with
     ``push=1`` (a filter change) the browser's URL is set to the page URL of the new filters."""
     filters = FleetFilters.parse(q, label, sort)
     response = render(request, "fleet/_nodes_table.html", _fleet_context(request, session, filters))
-    if push:
+    if push == "1":
         response.headers["HX-Push-Url"] = "/" + filters.query()
     return response
 

@@ -1,0 +1,172 @@
+"""The node-page charts, without a browser: time ranges and samples → Plotly figure dicts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from app.errors import BadRequest
+from app.fleet.charts import (
+    CHART_METRICS,
+    build_figures,
+    gap_threshold_s,
+    plotly_time,
+    resolve_chart_range,
+)
+from app.fleet.schemas import SamplesOut, SeriesOut
+
+T0 = datetime(2026, 11, 29, 16, 0, tzinfo=UTC)
+NOW = datetime(2026, 11, 29, 17, 0, tzinfo=UTC)
+
+
+def series(index: int, values: dict[str, list[Any]], *, step_s: int = 60) -> SeriesOut:
+    count = len(next(iter(values.values())))
+    return SeriesOut(
+        gpu_uuid=f"GPU-{index}",
+        gpu_index=index,
+        gpu_name="NVIDIA H100 80GB HBM3",
+        t=[T0 + timedelta(seconds=i * step_s) for i in range(count)],
+        values=values,
+    )
+
+
+def samples(*gpus: SeriesOut, step_s: int = 60) -> SamplesOut:
+    return SamplesOut(
+        hostname="node-a",
+        start=T0,
+        end=T0 + timedelta(hours=1),
+        step_s=step_s,
+        metrics=list(CHART_METRICS),
+        series=list(gpus),
+    )
+
+
+def by_metric(result: SamplesOut) -> dict[str, dict[str, Any]]:
+    return {f["metric"]: f for f in build_figures(result)}
+
+
+def test_it_draws_one_figure_per_chart_metric_and_one_trace_per_gpu_in_index_order() -> None:
+    values = {m: [1, 2, 3] for m in CHART_METRICS}
+    figures = build_figures(samples(series(1, values), series(0, values), series(2, values)))
+
+    assert [f["metric"] for f in figures] == list(CHART_METRICS)
+    for figure in figures:
+        traces = figure["figure"]["data"]
+        assert [t["name"] for t in traces] == ["GPU 0", "GPU 1", "GPU 2"]
+        assert [t["uid"] for t in traces] == ["GPU-0", "GPU-1", "GPU-2"]
+
+
+def test_it_keeps_nulls_as_none_and_never_joins_them() -> None:
+    values = {m: [50, None, 70] for m in CHART_METRICS}
+    util = by_metric(samples(series(0, values)))["util_gpu_pct"]["figure"]["data"][0]
+
+    assert util["y"] == [50.0, None, 70.0]
+    assert util["connectgaps"] is False
+
+
+def test_it_titles_axes_with_units_and_utc() -> None:
+    values = {m: [1] for m in CHART_METRICS}
+    figures = by_metric(samples(series(0, values)))
+
+    units = {m: f["figure"]["layout"]["yaxis"]["title"]["text"] for m, f in figures.items()}
+    assert units == {"util_gpu_pct": "%", "mem_used_bytes": "GiB", "power_w": "W", "temp_c": "°C"}
+    for figure in figures.values():
+        layout = figure["figure"]["layout"]
+        assert layout["xaxis"]["title"]["text"] == "Time (UTC)"
+        assert layout["xaxis"]["range"] == ["2026-11-29 16:00:00", "2026-11-29 17:00:00"]
+        assert figure["meta"]["unit"] in layout["title"]["text"]
+
+
+def test_it_shows_memory_in_gib() -> None:
+    values = {m: [80 * 2**30] for m in CHART_METRICS}
+    memory = by_metric(samples(series(0, values)))["mem_used_bytes"]["figure"]["data"][0]
+
+    assert memory["y"] == [80.0]
+
+
+def test_it_breaks_the_line_where_buckets_are_missing() -> None:
+    gpu = SeriesOut(
+        gpu_uuid="GPU-0",
+        gpu_index=0,
+        gpu_name=None,
+        t=[T0, T0 + timedelta(minutes=1), T0 + timedelta(minutes=10)],
+        values={m: [1, 2, 3] for m in CHART_METRICS},
+    )
+    trace = by_metric(samples(gpu, step_s=60))["temp_c"]["figure"]["data"][0]
+
+    assert trace["y"] == [1.0, 2.0, None, 3.0]
+    assert trace["x"][2] == "2026-11-29 16:05:30"
+
+
+def test_raw_samples_gap_follows_the_agents_interval() -> None:
+    times = [T0 + timedelta(seconds=s) for s in (0, 5, 10, 15, 60)]
+
+    assert gap_threshold_s(times, 0) == 12.5
+    assert gap_threshold_s(times, 30) == 75
+    assert gap_threshold_s(times[:1], 0) == 0
+
+
+def test_an_empty_range_says_so() -> None:
+    figure = build_figures(samples(series(0, {m: [] for m in CHART_METRICS})))[0]
+
+    assert figure["figure"]["data"][0]["y"] == []
+    assert figure["figure"]["layout"]["annotations"][0]["text"] == "No samples in this range"
+
+
+def test_plotly_times_are_utc_wall_times_without_a_zone() -> None:
+    paris = timezone(timedelta(hours=1))
+
+    assert plotly_time(T0) == "2026-11-29 16:00:00"
+    assert plotly_time(datetime(2026, 11, 29, 17, 0, 5, 250000, paris)) == (
+        "2026-11-29 16:00:05.250000"
+    )
+
+
+@pytest.mark.parametrize(
+    ("preset", "span", "step_s"),
+    [
+        ("15m", timedelta(minutes=15), 0),
+        ("1h", timedelta(hours=1), 10),
+        ("30d", timedelta(30), 7200),
+    ],
+)
+def test_presets_are_rolling_windows_ending_now(preset: str, span: timedelta, step_s: int) -> None:
+    window = resolve_chart_range(preset=preset, start=None, end=None, now=NOW)
+
+    assert (window.start, window.end, window.step_s) == (NOW - span, NOW, step_s)
+    assert window.live and window.preset == preset
+
+
+def test_no_range_means_the_last_hour() -> None:
+    window = resolve_chart_range(preset=None, start=None, end=None, now=NOW)
+
+    assert window.preset == "1h" and window.span_s == 3600
+
+
+def test_a_custom_range_is_fixed_and_reads_datetime_local_values_as_utc() -> None:
+    window = resolve_chart_range(
+        preset="1h", start="2026-11-28T10:00", end="2026-11-28T14:00+02:00", now=NOW
+    )
+
+    assert window.start == datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
+    assert window.end == datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    assert window.step_s == 30
+    assert not window.live
+
+
+@pytest.mark.parametrize(
+    ("preset", "start", "end", "message"),
+    [
+        ("2y", None, None, "unknown range"),
+        (None, "yesterday", None, "not a time"),
+        (None, "2026-11-29T12:00Z", "2026-11-29T11:00Z", "before"),
+        (None, "2026-10-01T00:00Z", "2026-11-29T00:00Z", "31 days"),
+    ],
+)
+def test_bad_ranges_are_refused(
+    preset: str | None, start: str | None, end: str | None, message: str
+) -> None:
+    with pytest.raises(BadRequest, match=message):
+        resolve_chart_range(preset=preset, start=start, end=end, now=NOW)
