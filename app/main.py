@@ -8,8 +8,12 @@ from contextlib import asynccontextmanager
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.middleware.gzip import GZipMiddleware
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__
 from app.config import PROJECT_ROOT, Settings, get_settings
@@ -23,6 +27,8 @@ from app.retention.jobs import prune_job
 from app.web import render_error_page
 
 log = logging.getLogger(__name__)
+
+SWAGGER_UI_VERSION = "5.17.14"
 
 
 class SchemaNotMigrated(RuntimeError):
@@ -73,8 +79,11 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         version=__version__,
         summary="GPU-cluster operations: ingest API and read API",
         lifespan=lifespan,
+        docs_url=None,  # served below from vendored assets: clusters are often air-gapped
+        redoc_url=None,
     )
     app.state.settings = settings
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
     app.include_router(ingest_router.router)
     app.include_router(fleet_router.router)
@@ -88,6 +97,22 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 {"detail": exc.detail}, status_code=exc.status_code, headers=headers
             )
         return render_error_page(request, status_code=exc.status_code, detail=exc.detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if request.url.path.startswith("/api/") or request.url.path.startswith("/static/"):
+            return await http_exception_handler(request, exc)
+        return render_error_page(request, status_code=exc.status_code, detail=str(exc.detail))
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="Fleetwatch API",
+            swagger_js_url=f"/static/vendor/swagger-ui-bundle-{SWAGGER_UI_VERSION}.js",
+            swagger_css_url=f"/static/vendor/swagger-ui-{SWAGGER_UI_VERSION}.css",
+            swagger_favicon_url="/static/favicon.svg",
+        )
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from app.db import utcnow
@@ -143,7 +143,8 @@ def list_nodes(
     now = now or utcnow()
     stmt = select(Node).options(selectinload(Node.gpus)).order_by(Node.hostname)
     if search:
-        stmt = stmt.where(Node.hostname.contains(search, autoescape=True))
+        # lower() on both sides: LIKE is case-sensitive on Postgres and not on SQLite.
+        stmt = stmt.where(func.lower(Node.hostname).contains(search.lower(), autoescape=True))
     nodes = list(session.scalars(stmt))
     if labels:
         nodes = [n for n in nodes if all(n.labels.get(k) == v for k, v in labels.items())]

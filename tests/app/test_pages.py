@@ -12,6 +12,7 @@ from sqlalchemy import update
 
 from app.db import make_engine, make_session_factory, session_scope
 from app.fleet.models import Node
+from tests.app.helpers import post_batch
 from tests.factories import batch, create_token, gpu, iso, sample
 from tests.live_server import LiveServer
 
@@ -228,3 +229,35 @@ def test_a_bad_chart_range_is_a_400_page(server: LiveServer) -> None:
 
     assert response.status_code == 400
     assert "not a time" in response.text
+
+
+def test_api_docs_load_their_assets_locally_not_from_a_cdn(server: LiveServer) -> None:
+    page = httpx.get(f"{server.url}/docs")
+    assert page.status_code == 200
+    assert "cdn." not in page.text and "https://" not in page.text
+    for asset in ("swagger-ui-bundle-5.17.14.js", "swagger-ui-5.17.14.css"):
+        assert f"/static/vendor/{asset}" in page.text
+        assert httpx.get(f"{server.url}/static/vendor/{asset}").status_code == 200
+
+
+def test_an_unknown_page_gets_the_html_error_page_and_an_unknown_api_path_json(
+    server: LiveServer,
+) -> None:
+    page = httpx.get(f"{server.url}/no/such/page")
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")
+    assert "Fleetwatch" in page.text
+    api = httpx.get(f"{server.url}/api/v1/no-such-thing")
+    assert api.status_code == 404
+    assert api.json() == {"detail": "Not Found"}
+
+
+def test_hostname_search_ignores_case_on_every_backend(server: LiveServer, db_url: str) -> None:
+    post_batch(server.url, create_token(db_url, "GPU-Node-7"), batch("GPU-Node-7"))
+    nodes = httpx.get(f"{server.url}/api/v1/nodes", params={"q": "gpu-node"}).json()
+    assert [n["hostname"] for n in nodes] == ["GPU-Node-7"]
+
+
+def test_large_responses_are_gzip_compressed(server: LiveServer) -> None:
+    response = httpx.get(f"{server.url}/openapi.json", headers={"Accept-Encoding": "gzip"})
+    assert response.headers.get("content-encoding") == "gzip"
