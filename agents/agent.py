@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from agents.collectors.base import Collector
+from agents.collectors.host import HostSource
 from agents.payload import (
     EventDict,
     Payload,
@@ -23,12 +26,14 @@ from agents.payload import (
     build_node,
     build_payload,
     encode_payload,
+    format_timestamp,
     make_event,
     stamp_sent_at,
     utc_now,
 )
 from agents.push import Backoff, Outcome, Pusher
 from agents.spool import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, Spool
+from agents.topology_tracker import TopologyTracker
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,7 @@ class AgentConfig:
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 60.0
     shutdown_timeout_s: float = 10.0
+    topology_resend_s: float = 3600.0
 
 
 def snapshot_payload(
@@ -91,9 +97,11 @@ class Agent:
         *,
         pusher: Pusher | None = None,
         backoff: Backoff | None = None,
+        host_sources: Sequence[HostSource] = (),
     ) -> None:
         self.config = config
         self.collector = collector
+        self.host_sources = list(host_sources)
         self.spool = Spool(
             config.spool_dir, max_bytes=config.spool_max_bytes, max_files=config.spool_max_files
         )
@@ -121,6 +129,9 @@ class Agent:
         self._wake = threading.Event()
         self._samples: list[Sample] = []
         self._events: list[EventDict] = []
+        self._sections: dict[str, list[dict[str, Any]]] = {}
+        self._errors: list[dict[str, str]] = []
+        self._topology = TopologyTracker(config.topology_resend_s)
         self._batch_started: float | None = None
         self._next_push_at = 0.0
 
@@ -156,14 +167,78 @@ class Agent:
             log.exception("%s: collector failed", self.config.hostname)
             samples = []
             events = [make_event("agent_error", moment, message=f"collector failed: {exc!r}")]
+        sections, host_events, errors = self._collect_node_sections(moment)
         with self._lock:
             if self._batch_started is None:
                 self._batch_started = time.monotonic()
             self._samples.extend(samples)
             self._events.extend(events)
+            self._events.extend(host_events)
+            for name, entries in sections.items():
+                self._sections.setdefault(name, []).extend(entries)
+            self._errors.extend(errors)
             self.samples_generated += len(samples)
-            self.events_generated += len(events)
+            self.events_generated += len(events) + len(host_events)
         return len(samples)
+
+    def _collect_node_sections(
+        self, moment: datetime
+    ) -> tuple[dict[str, list[dict[str, Any]]], list[EventDict], list[dict[str, str]]]:
+        """NVLinks from the collector, and each host source's sections and events; a failing
+        source becomes a collection error, never a stopped agent."""
+        sections: dict[str, list[dict[str, Any]]] = {}
+        events: list[EventDict] = []
+        errors: list[dict[str, str]] = []
+        try:
+            links = self.collector.nvlinks(moment)
+            if links:
+                sections["nvlinks"] = list(links)
+            errors.extend(self.collector.collection_errors())
+        except Exception as exc:
+            log.exception("%s: collector node sections failed", self.config.hostname)
+            errors.append({"source": self.collector.name or "collector", "message": repr(exc)})
+        for source in self.host_sources:
+            try:
+                for name, entries in source.collect(moment).items():
+                    sections.setdefault(name, []).extend(entries)
+                events.extend(source.drain_events())
+                errors.extend(source.collection_errors())
+            except Exception as exc:
+                log.exception("%s: host source %s failed", self.config.hostname, source.name)
+                errors.append({"source": source.name, "message": repr(exc)})
+        return sections, events, errors
+
+    def current_topology(self, now: datetime | None = None) -> dict[str, Any] | None:
+        """The node's topology: the collector's GPU part plus each host source's devices and
+        links (NICs); ``partial`` when a part failed. ``None`` when nothing could be read."""
+        moment = now or utc_now()
+        errors: list[str] = []
+        topology: dict[str, Any] | None = None
+        try:
+            topology = self.collector.topology(moment)
+        except Exception as exc:
+            errors.append(f"{self.collector.name or 'collector'}: {exc!r}")
+        merged: dict[str, Any] = dict(topology) if topology else {}
+        devices = list(merged.get("devices", []))
+        links = list(merged.get("links", []))
+        for source in self.host_sources:
+            try:
+                extra = source.topology_devices()
+            except Exception as exc:
+                errors.append(f"{source.name}: {exc!r}")
+                continue
+            if extra:
+                devices.extend(extra[0])
+                links.extend(extra[1])
+        if not devices and not errors:
+            return None
+        merged.setdefault("collected_at", format_timestamp(moment))
+        merged.setdefault("source", self.collector.name or "unknown")
+        merged["devices"] = devices
+        merged["links"] = links
+        merged["errors"] = list(merged.get("errors", [])) + errors
+        merged["partial"] = bool(merged.get("partial")) or bool(errors)
+        return merged
 
     def batch_due(self) -> bool:
         """Whether the current batch is old or big enough to be cut."""
@@ -180,8 +255,10 @@ class Agent:
         ``None`` when the batch holds nothing."""
         with self._lock:
             samples, events = self._samples, self._events
+            sections, errors = self._sections, self._errors
             self._samples, self._events, self._batch_started = [], [], None
-        if not samples and not events:
+            self._sections, self._errors = {}, []
+        if not samples and not events and not sections:
             return None
         try:
             gpus = self.collector.inventory()
@@ -190,7 +267,12 @@ class Agent:
             log.exception("%s: collector inventory failed", self.config.hostname)
             gpus, info = [], {"driver_version": None, "cuda_version": None}
         node = build_node(self.config.hostname, self.config.labels, info)
-        return build_payload(node, gpus, samples, events)
+        extra: dict[str, Any] = dict(sections)
+        extra["collection"] = {"collector": self.collector.name or "unknown", "errors": errors}
+        topology = self._topology.due(self.current_topology())
+        if topology is not None:
+            extra["topology"] = topology
+        return build_payload(node, gpus, samples, events, sections=extra)
 
     def cut_batch(self) -> Path | None:
         """Write the current batch to the spool and wake the pusher; return the file or ``None``

@@ -197,6 +197,7 @@ def build_payload(
     events: Iterable[EventDict],
     *,
     batch_id: str | None = None,
+    sections: Mapping[str, Any] | None = None,
 ) -> Payload:
     """Return a payload v1 with a new uuid4 ``batch_id`` (unless given) and ``sent_at`` unset.
 
@@ -211,7 +212,29 @@ def build_payload(
         "gpus": [_clean_gpu(g) for g in gpus],
         "samples": [_clean_sample(s) for s in samples],
         "events": [dict(e) for e in events],
+        **clean_sections(sections or {}),
     }
+
+
+def clean_sections(sections: Mapping[str, Any]) -> dict[str, Any]:
+    """The optional node sections (``nvlinks``, ``disks``, ``mounts``, ``nfs_mounts``,
+    ``nic_ports``, ``topology``, ``collection``) made JSON-safe: NaN/inf → ``None``, text made
+    valid UTF-8. Integers are kept exact (64-bit counters)."""
+    return {name: _clean_value(value) for name, value in sections.items()}
+
+
+def _clean_value(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _clean_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean_value(v) for v in value]
+    if isinstance(value, str | bytes):
+        return clean_text(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return clean_number(value)
+    return clean_text(str(value))
 
 
 def stamp_sent_at(payload: Payload, now: datetime | None = None) -> Payload:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import datetime
+from typing import Any
 
 from agents.payload import EventDict, GpuInfo, NodeInfo, Sample
 
@@ -47,6 +48,21 @@ class Collector(ABC):
     @abstractmethod
     def drain_events(self) -> list[EventDict]:
         """Return the events that occurred since the last call (each occurrence once)."""
+
+    def nvlinks(self, now: datetime) -> list[dict[str, Any]]:
+        """Return one ``nvlinks`` entry per GPU and link dated ``now`` (see docs/ingest.md,
+        "nvlinks"); the default, for collectors without NVLink data, is none."""
+        return []
+
+    def topology(self, now: datetime) -> dict[str, Any] | None:
+        """Return the GPU part of the ``topology`` section (devices of kind ``gpu`` and the
+        GPU↔GPU links), or ``None`` when this collector cannot read it."""
+        return None
+
+    def collection_errors(self) -> list[dict[str, str]]:
+        """Return and forget the collection errors since the last call, as
+        ``{"source": …, "message": …}`` (a hung NVML call, an unreadable file …)."""
+        return []
 
     def paused_until(self) -> datetime | None:
         """Return the wall-clock time until which the agent must neither collect nor push, or
