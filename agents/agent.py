@@ -9,6 +9,7 @@ in order, with their original ``batch_id``, once it answers again.
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -65,15 +66,36 @@ class AgentConfig:
 
 
 def snapshot_payload(
-    collector: Collector, hostname: str, labels: dict[str, str], now: datetime | None = None
+    collector: Collector,
+    hostname: str,
+    labels: dict[str, str],
+    now: datetime | None = None,
+    *,
+    host_sources: Sequence[HostSource] = (),
+    settle_s: float = 1.0,
 ) -> Payload:
-    """Collect one round from ``collector`` and return it as a payload with ``sent_at`` set
-    (what ``fleetwatch-agent --once --print`` shows)."""
-    moment = now or utc_now()
-    samples = collector.sample(moment)
-    events = collector.drain_events()
-    node = build_node(hostname, labels, collector.node_info())
-    return stamp_sent_at(build_payload(node, collector.inventory(), samples, events), moment)
+    """Collect from ``collector`` and ``host_sources`` and return one payload with ``sent_at``
+    set (what ``fleetwatch-agent --once --print`` shows).
+
+    Rates need two readings: when there are host sources, a first round primes their counters
+    and is discarded, and the payload holds the round taken ``settle_s`` seconds later.
+    """
+    with tempfile.TemporaryDirectory(prefix="fleetwatch-print-") as spool:
+        agent = Agent(
+            AgentConfig(hostname=hostname, spool_dir=Path(spool), labels=dict(labels)),
+            collector,
+            host_sources=host_sources,
+        )
+        if host_sources:
+            agent.collect()
+            agent.take_payload()
+            time.sleep(settle_s)
+        agent.collect(now)
+        payload = agent.take_payload()
+    if payload is None:
+        node = build_node(hostname, labels, collector.node_info())
+        payload = build_payload(node, collector.inventory(), [], [])
+    return stamp_sent_at(payload, now)
 
 
 class Agent:

@@ -20,7 +20,9 @@ from types import FrameType
 from agents import __version__
 from agents.agent import Agent, AgentConfig, snapshot_payload
 from agents.collectors import Collector, CollectorUnavailable, create_collector
+from agents.collectors.host import HostSource
 from agents.payload import encode_payload, validate_hostname, validate_labels
+from agents.sources import SourcePaths, choose_collector, host_sources
 from agents.spool import DEFAULT_MAX_BYTES
 
 log = logging.getLogger("agents.main")
@@ -60,9 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--collector",
-        choices=("nvml", "simulated"),
-        default=None,
-        help="data source (default: nvml; simulated only when asked for)",
+        choices=("auto", "nvml", "nvidia-smi", "sim", "simulated"),
+        default="auto",
+        help="GPU data source: auto (NVML, else nvidia-smi, else no GPUs), nvml, nvidia-smi, "
+        "or sim (a simulated node, never chosen by auto)",
+    )
+    parser.add_argument(
+        "--nvidia-smi", default="nvidia-smi", metavar="PATH", help="nvidia-smi binary to run"
+    )
+    parser.add_argument("--procfs", type=Path, default=Path("/proc"), help="procfs root")
+    parser.add_argument("--sysfs", type=Path, default=Path("/sys"), help="sysfs root")
+    parser.add_argument(
+        "--rootfs", type=Path, default=Path("/"), help="root of the mounts to measure"
+    )
+    parser.add_argument(
+        "--kmsg", type=Path, default=None, help="kernel log file to follow instead of /dev/kmsg"
     )
     parser.add_argument("--sim-gpus", type=_gpu_count, default=8, help="GPUs of a simulated node")
     parser.add_argument("--seed", type=int, default=None, help="simulator seed (default: hostname)")
@@ -101,9 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"argument --hostname/--label: {exc}")
     if args.print and not args.once:
         parser.error("argument --print: only with --once")
-    collector = _collector(parser, args)
+    collector, sources = _sources(parser, args)
     if args.print:
-        payload = snapshot_payload(collector, args.hostname, labels)
+        payload = snapshot_payload(collector, args.hostname, labels, host_sources=sources)
         sys.stdout.write(encode_payload(payload, indent=2).decode("utf-8") + "\n")
         return 0
     if not args.server:
@@ -122,11 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout_s=args.timeout,
     )
     try:
-        agent = Agent(config, collector)
+        agent = Agent(config, collector, host_sources=sources)
     except OSError as exc:
         parser.error(f"argument --spool-dir: {exc}")
     if args.once:
-        return 0 if agent.run_once() else 1
+        emptied = agent.run_once()
+        if agent.batches_rejected:
+            log.error("the server refused the batch (HTTP %s); it was dropped", agent.last_status)
+            return 1
+        return 0 if emptied else 1
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -140,16 +158,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _collector(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Collector:
-    options = {"hostname": args.hostname, "gpu_count": args.sim_gpus, "seed": args.seed}
-    if args.collector == "simulated":
-        return create_collector("simulated", **options)
+def _sources(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[Collector, list[HostSource]]:
+    """The GPU collector and host sources asked for; says on stderr which collector runs and
+    why. A simulated node gets simulated host data too."""
+    if args.collector in ("sim", "simulated"):
+        collector = create_collector(
+            "simulated", hostname=args.hostname, gpu_count=args.sim_gpus, seed=args.seed
+        )
+        log.info("collector simulated (asked for): the data is not real")
+        return collector, simulated_host_sources(collector)
+    paths = SourcePaths(
+        procfs=args.procfs,
+        sysfs=args.sysfs,
+        rootfs=args.rootfs,
+        kmsg=args.kmsg,
+        nvidia_smi=args.nvidia_smi,
+    )
     try:
-        return create_collector("nvml")
+        chosen, why = choose_collector(args.collector, paths)
     except CollectorUnavailable as exc:
         # Never fall back to simulated data on its own: a dashboard fed made-up numbers for a
         # real node is worse than a node that shows as never seen.
         parser.error(f"argument --collector: {exc}")
+    log.warning(why) if chosen.name == "none" else log.info(why)
+    return chosen, host_sources(chosen, paths)
+
+
+def simulated_host_sources(collector: Collector) -> list[HostSource]:
+    """The simulator's storage and NIC source for ``collector``, where the simulator has one."""
+    try:
+        from agents.simulated.host import SimulatedHostSource
+    except ImportError:
+        return []
+    return [SimulatedHostSource(collector)]
 
 
 def _token(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:

@@ -47,17 +47,22 @@ def test_sim_gpus_and_labels_shape_the_printed_payload() -> None:
     assert {g["name"] for g in payload["gpus"]} == {"NVIDIA L40S"}
 
 
-def test_the_default_collector_never_silently_sends_simulated_data() -> None:
+def test_without_a_driver_auto_reports_no_gpus_but_still_storage_and_says_why() -> None:
     done = _cli("--once", "--print")
-    assert done.returncode == 2
-    assert "argument --collector" in done.stderr
-    assert done.stdout == ""
+    assert done.returncode == 0, done.stderr
+    assert "no NVIDIA driver found" in done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["gpus"] == [] and payload["samples"] == []  # never simulated data
+    assert payload["collection"]["collector"] == "none"
+    assert "no NVIDIA driver found" in payload["collection"]["errors"][0]["message"]
+    assert "disks" in payload
 
 
 def test_asking_for_nvml_explicitly_fails_clearly_instead_of_simulating() -> None:
     done = _cli("--collector", "nvml", "--once", "--print")
     assert done.returncode == 2
-    assert "argument --collector" in done.stderr and "not implemented yet" in done.stderr
+    assert "argument --collector" in done.stderr and "no NVIDIA driver found" in done.stderr
+    assert done.stdout == ""
 
 
 def test_label_without_equals_is_a_usage_error_naming_the_argument() -> None:

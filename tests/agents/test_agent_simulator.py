@@ -257,9 +257,9 @@ def test_unknown_fault_kind_or_gpu_index_is_refused() -> None:
         collector.inject("gpu_lost", gpu_index=4)
 
 
-def test_registry_builds_the_simulator_and_explains_that_nvml_is_not_there_yet() -> None:
+def test_registry_builds_the_simulator_and_explains_why_nvml_cannot_run_here() -> None:
     assert isinstance(create_collector("simulated", hostname="n1", gpu_count=4), SimulatedCollector)
-    with pytest.raises(CollectorUnavailable, match="not implemented yet"):
+    with pytest.raises(CollectorUnavailable, match="no NVIDIA driver found"):
         create_collector("nvml")
-    with pytest.raises(KeyError, match="known: nvml, simulated"):
+    with pytest.raises(KeyError, match=r"known: .*nvml, simulated"):
         create_collector("dcgm")
