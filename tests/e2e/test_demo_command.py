@@ -52,3 +52,7 @@ def test_demo_serves_a_fresh_fleet_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -
     assert proc.returncode == 0, output
     assert f"open {base}/" in output
     assert (tmp_path / "data" / "fleetwatch.db").is_file()
+    # The fleet stops before the server, so its last batches were delivered, not spooled.
+    leftovers = [p for p in (tmp_path / "data" / "demo" / "spool").rglob("*") if p.is_file()]
+    assert leftovers == []
+    assert "Connection refused" not in output
