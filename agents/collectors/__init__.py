@@ -17,6 +17,7 @@ __all__ = ["COLLECTORS", "Collector", "CollectorUnavailable", "create_collector"
 COLLECTORS: dict[str, str] = {
     "simulated": "agents.simulated.collector:SimulatedCollector",
     "nvml": "agents.collectors.nvml:NvmlCollector",
+    "nvidia-smi": "agents.collectors.nvidia_smi:NvidiaSmiCollector",
 }
 
 
