@@ -82,7 +82,12 @@ def snapshot_payload(
     """
     with tempfile.TemporaryDirectory(prefix="fleetwatch-print-") as spool:
         agent = Agent(
-            AgentConfig(hostname=hostname, spool_dir=Path(spool), labels=dict(labels)),
+            AgentConfig(
+                hostname=hostname,
+                spool_dir=Path(spool),
+                labels=dict(labels),
+                topology_resend_s=0.0,  # the printed round always carries the topology
+            ),
             collector,
             host_sources=host_sources,
         )

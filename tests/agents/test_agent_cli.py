@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.agents.agent_receiver import Receiver
+from tests.shared_fixtures import fixture_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,3 +112,21 @@ def test_once_exits_1_and_keeps_the_batch_when_the_server_is_unreachable(
     )  # fmt: skip
     assert done.returncode == 1
     assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+def test_nvidia_smi_collector_prints_the_captured_machine_with_its_topology(tmp_path: Path) -> None:
+    xml = fixture_path("nvidia-smi-xml/h100-80gb-hbm3-8gpu-hgx-vm-fabric-completed-driver570.xml")
+    topo = fixture_path("topo/h100-8gpu-nv18-condensed.txt")
+    script = tmp_path / "nvidia-smi"
+    script.write_text(f'#!/bin/sh\ncase "$*" in *topo*) cat "{topo}" ;; *) cat "{xml}" ;; esac\n')
+    script.chmod(0o755)
+    done = _cli("--collector", "nvidia-smi", "--nvidia-smi", str(script), "--once", "--print")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert [g["name"] for g in payload["gpus"]] == ["NVIDIA H100 80GB HBM3"] * 8
+    assert payload["gpus"][0]["pci_bus_id"] == "00000000:04:00.0"
+    assert payload["samples"][0]["power_w"] == 70.93
+    assert payload["samples"][0]["temp_c"] == 33
+    assert payload["collection"]["collector"] == "nvidia-smi"
+    assert {link["type"] for link in payload["topology"]["links"]} == {"NV18"}
+    assert len(payload["topology"]["links"]) == 28
