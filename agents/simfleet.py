@@ -31,15 +31,13 @@ from typing import Any
 
 from agents.agent import Agent, AgentConfig
 from agents.fleetspec import FleetNode, ScheduledFault, load_fleet_file, parse_fault
+from agents.simulated import faults as sim_faults
 from agents.simulated.collector import SimulatedCollector, seed_from_hostname
-from agents.simulated.faults import RANDOM_XIDS
+from agents.simulated.host import SimulatedHostSource
 
 log = logging.getLogger("agents.simfleet")
 
 RANDOM_FAULT_GAP_S = (120.0, 300.0)
-GPU_LOST_RECOVERY_S = (180.0, 300.0)
-AGENT_STOP_S = (60.0, 120.0)
-THERMAL_S = (120.0, 240.0)
 COUNTERS = (
     "samples_generated",
     "samples_acked",
@@ -87,6 +85,7 @@ class SimFleet:
         self.random_faults = random_faults
         self.rng = random.Random(seed)
         self.collectors: dict[str, SimulatedCollector] = {}
+        self.host_sources: dict[str, SimulatedHostSource] = {}
         self.agents: dict[str, Agent] = {}
         base = AgentConfig(
             hostname="-",
@@ -107,8 +106,10 @@ class SimFleet:
                 labels=dict(node.labels),
                 spool_dir=Path(spool_root) / node.hostname,
             )
+            host = SimulatedHostSource(collector, seed=None if node_seed is None else node_seed + 1)
             self.collectors[node.hostname] = collector
-            self.agents[node.hostname] = Agent(config, collector)
+            self.host_sources[node.hostname] = host
+            self.agents[node.hostname] = Agent(config, collector, host_sources=[host])
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -152,14 +153,20 @@ class SimFleet:
         duration_s: float | None = None,
         xid: int | None = None,
     ) -> None:
-        """Inject a fault into ``hostname``'s simulator (see ``SimulatedCollector.inject``).
+        """Inject a fault into ``hostname``'s simulator: GPU faults into its collector (see
+        ``SimulatedCollector.inject``), ``ib_port_down`` and ``storage_slow`` into its host
+        source (see ``SimulatedHostSource.inject``; ``gpu_index`` is then the port index).
 
         Raises:
             KeyError: no such host.
-            ValueError: unknown kind or GPU index.
+            ValueError: unknown kind, GPU or port index, or a fault the node cannot have
+                (``nvlink_down`` without NVLink).
         """
         span = "default" if duration_s is None else f"{duration_s:.0f} s"
         log.info("fault: %s %s gpu=%s xid=%s duration=%s", hostname, kind, gpu_index, xid, span)
+        if kind in sim_faults.HOST_FAULT_KINDS:
+            self.host_sources[hostname].inject(kind, index=gpu_index, duration_s=duration_s)
+            return
         self.collectors[hostname].inject(kind, gpu_index=gpu_index, duration_s=duration_s, xid=xid)
 
     def totals(self) -> dict[str, int]:
@@ -185,19 +192,15 @@ class SimFleet:
 
     def _random_fault(self) -> None:
         hostname = self.rng.choice(sorted(self.agents))
-        kind = self.rng.choice(("xid", "xid", "thermal_throttle", "gpu_lost", "agent_stop"))
-        xid = self.rng.choice(RANDOM_XIDS) if kind == "xid" else None
+        has_nvlink = bool(self.collectors[hostname].shape.nvlinks_per_gpu)
+        kind = sim_faults.random_fault_kind(self.rng, has_nvlink=has_nvlink)
+        xid = self.rng.choice(sim_faults.RANDOM_XIDS) if kind == "xid" else None
         self._inject_kind(hostname, kind, None, xid)
 
     def _inject_kind(
         self, hostname: str, kind: str, gpu_index: int | None, xid: int | None
     ) -> None:
-        span = {
-            "gpu_lost": GPU_LOST_RECOVERY_S,
-            "xid": GPU_LOST_RECOVERY_S,  # used by Xid 79 only: the GPU comes back after a reset
-            "agent_stop": AGENT_STOP_S,
-            "thermal_throttle": THERMAL_S,
-        }[kind]
+        span = sim_faults.FAULT_SPANS_S[kind]
         try:
             self.inject(hostname, kind, gpu_index, self.rng.uniform(*span), xid)
         except (KeyError, ValueError) as exc:
@@ -229,8 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         type=_fault,
         metavar="HOST:KIND@SECONDS[:GPU_INDEX]",
-        help="scheduled fault (repeatable); KIND: gpu_lost, thermal_throttle, agent_stop, xid "
-        "or xidNN (e.g. xid48)",
+        help="scheduled fault (repeatable); KIND: gpu_lost, thermal_throttle, agent_stop, "
+        "nvlink_down, xid or xidNN (e.g. xid48), and ib_port_down (GPU_INDEX is then the port) or "
+        "storage_slow",
     )
     parser.add_argument("--seed", type=int, default=None, help="reseed all simulators")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING …")

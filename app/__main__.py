@@ -1,5 +1,5 @@
 """``python -m app`` is the ``fleetwatch`` command."""
 
-from app.cli import main
+from app.entry import main
 
 main()

@@ -47,6 +47,39 @@ def _display_url(settings: Settings) -> str:
     return make_url(settings.effective_database_url).render_as_string(hide_password=True)
 
 
+def _require_migrated(settings: Settings, hint: str = "") -> None:
+    """Exit 2 with advice when the database is missing or not at the newest schema, instead of
+    a traceback (and without creating an empty SQLite file)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.db import make_engine
+    from app.migrate import is_up_to_date
+
+    url = settings.effective_database_url
+    parsed = make_url(url)
+    problem = None
+    is_file_db = parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "")
+    if is_file_db and parsed.database != ":memory:" and not Path(str(parsed.database)).is_file():
+        problem = "does not exist yet"
+    if problem is None:
+        engine = make_engine(url)
+        try:
+            if not is_up_to_date(engine, url):
+                problem = "is not at the newest schema"
+        except SQLAlchemyError as exc:
+            problem = f"cannot be opened ({exc.__class__.__name__}: {str(exc).splitlines()[0]})"
+        finally:
+            engine.dispose()
+    if problem:
+        typer.echo(
+            f"fleetwatch: database {_display_url(settings)} {problem}: "
+            f"run 'fleetwatch migrate' first{hint}",
+            err=True,
+        )
+        raise typer.Exit(2)
+
+
 @cli.command()
 def migrate(database_url: DatabaseOpt = None) -> None:
     """Create or upgrade the database schema to the newest migration."""
@@ -70,26 +103,14 @@ def serve(
     """Run the server (API and pages) in the foreground."""
     import uvicorn
 
-    from app.db import make_engine
     from app.main import create_app
-    from app.migrate import is_up_to_date, upgrade
+    from app.migrate import upgrade
 
     settings = _settings(database_url=database_url, host=host, port=port)
     _prepare_sqlite_dir(settings)
     if migrate_first:
         upgrade(settings.effective_database_url)
-    engine = make_engine(settings.effective_database_url)
-    try:
-        ready = is_up_to_date(engine, settings.effective_database_url)
-    finally:
-        engine.dispose()
-    if not ready:
-        typer.echo(
-            f"fleetwatch: database {_display_url(settings)} is not at the newest schema: "
-            "run 'fleetwatch migrate' (or 'fleetwatch serve --migrate')",
-            err=True,
-        )
-        raise typer.Exit(2)
+    _require_migrated(settings, hint=" (or 'fleetwatch serve --migrate')")
     uvicorn.run(
         create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
     )
@@ -105,6 +126,7 @@ def token_create(
     from app.db import make_engine, make_session_factory, session_scope
 
     settings = _settings(database_url=database_url)
+    _require_migrated(settings)
     engine = make_engine(settings.effective_database_url)
     try:
         with session_scope(make_session_factory(engine)) as session:
@@ -125,6 +147,7 @@ def token_revoke(hostname: str, database_url: DatabaseOpt = None) -> None:
     from app.errors import NotFound
 
     settings = _settings(database_url=database_url)
+    _require_migrated(settings)
     engine = make_engine(settings.effective_database_url)
     try:
         with session_scope(make_session_factory(engine)) as session:
@@ -142,7 +165,12 @@ def demo(
     port: Annotated[int, typer.Option(help="port of the demo server")] = 8000,
     host: Annotated[str, typer.Option(help="listen address")] = "127.0.0.1",
     nodes: Annotated[int, typer.Option(min=1, max=2000, help="simulated nodes")] = 16,
-    gpus_per_node: Annotated[int, typer.Option(min=1, max=16, help="GPUs per node")] = 8,
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=16, help="GPUs per node (default: a mix of 8-GPU HGX and 4-GPU PCIe nodes)"
+        ),
+    ] = None,
     interval: Annotated[float, typer.Option(min=0.2, help="agent sampling interval, s")] = 1.0,
     random_faults: Annotated[
         bool, typer.Option("--random-faults/--no-random-faults", help="inject faults now and then")
@@ -150,9 +178,13 @@ def demo(
     database_url: DatabaseOpt = None,
 ) -> None:
     """Migrate, serve, and run a simulated fleet pushing over real HTTP. Ctrl-C stops all."""
+    import os
+
     from app.demo import run_demo
 
-    settings = _settings(database_url=database_url, host=host, port=port)
+    # The demo's agents batch every 5 s: a node silent for 30 s is stale (unless set otherwise).
+    stale = None if os.environ.get("FLEETWATCH_STALE_AFTER_S") else 30.0
+    settings = _settings(database_url=database_url, host=host, port=port, stale_after_s=stale)
     _prepare_sqlite_dir(settings)
     raise typer.Exit(
         run_demo(
@@ -170,7 +202,12 @@ def demo(
 def simulate(
     server: Annotated[str, typer.Option(help="base URL of a running Fleetwatch server")],
     nodes: Annotated[int, typer.Option(min=1, max=2000, help="simulated nodes")] = 16,
-    gpus_per_node: Annotated[int, typer.Option(min=1, max=16, help="GPUs per node")] = 8,
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=16, help="GPUs per node (default: a mix of 8-GPU HGX and 4-GPU PCIe nodes)"
+        ),
+    ] = None,
     interval: Annotated[float, typer.Option(min=0.2, help="agent sampling interval, s")] = 1.0,
     random_faults: Annotated[
         bool, typer.Option("--random-faults/--no-random-faults", help="inject faults now and then")

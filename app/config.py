@@ -48,10 +48,12 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     ingest_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, le=1024**3)
-    stale_after_s: float = Field(default=120.0, gt=0, description="freshness window of a node")
-    future_tolerance_s: float = Field(default=300.0, ge=0)
-    retention_days: float = Field(default=30.0, gt=0)
-    prune_interval_s: float = Field(default=3600.0, gt=0)
+    stale_after_s: float = Field(
+        default=120.0, gt=0, le=7 * 86400, description="freshness window of a node"
+    )
+    future_tolerance_s: float = Field(default=300.0, ge=0, le=86400)
+    retention_days: float = Field(default=30.0, gt=0, le=3650)
+    prune_interval_s: float = Field(default=3600.0, ge=1, le=86400)
     log_level: str = "info"
 
     @field_validator("database_url")

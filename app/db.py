@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from sqlalchemy import DateTime, MetaData, create_engine, event, func
+from sqlalchemy import DateTime, MetaData, Numeric, String, create_engine, event, func
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
@@ -61,6 +62,31 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
 
+class UInt64(TypeDecorator[int]):
+    """An unsigned 64-bit counter (0 … 2⁶⁴−1), exact on every backend.
+
+    Postgres stores ``NUMERIC(20,0)``. SQLite would turn a ``NUMERIC`` value above 2⁶³−1 into a
+    lossy REAL, so there the column is ``VARCHAR(20)`` holding the decimal digits (migrations
+    declare ``Numeric(20, 0).with_variant(String(20), "sqlite")``). Values come back as ``int``.
+    """
+
+    impl = Numeric(20, 0)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Any) -> Any:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(String(20))
+        return dialect.type_descriptor(Numeric(20, 0))
+
+    def process_bind_param(self, value: int | None, dialect: Any) -> Any:
+        if value is None:
+            return None
+        return str(int(value)) if dialect.name == "sqlite" else Decimal(int(value))
+
+    def process_result_value(self, value: Any, dialect: Any) -> int | None:
+        return None if value is None else int(value)
+
+
 class epoch_s(FunctionElement[float]):
     """``epoch_s(ts)``: seconds since 1970-01-01 UTC of a UTCDateTime column, on both backends."""
 
@@ -94,8 +120,8 @@ def make_engine(url: str) -> Engine:
     """Create an engine for ``url`` (``sqlite:///…`` or ``postgresql://…``).
 
     Postgres URLs without a driver use psycopg 3. SQLite gets WAL journaling, a busy timeout and
-    foreign keys, and every transaction starts with ``BEGIN IMMEDIATE``, so several agents writing
-    at once wait their turn instead of failing.
+    foreign keys, and write transactions start with ``BEGIN IMMEDIATE``, so several agents
+    writing at once wait their turn instead of failing.
     """
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
@@ -117,17 +143,24 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn: Any) -> None:
-            # IMMEDIATE: writers queue on the busy timeout instead of failing with
-            # SQLITE_BUSY when a read transaction tries to upgrade to a write.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # IMMEDIATE (the default): writers queue on the busy timeout instead of failing
+            # with SQLITE_BUSY when a read transaction tries to upgrade to a write. Sessions
+            # from make_session_factory(read_only=True) begin DEFERRED, so page and API reads
+            # proceed alongside a writer (WAL).
+            mode = conn.get_execution_options().get("sqlite_begin", "IMMEDIATE")
+            conn.exec_driver_sql(f"BEGIN {mode}")
 
         return engine
     return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=10)
 
 
-def make_session_factory(engine: Engine) -> sessionmaker[Session]:
-    """Sessions that do not expire objects on commit (responses are built after commit)."""
-    return sessionmaker(bind=engine, expire_on_commit=False)
+def make_session_factory(engine: Engine, *, read_only: bool = False) -> sessionmaker[Session]:
+    """Sessions that do not expire objects on commit (responses are built after commit).
+
+    ``read_only`` sessions begin ``DEFERRED`` on SQLite (no write lock); they must not write.
+    """
+    bind = engine.execution_options(sqlite_begin="DEFERRED") if read_only else engine
+    return sessionmaker(bind=bind, expire_on_commit=False)
 
 
 @contextmanager
@@ -145,11 +178,20 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    """FastAPI dependency: a session committed when the request handler returns normally."""
-    with session_scope(request.app.state.session_factory) as session:
+    """FastAPI dependency for read endpoints: a read-only session (see make_session_factory)."""
+    with session_scope(request.app.state.read_session_factory) as session:
         yield session
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
 
-__all__ = ["Base", "SessionDep", "UTCDateTime", "epoch_s", "func", "make_engine", "utcnow"]
+__all__ = [
+    "Base",
+    "SessionDep",
+    "UInt64",
+    "UTCDateTime",
+    "epoch_s",
+    "func",
+    "make_engine",
+    "utcnow",
+]

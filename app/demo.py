@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
@@ -31,15 +32,20 @@ log = logging.getLogger(__name__)
 TEAMS = ("llm-training", "inference", "research", "vision")
 
 
-def demo_fleet(count: int, gpus_per_node: int) -> list[dict[str, object]]:
-    """Hostnames and labels of the simulated nodes: pods of 4 nodes, racks of 2, teams by pod."""
+def demo_fleet(count: int, gpus_per_node: int | None) -> list[dict[str, object]]:
+    """Hostnames and labels of the simulated nodes: pods of 4 nodes, racks of 2, teams by pod.
+
+    Without ``gpus_per_node`` the fleet is mixed like a real one: in each pod three 8-GPU HGX
+    H100 nodes and one 4-GPU PCIe L40S inference box.
+    """
     fleet = []
     for i in range(count):
         pod = i // 4 + 1
+        gpus = gpus_per_node if gpus_per_node is not None else (4 if i % 4 == 3 else 8)
         fleet.append(
             {
                 "hostname": f"gpu-{pod:02d}-{i % 4 + 1:02d}",
-                "gpu_count": gpus_per_node,
+                "gpu_count": gpus,
                 "labels": {
                     "cluster": "demo",
                     "ib_pod": f"pod-{pod:02d}",
@@ -88,7 +94,8 @@ def start_fleet_process(
     ]  # fmt: skip
     if random_faults:
         cmd.append("--random-faults")
-    return subprocess.Popen(cmd)
+    # Its own session: the terminal's Ctrl-C reaches the server, which stops the fleet first.
+    return subprocess.Popen(cmd, start_new_session=True)
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 15) -> None:
@@ -107,7 +114,7 @@ def run_fleet(
     *,
     server_url: str,
     nodes: int,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     interval_s: float,
     random_faults: bool,
     work_dir: Path,
@@ -131,7 +138,7 @@ def run_demo(
     settings: Settings,
     *,
     nodes: int,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     interval_s: float,
     random_faults: bool,
     work_dir: Path,
@@ -141,14 +148,43 @@ def run_demo(
     fleet_file = work_dir / "fleet.json"
     write_fleet_file(settings, demo_fleet(nodes, gpus_per_node), fleet_file)
 
-    server = uvicorn.Server(
+    fleet_proc: list[subprocess.Popen[bytes]] = []
+
+    class DemoServer(uvicorn.Server):
+        """Stops the simulated fleet before the server on Ctrl-C, so the agents' last batches
+        are delivered instead of spooled against a closed port."""
+
+        stopping = False
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            # This runs on the event loop's thread: waiting for the fleet here would stall the
+            # loop, and the agents' last pushes with it. Wait in a thread; a second Ctrl-C
+            # while it waits goes to uvicorn (force exit).
+            if not fleet_proc or self.stopping:
+                super().handle_exit(sig, frame)
+                return
+            self.stopping = True
+
+            def stop_fleet_then_server() -> None:
+                for proc in fleet_proc:
+                    stop_process(proc)
+                super(DemoServer, self).handle_exit(sig, frame)
+
+            threading.Thread(target=stop_fleet_then_server, name="demo-stop", daemon=True).start()
+
+    server = DemoServer(
         uvicorn.Config(
             create_app(settings), host=settings.host, port=settings.port, log_level="warning"
         )
     )
     url_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     url = f"http://{url_host}:{settings.port}"
-    fleet_proc: list[subprocess.Popen[bytes]] = []
+
+    shape = (
+        f"{gpus_per_node} GPUs each"
+        if gpus_per_node
+        else "8-GPU HGX H100 and 4-GPU PCIe L40S nodes"
+    )
 
     def start_fleet() -> None:
         while not server.started:
@@ -161,7 +197,7 @@ def run_demo(
             )
         )
         print(
-            f"\nFleetwatch demo: {nodes} simulated nodes × {gpus_per_node} GPUs pushing to {url}\n"
+            f"\nFleetwatch demo: {nodes} simulated nodes ({shape}) pushing to {url}\n"
             f"  open {url}/  (API docs: {url}/docs)   database: {settings.effective_database_url}\n"
             "  Ctrl-C stops everything.\n",
             flush=True,

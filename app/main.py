@@ -23,7 +23,11 @@ from app.fleet import pages as fleet_pages
 from app.fleet import router as fleet_router
 from app.ingest import router as ingest_router
 from app.migrate import is_up_to_date
+from app.nics import router as nic_router
+from app.nvlinks import router as nvlink_router
 from app.retention.jobs import prune_job
+from app.storage import router as storage_router
+from app.topology import router as topology_router
 from app.web import render_error_page
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
             )
         app.state.engine = engine
         app.state.session_factory = make_session_factory(engine)
+        app.state.read_session_factory = make_session_factory(engine, read_only=True)
         scheduler = BackgroundScheduler(timezone="UTC")
         if run_jobs:
             scheduler.add_job(
@@ -87,6 +92,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
     app.include_router(ingest_router.router)
     app.include_router(fleet_router.router)
+    for feature in (storage_router, nic_router, nvlink_router, topology_router):
+        app.include_router(feature.router)
     app.include_router(fleet_pages.router)
 
     @app.exception_handler(FleetwatchError)

@@ -40,6 +40,30 @@ def fmt_bytes(value: float | int | None) -> str:
     return NA  # pragma: no cover - loop always returns
 
 
+def fmt_rate(value: float | int | None) -> str:
+    """A byte rate in binary units (``"1.2 GiB/s"``); ``None`` → ``"N/A"``."""
+    return NA if value is None else f"{fmt_bytes(value)}/s"
+
+
+def fmt_count(value: float | int | None) -> str:
+    """An exact count with thousands separators (``18,446,744,073,709,551,000``: integers are
+    never passed through a float); ``None`` → ``"N/A"``."""
+    if value is None:
+        return NA
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def fmt_ms(seconds: float | None) -> str:
+    """A short duration given in seconds, shown in milliseconds (``0.0004`` → ``"0.40 ms"``);
+    ``None`` → ``"N/A"``."""
+    if seconds is None:
+        return NA
+    ms = seconds * 1000
+    return f"{ms:.2f} ms" if ms < 10 else f"{ms:,.0f} ms"
+
+
 def fmt_age(seconds: float | None) -> str:
     """A short age: ``"4 s"``, ``"3 min"``, ``"2 h"``, ``"5 d"``; ``None`` → ``"never"``."""
     if seconds is None:
@@ -99,6 +123,9 @@ def fmt_time(value: datetime | None) -> str:
 templates.env.filters["num"] = fmt_number
 templates.env.filters["bytes"] = fmt_bytes
 templates.env.filters["age"] = fmt_age
+templates.env.filters["rate"] = fmt_rate
+templates.env.filters["counter"] = fmt_count
+templates.env.filters["ms"] = fmt_ms
 templates.env.filters["utc"] = fmt_time
 templates.env.filters["skew"] = fmt_skew
 templates.env.filters["clock_reasons"] = clock_event_reason_names

@@ -8,7 +8,48 @@ from __future__ import annotations
 
 import random
 
-FAULT_KINDS: tuple[str, ...] = ("gpu_lost", "xid", "thermal_throttle", "agent_stop")
+#: Faults of the GPU collector (``SimulatedCollector.inject``).
+GPU_FAULT_KINDS: tuple[str, ...] = (
+    "gpu_lost",
+    "xid",
+    "thermal_throttle",
+    "agent_stop",
+    "nvlink_down",
+)
+#: Faults of the node around the GPUs (``SimulatedHostSource.inject``).
+HOST_FAULT_KINDS: tuple[str, ...] = ("ib_port_down", "storage_slow")
+FAULT_KINDS: tuple[str, ...] = GPU_FAULT_KINDS + HOST_FAULT_KINDS
+
+#: How long each kind of fault lasts when ``--random-faults`` or ``--fault`` injects it, seconds
+#: (a range to draw from): a lost GPU until its reset, a down NVLink until it is retrained, a
+#: down InfiniBand port until its cable is reseated.
+FAULT_SPANS_S: dict[str, tuple[float, float]] = {
+    "gpu_lost": (180.0, 300.0),
+    "xid": (180.0, 300.0),  # used by Xid 79 only: the GPU comes back after a reset
+    "agent_stop": (60.0, 120.0),
+    "thermal_throttle": (120.0, 240.0),
+    "nvlink_down": (180.0, 300.0),
+    "ib_port_down": (120.0, 240.0),
+    "storage_slow": (120.0, 240.0),
+}
+#: What ``--random-faults`` picks from (Xids twice as often as the rest).
+RANDOM_FAULT_KINDS: tuple[str, ...] = (
+    "xid",
+    "xid",
+    "thermal_throttle",
+    "gpu_lost",
+    "agent_stop",
+    "nvlink_down",
+    "ib_port_down",
+    "storage_slow",
+)
+
+
+def random_fault_kind(rng: random.Random, *, has_nvlink: bool) -> str:
+    """A kind from :data:`RANDOM_FAULT_KINDS`, leaving out ``nvlink_down`` on a node without
+    NVLink."""
+    return rng.choice([k for k in RANDOM_FAULT_KINDS if has_nvlink or k != "nvlink_down"])
+
 
 #: The Xids ``--random-faults`` picks from.
 RANDOM_XIDS: tuple[int, ...] = (13, 31, 48, 79, 94, 119)
@@ -42,6 +83,8 @@ _XID_TEXT: dict[int, str] = {
     ),
     63: "Row Remapper: New row (0x{addr:016x}) marked for remapping, reset gpu to activate.",
     94: "Contained: SM (0x1). RST: No, D-RST: No",
+    # The classic NVLink error line; the link number is the one that went down.
+    74: "NVLink: fatal error detected on link {link}(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
     # xid/h100-xe9680-xid119-gsp-rpc-timeout-dmesg.log
     119: (
         "Timeout after 6s of waiting for RPC response from GPU{index} GSP! "
@@ -73,10 +116,12 @@ def xid_message(
     gpu_index: int,
     rng: random.Random,
     process: tuple[int, str] | None = None,
+    link: int = 0,
 ) -> str:
     """Return a kernel-log ``NVRM: Xid`` line for ``xid`` on the GPU at ``pci_bus_id``.
 
-    ``process`` is ``(pid, name)`` of the job on the GPU, if any. Xid 79 has the bare format of
+    ``process`` is ``(pid, name)`` of the job on the GPU, if any; ``link`` the NVLink of an
+    Xid 74. Xid 79 has the bare format of
     ``xid/xid79-fallen-off-bus-then-xid154-os-reboot-gpu-is-lost.log``; unknown codes get a
     channel-only text like Xid 43.
     """
@@ -97,5 +142,6 @@ def xid_message(
         lo=rng.randrange(0x1_0000_0000) & ~0xFFF,
         index=gpu_index,
         channel=rng.randrange(1, 64),
+        link=link,
     )
     return f"NVRM: Xid ({address}): {xid}, {who}, {text}"

@@ -2,7 +2,8 @@
 
 Power follows utilization between the idle draw and near the limit; temperature lags power with
 a first-order response; the SM clock sits near its maximum under load and drops when thermally
-throttled; energy integrates power; ECC and PCIe replay counters occasionally step up.
+throttled; energy integrates power; ECC and PCIe replay counters occasionally step up. An
+uncorrectable ECC error (Xid 48) marks a row for remapping, pending until the GPU is reset.
 """
 
 from __future__ import annotations
@@ -30,6 +31,29 @@ HW_THERMAL_C = 90.0  # above this the hardware slows down (HW thermal slowdown, 
 COOLING_FAILURE_TARGET_C = 96.0  # where a thermal fault would drive the GPU without throttling
 ECC_CORRECTED_MEAN_S = 4 * 3600.0
 PCIE_REPLAY_MEAN_S = 12 * 3600.0
+
+#: Sample metrics of agents 0.2 (docs/ingest.md, "More GPU sample metrics").
+EXTRA_METRIC_KEYS: tuple[str, ...] = (
+    "pcie_link_gen",
+    "pcie_link_gen_max",
+    "pcie_link_width",
+    "pcie_link_width_max",
+    "retired_pages_sbe_count",
+    "retired_pages_dbe_count",
+    "retired_pages_pending",
+    "remapped_rows_correctable_count",
+    "remapped_rows_uncorrectable_count",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+)
+#: Why metrics are null on the captured H100 and L40S (both report retired pages as [N/A]:
+#: they remap rows instead; neither has a fan reading).
+UNAVAILABLE: dict[str, str] = {
+    "fan_pct": "NOT_SUPPORTED",
+    "retired_pages_sbe_count": "NOT_SUPPORTED",
+    "retired_pages_dbe_count": "NOT_SUPPORTED",
+    "retired_pages_pending": "NOT_SUPPORTED",
+}
 
 
 def _lag(current: float, target: float, dt_s: float, tau_s: float) -> float:
@@ -64,6 +88,10 @@ class SimGpu:
     nvlink_rx: float = 0.0
     enc_pct: float = 0.0
     mem_util_pct: float = 0.0
+    remapped_correctable: int = 0
+    remapped_uncorrectable: int = 0
+    remap_pending: bool = False
+    nvlink_up_ratio: float = 1.0
     cooling_failed: bool = False
     lost: bool = False
 
@@ -158,6 +186,7 @@ class SimGpu:
         self.pcie_tx = shape.pcie_peak_bytes_per_s * job.pcie_share * load * jitter
         self.pcie_rx = self.pcie_tx * rng.uniform(0.6, 1.4)
         comm = (shape.nvlink_peak_bytes_per_s or 0.0) * job.comm_share * load
+        comm *= self.nvlink_up_ratio
         self.nvlink_tx = comm * jitter
         self.nvlink_rx = comm * rng.uniform(0.9, 1.1)
         self.mem_util_pct = min(100.0, self.util_pct * job.mem_intensity)
@@ -171,9 +200,21 @@ class SimGpu:
             self.pcie_replays += 1
 
     def record_uncorrected_ecc(self) -> None:
-        """Count one uncorrectable (double-bit) ECC error, as behind an Xid 48."""
+        """Count one uncorrectable (double-bit) ECC error, as behind an Xid 48: its row is
+        remapped at the next GPU reset (pending until then)."""
         self.ecc_uncorrected_volatile += 1
         self.ecc_uncorrected_aggregate += 1
+        self.remapped_uncorrectable += 1
+        self.remap_pending = True
+
+    def unavailable(self) -> dict[str, str]:
+        """Metric → NVML return code name, for the metrics this GPU never reports."""
+        reasons = dict(UNAVAILABLE)
+        if self.shape.mem_temp_offset_c is None:
+            reasons["mem_temp_c"] = "NOT_SUPPORTED"
+        if self.shape.nvlink_peak_bytes_per_s is None:
+            reasons["nvlink_tx_bytes_per_s"] = reasons["nvlink_rx_bytes_per_s"] = "NOT_SUPPORTED"
+        return reasons
 
     def reset(self) -> None:
         """Bring a lost GPU back as after a GPU reset: idle, cool, volatile ECC counts cleared."""
@@ -184,6 +225,7 @@ class SimGpu:
         self.sm_clock_mhz = self.shape.sm_clock_idle_mhz
         self.reasons = CLOCKS_EVENT_REASON_GPU_IDLE
         self.ecc_corrected_volatile = self.ecc_uncorrected_volatile = 0
+        self.remap_pending = False
 
     def read(self, now: datetime) -> Sample:
         """Return the sample of this GPU at ``now``; every metric ``None`` when lost.
@@ -191,6 +233,7 @@ class SimGpu:
         Throughputs are whole KB/s × 1024 as ``nvmlDeviceGetPcieThroughput`` gives them.
         """
         sample = empty_sample(self.uuid, now)
+        sample.update(dict.fromkeys(EXTRA_METRIC_KEYS))
         if self.lost:
             return sample
         shape = self.shape
@@ -227,5 +270,13 @@ class SimGpu:
             ecc_corrected_aggregate_count=self.ecc_corrected_aggregate,
             ecc_uncorrected_aggregate_count=self.ecc_uncorrected_aggregate,
             pcie_replay_count=self.pcie_replays,
+            pcie_link_gen=shape.pcie_gen_max,
+            pcie_link_gen_max=shape.pcie_gen_max,
+            pcie_link_width=16,
+            pcie_link_width_max=16,
+            remapped_rows_correctable_count=self.remapped_correctable,
+            remapped_rows_uncorrectable_count=self.remapped_uncorrectable,
+            remapped_rows_pending=int(self.remap_pending),
+            remapped_rows_failure=0,
         )
         return sample

@@ -8,7 +8,10 @@ in ``shared/fixtures`` (paths relative to it) and are constants here:
   with memory at 39-41 °C, SM/graphics 345 MHz idle and 1980 MHz max, memory 2619 MHz, fan N/A,
   bus ids 04/05/0B/0C/84/85/8B/8C, driver 570.86.15, CUDA 12.8. Loaded: 632 W at 59 °C, memory
   54 °C (``nvidia-smi-csv/h100-80gb-hbm3-vm-load-query-gpu-all-fields-driver590.csv``).
-  Topology: NV18 full mesh through NVSwitch (``topo/h100-8gpu-nv18-condensed.txt``).
+  Topology: NV18 full mesh through NVSwitch, two NUMA nodes with CPU affinity 0-51 / 52-103
+  (``topo/h100-8gpu-nv18-condensed.txt``); 18 links per GPU at 26.562 GB/s
+  (``nvlink/h100-sxm-18-links-status.txt``); PCIe Gen5 x16, retired pages N/A and remapped
+  rows 0 (the load CSV).
 * ``pcie-l40s-4`` — ``nvidia-smi-csv/l40s-{idle,load}-query-gpu-all-fields-driver595.csv``:
   name, 46068 MiB total / 609 MiB reserved, 350 W limit (min 100 W), SM 2520 MHz max, memory
   9001 MHz, no memory temperature and no fan reading (both N/A), driver 595.80. That CSV has no
@@ -16,7 +19,8 @@ in ``shared/fixtures`` (paths relative to it) and are constants here:
   (``nvidia-smi-xml/rtx-3080-driver595-v13.xml``). Topology: 4 PCIe GPUs without NVLink, two
   per NUMA node (``topo/asus-esc8000a-e12-4gpu-4nic-2numa-amd.txt``); bus ids 01/41/81/C1 follow
   the AMD EPYC layout of ``nvlink/rtx-4090-8gpu-q-text-addressing-unknown-error.txt``
-  (01/21/41/61/81/A1/C1/E1), every other slot.
+  (01/21/41/61/81/A1/C1/E1), every other slot. PCIe Gen4 x16, retired pages N/A and remapped
+  rows 0 (the load CSV).
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ class NodeShape:
         nvlink_peak_bytes_per_s: all links summed, one direction; ``None`` on PCIe-only nodes.
         pcie_peak_bytes_per_s: usable PCIe throughput, one direction.
         driver_version, cuda_version: ``nvmlSystemGetDriverVersion`` / CUDA driver version.
+        pcie_gen_max: ``nvmlDeviceGetMaxPcieLinkGeneration`` (the link trains at it).
+        nvlinks_per_gpu: NVLinks of each GPU (0 on PCIe-only nodes).
+        nvlink_speed_gbps: one link's speed in GB/s as nvidia-smi prints it.
+        cpus_per_numa: CPUs of each of the two NUMA nodes (``topo -m`` CPU affinity).
     """
 
     key: str
@@ -63,6 +71,10 @@ class NodeShape:
     pcie_peak_bytes_per_s: float
     driver_version: str
     cuda_version: str
+    pcie_gen_max: int = 4
+    nvlinks_per_gpu: int = 0
+    nvlink_speed_gbps: float | None = None
+    cpus_per_numa: int = 32
 
     @property
     def gpu_count(self) -> int:
@@ -93,6 +105,12 @@ HGX_H100_8 = NodeShape(
     pcie_peak_bytes_per_s=50e9,
     driver_version="570.86.15",
     cuda_version="12.8",
+    pcie_gen_max=5,
+    # nvlink/h100-sxm-18-links-status.txt: 18 links at 26.562 GB/s.
+    nvlinks_per_gpu=18,
+    nvlink_speed_gbps=26.562,
+    # topo/h100-8gpu-nv18-condensed.txt: CPU affinity 0-51 and 52-103.
+    cpus_per_numa=52,
 )
 
 PCIE_L40S_4 = NodeShape(
@@ -117,6 +135,9 @@ PCIE_L40S_4 = NodeShape(
     pcie_peak_bytes_per_s=25e9,
     driver_version="595.80",
     cuda_version="13.2",
+    pcie_gen_max=4,
+    # topo/asus-esc8000a-e12-4gpu-4nic-2numa-amd.txt: CPU affinity 0-31 and 32-63.
+    cpus_per_numa=32,
 )
 
 SHAPES: dict[str, NodeShape] = {s.key: s for s in (HGX_H100_8, PCIE_L40S_4)}

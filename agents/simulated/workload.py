@@ -25,7 +25,7 @@ class Job:
         comm_share: share of the NVLink peak it uses (multi-GPU jobs only).
         pcie_share: share of the PCIe peak it uses.
         enc_pct: encoder utilization (video jobs), usually 0.
-        pid, process_name: the process NVRM names in an Xid line.
+        pid, process_name: the first rank's process (NVRM names a rank in an Xid line).
         dip_until: POSIX time until which utilization dips (checkpoint, data loading).
     """
 
@@ -40,6 +40,10 @@ class Job:
     pid: int
     process_name: str
     dip_until: float = 0.0
+
+    def pid_on(self, gpu_index: int) -> int:
+        """The PID of the job's process on ``gpu_index``: one rank per GPU, consecutive PIDs."""
+        return self.pid + self.gpu_indices.index(gpu_index)
 
 
 def diurnal_factor(posix_s: float, phase_h: float = 0.0) -> float:

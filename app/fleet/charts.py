@@ -18,6 +18,7 @@ from typing import Any
 from app.errors import BadRequest
 from app.fleet.schemas import SamplesOut, SeriesOut
 from app.metrics.service import choose_step_s
+from app.timebounds import checked_utc
 
 PRESETS: dict[str, timedelta] = {
     "15m": timedelta(minutes=15),
@@ -87,7 +88,10 @@ def _parse_time(name: str, raw: str) -> datetime:
         value = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
     except ValueError:
         raise BadRequest(f"{name}: not a time: {raw!r} (use YYYY-MM-DDTHH:MM, UTC)") from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    try:
+        return checked_utc(value.replace(tzinfo=UTC) if value.tzinfo is None else value)
+    except ValueError as exc:
+        raise BadRequest(f"{name}: {exc}: {raw!r}") from None
 
 
 def resolve_chart_range(

@@ -17,7 +17,8 @@ class Node(Base):
     ``last_seen_at`` is the server's receive time of the latest accepted batch (what freshness is
     judged by, so agent clock skew cannot make a node look dead); ``last_sample_at`` is the agent's
     timestamp of its newest stored sample; ``clock_skew_s`` is ``sent_at - received_at`` of the
-    latest batch.
+    latest batch. ``collector`` (``nvml``, ``simulated`` …) and ``collection_errors`` (``[{"source",
+    "message"}]``) are those of the latest batch that said (agents 0.2 and later).
     """
 
     __tablename__ = "node"
@@ -33,6 +34,8 @@ class Node(Base):
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     last_sample_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     clock_skew_s: Mapped[float | None] = mapped_column(Float)
+    collector: Mapped[str | None] = mapped_column(String(32))
+    collection_errors: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 
     gpus: Mapped[list[Gpu]] = relationship(back_populates="node", order_by="Gpu.index")
 
@@ -42,7 +45,8 @@ class Gpu(Base):
 
     ``state`` is ``ok``, ``lost`` (NVML ``GPU_IS_LOST``) or ``unknown_error`` as last reported.
     ``last_sample_at`` is the newest stored ``gpu_sample.sampled_at`` of this GPU, so the latest
-    values are one primary-key lookup away instead of a scan.
+    values are one primary-key lookup away instead of a scan. ``unavailable`` (metric → NVML
+    return code name), ``mig_instances`` and ``processes`` are as of the latest batch.
     """
 
     __tablename__ = "gpu"
@@ -60,5 +64,8 @@ class Gpu(Base):
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
     last_sample_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    unavailable: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    mig_instances: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    processes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 
     node: Mapped[Node] = relationship(back_populates="gpus")

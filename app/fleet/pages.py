@@ -19,6 +19,11 @@ from app.fleet import service as fleet_service
 from app.fleet.schemas import SamplesOut, SeriesOut
 from app.fleet.service import NodeView
 from app.metrics import service as metrics_service
+from app.nics import service as nic_service
+from app.nvlinks import service as nvlink_service
+from app.storage import service as storage_service
+from app.topology import service as topology_service
+from app.topology.matrix import LEGEND, build_matrix
 from app.web import render
 
 router = APIRouter(include_in_schema=False)
@@ -27,6 +32,9 @@ LABEL_COLUMNS = ("cluster", "ib_pod", "rack", "team")
 SORTS = {"hostname": "Hostname", "health": "Unhealthy first"}
 SKEW_SHOWN_ABOVE_S = 2.0
 EVENTS_SHOWN = 50
+TOPOLOGY_CHANGES = 5
+SLOW_IO_S = 0.02  # disk wait or NFS RTT from which the node page marks storage as slow
+FULL_PCT = 90.0  # filesystem use from which the node page marks it as nearly full
 Labels = Annotated[list[str], Query()]
 
 
@@ -164,9 +172,21 @@ def _node_context(request: Request, session: Session, hostname: str) -> dict[str
         stale_after_s=request.app.state.settings.stale_after_s,
         now=now,
     )
+    gpus = [g.gpu for g in view.gpus]
+    topology = topology_service.get_history(session, node_id=view.node.id, limit=TOPOLOGY_CHANGES)
     return {
         "view": view,
         "events": event_service.list_node_events(session, node_id=view.node.id, limit=EVENTS_SHOWN),
+        "gpu_links": nvlink_service.group_by_gpu(
+            gpus, nvlink_service.list_latest_links(session, gpus=gpus)
+        ),
+        "storage": storage_service.get_node_storage(session, node_id=view.node.id),
+        "nic_ports": nic_service.list_latest_ports(session, node_id=view.node.id),
+        "topology": topology,
+        "matrix": build_matrix(topology.latest.snapshot.document) if topology.latest else None,
+        "topology_legend": LEGEND,
+        "slow_io_s": SLOW_IO_S,
+        "full_pct": FULL_PCT,
         "gpu_index_by_id": {g.gpu.id: g.gpu.index for g in view.gpus},
         "label_columns": LABEL_COLUMNS,
         "skew_shown_above_s": SKEW_SHOWN_ABOVE_S,

@@ -13,6 +13,7 @@ from app.fleet import service as fleet_service
 from app.fleet.schemas import NodeDetailOut, NodeSummaryOut, SamplesOut, SeriesOut
 from app.metrics import service as metrics_service
 from app.metrics.catalog import METRIC_NAMES, METRICS_BY_NAME
+from app.timebounds import checked_utc
 
 router = APIRouter(prefix="/api/v1", tags=["fleet"])
 
@@ -100,17 +101,17 @@ def resolve_range(start: datetime | None, end: datetime | None) -> tuple[datetim
     Raises:
         RequestValidationError: naming ``start`` or ``end``.
     """
-    for name, value in (("start", start), ("end", end)):
-        if value is not None and value.tzinfo is None:
+    checked: dict[str, datetime | None] = {"start": start, "end": end}
+    for name, value in checked.items():
+        if value is None:
+            continue
+        try:
+            checked[name] = checked_utc(value)
+        except ValueError as exc:
             raise RequestValidationError(
-                [
-                    {
-                        "loc": ("query", name),
-                        "msg": "time needs a UTC offset or Z",
-                        "type": "value_error",
-                    }
-                ]
-            )
+                [{"loc": ("query", name), "msg": str(exc), "type": "value_error"}]
+            ) from None
+    start, end = checked["start"], checked["end"]
     end = end or utcnow()
     start = start or end - timedelta(hours=1)
     if start >= end:

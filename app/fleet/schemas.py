@@ -11,7 +11,9 @@ from app.fleet.service import GpuView, NodeView
 
 
 class GpuOut(BaseModel):
-    """A GPU and its newest stored values (``latest``: metric → value, null = not available)."""
+    """A GPU and its newest stored values (``latest``: metric → value, null = not available);
+    ``unavailable`` says why a metric is null (NVML return code name), ``mig_instances`` and
+    ``processes`` are as of the latest batch (null: not reported)."""
 
     uuid: str
     index: int
@@ -23,6 +25,9 @@ class GpuOut(BaseModel):
     state_reason: str | None
     last_sample_at: datetime | None
     latest: dict[str, Any]
+    unavailable: dict[str, str] | None = None
+    mig_instances: list[dict[str, Any]] | None = None
+    processes: list[dict[str, Any]] | None = None
 
     @classmethod
     def from_view(cls, view: GpuView) -> GpuOut:
@@ -39,6 +44,9 @@ class GpuOut(BaseModel):
             state_reason=g.state_reason,
             last_sample_at=view.latest_at,
             latest=view.latest,
+            unavailable=g.unavailable,
+            mig_instances=g.mig_instances,
+            processes=g.processes,
         )
 
 
@@ -77,11 +85,14 @@ class NodeSummaryOut(BaseModel):
 
 
 class NodeDetailOut(NodeSummaryOut):
-    """A node with versions and its GPUs (``GET /api/v1/nodes/{hostname}``)."""
+    """A node with versions and its GPUs (``GET /api/v1/nodes/{hostname}``); ``collector`` and
+    ``collection_errors`` are those of the latest batch that reported them."""
 
     driver_version: str | None
     cuda_version: str | None
     first_seen_at: datetime | None
+    collector: str | None = None
+    collection_errors: list[dict[str, Any]] | None = None
     gpus: list[GpuOut]
 
     @classmethod
@@ -93,6 +104,8 @@ class NodeDetailOut(NodeSummaryOut):
             driver_version=n.driver_version,
             cuda_version=n.cuda_version,
             first_seen_at=n.first_seen_at,
+            collector=n.collector,
+            collection_errors=n.collection_errors,
             gpus=[GpuOut.from_view(g) for g in view.gpus],
         )
 

@@ -66,20 +66,10 @@ def decode_json(raw: bytes, *, encoding: str, max_bytes: int) -> Any:
 
     Raises:
         PayloadTooLarge: the decompressed body exceeds ``max_bytes``.
-        BadRequest: invalid gzip, invalid UTF-8, or invalid JSON (with line and column).
+        BadRequest: invalid gzip, invalid UTF-8, invalid JSON (with line and column), a key
+            repeated in one object, nesting too deep or a number too long to convert.
     """
-    if encoding.strip().lower() in ("gzip", "x-gzip"):
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            data = inflater.decompress(raw, max_bytes + 1)
-            if len(data) > max_bytes or inflater.unconsumed_tail:
-                raise PayloadTooLarge(f"decompressed body exceeds the limit of {max_bytes} bytes")
-            if not inflater.eof:
-                raise BadRequest("gzip stream is truncated")
-        except zlib.error as exc:
-            raise BadRequest(f"body is not valid gzip: {exc}") from None
-    else:
-        data = raw
+    data = gunzip(raw, max_bytes=max_bytes) if encoding.strip().lower() in GZIP else raw
     if not data:
         raise BadRequest("empty body: expected a JSON ingest batch")
     try:
@@ -87,8 +77,52 @@ def decode_json(raw: bytes, *, encoding: str, max_bytes: int) -> Any:
     except UnicodeDecodeError as exc:
         raise BadRequest(f"body is not valid UTF-8 at byte {exc.start}") from None
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise BadRequest(
             f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise BadRequest("body is not acceptable JSON: nested too deeply") from None
+    except ValueError as exc:  # Python's int digit limit, or a duplicate key
+        raise BadRequest(f"body is not acceptable JSON: {exc}") from None
+
+
+GZIP = ("gzip", "x-gzip")
+
+
+def gunzip(raw: bytes, *, max_bytes: int) -> bytes:
+    """Inflate a gzip body of one or more members (RFC 1952 §2.2), never past ``max_bytes``.
+
+    Raises:
+        PayloadTooLarge: more than ``max_bytes`` once inflated.
+        BadRequest: not gzip, truncated, or followed by bytes that are not another member.
+    """
+    out = bytearray()
+    rest = raw
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out += inflater.decompress(rest, max_bytes + 1 - len(out))
+        except zlib.error as exc:
+            raise BadRequest(f"body is not valid gzip: {exc}") from None
+        if len(out) > max_bytes or inflater.unconsumed_tail:
+            raise PayloadTooLarge(f"decompressed body exceeds the limit of {max_bytes} bytes")
+        if not inflater.eof:
+            raise BadRequest("gzip stream is truncated")
+        rest = inflater.unused_data
+        if not rest:
+            return bytes(out)
+        if not rest.startswith(b"\x1f\x8b"):
+            raise BadRequest("unexpected bytes after the end of the gzip stream")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` refusing an object that names a key twice: silently keeping the
+    last ``samples`` of two would lose data."""
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        result[key] = value
+    return result

@@ -57,22 +57,13 @@ async def ingest(
         with session_scope(factory) as session:
             return auth_service.authenticate(session, authorization=authorization).id
 
+    received_at = utcnow()  # before reading: the agent's sent_at is compared with this
     node_id = await run_in_threadpool(_auth)
     body.check_content_type(request)
     raw = await body.read_limited(request, max_bytes=settings.ingest_max_bytes)
-    document = body.decode_json(
-        raw,
-        encoding=request.headers.get("content-encoding", "identity"),
-        max_bytes=settings.ingest_max_bytes,
-    )
-    try:
-        batch = IngestBatchIn.model_validate(document)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_context=False, include_input=False)
-        for err in errors:
-            err["loc"] = ("body", *err["loc"])
-        raise RequestValidationError(errors) from None
-    received_at = utcnow()
+    encoding = request.headers.get("content-encoding", "identity")
+    # Inflating, parsing and validating a large batch takes CPU seconds: off the event loop.
+    batch = await run_in_threadpool(_parse, raw, encoding, settings.ingest_max_bytes)
 
     def _store() -> IngestResult:
         with session_scope(factory) as session:
@@ -87,3 +78,20 @@ async def ingest(
             )
 
     return await run_in_threadpool(_store)
+
+
+def _parse(raw: bytes, encoding: str, max_bytes: int) -> IngestBatchIn:
+    """Decode and validate a body.
+
+    Raises:
+        BadRequest, PayloadTooLarge: from :func:`app.ingest.body.decode_json`.
+        RequestValidationError: the document does not match the schema (``loc`` from ``body``).
+    """
+    document = body.decode_json(raw, encoding=encoding, max_bytes=max_bytes)
+    try:
+        return IngestBatchIn.model_validate(document)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        for err in errors:
+            err["loc"] = ("body", *err["loc"])
+        raise RequestValidationError(errors) from None

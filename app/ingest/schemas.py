@@ -15,20 +15,23 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StrictFloat,
-    StrictInt,
     create_model,
     field_validator,
 )
 
+from app.ingest.gpu_schemas import MAX_MIG_INSTANCES, MAX_PROCESSES, MigInstanceIn, ProcessIn
 from app.metrics.catalog import METRICS
+from app.metrics.plausible import Number
+from app.nics.schemas import MAX_NIC_PORTS, NicPortIn
+from app.nvlinks.schemas import MAX_NVLINKS, NvlinkIn
+from app.storage.schemas import MAX_DISKS, MAX_MOUNTS, MAX_NFS_MOUNTS, DiskIn, MountIn, NfsMountIn
+from app.topology.schemas import TopologyIn
 
 SCHEMA_VERSION = 1
 MAX_SAMPLES = 100_000
 MAX_EVENTS = 10_000
 MAX_GPUS = 256
-
-Number = StrictInt | StrictFloat
+MAX_COLLECTION_ERRORS = 100
 LabelKey = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")]
 Hostname = Annotated[
     str,
@@ -70,6 +73,22 @@ class GpuIn(BaseModel):
     mig_mode: Literal["enabled", "disabled"] | None = None
     state: Literal["ok", "lost", "unknown_error"] = "ok"
     state_reason: Annotated[str, Field(max_length=1024)] | None = None
+    unavailable: (
+        dict[
+            Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")],
+            Annotated[str, Field(max_length=128)],
+        ]
+        | None
+    ) = None
+    mig_instances: Annotated[list[MigInstanceIn], Field(max_length=MAX_MIG_INSTANCES)] | None = None
+    processes: Annotated[list[ProcessIn], Field(max_length=MAX_PROCESSES)] | None = None
+
+    @field_validator("unavailable")
+    @classmethod
+    def _at_most_256_reasons(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None and len(value) > 256:
+            raise ValueError("at most 256 entries")
+        return value
 
 
 class _SampleBase(BaseModel):
@@ -118,8 +137,34 @@ class EventIn(BaseModel):
         return value[:4096] if value is not None else None
 
 
+class CollectionErrorIn(BaseModel):
+    """Something that went wrong while collecting the batch (a hung NVML call …)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    source: Annotated[str, Field(max_length=64)]
+    message: str
+
+    @field_validator("message")
+    @classmethod
+    def _cut_message(cls, value: str) -> str:
+        return value[:1024]
+
+
+class CollectionIn(BaseModel):
+    """Which GPU collector produced the batch and what went wrong while collecting it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    collector: Annotated[str, Field(max_length=32)] | None = None
+    errors: Annotated[list[CollectionErrorIn], Field(max_length=MAX_COLLECTION_ERRORS)] = Field(
+        default_factory=list
+    )
+
+
 class IngestBatchIn(BaseModel):
-    """A batch as pushed by an agent to ``POST /api/v1/ingest``."""
+    """A batch as pushed by an agent to ``POST /api/v1/ingest``. The node sections (from
+    ``collection`` on) are optional: ``None`` means this agent does not collect them."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -130,6 +175,13 @@ class IngestBatchIn(BaseModel):
     gpus: Annotated[list[GpuIn], Field(max_length=MAX_GPUS)] = Field(default_factory=list)
     samples: Annotated[list[SampleIn], Field(max_length=MAX_SAMPLES)] = Field(default_factory=list)
     events: Annotated[list[EventIn], Field(max_length=MAX_EVENTS)] = Field(default_factory=list)
+    collection: CollectionIn | None = None
+    nvlinks: Annotated[list[NvlinkIn], Field(max_length=MAX_NVLINKS)] | None = None
+    disks: Annotated[list[DiskIn], Field(max_length=MAX_DISKS)] | None = None
+    mounts: Annotated[list[MountIn], Field(max_length=MAX_MOUNTS)] | None = None
+    nfs_mounts: Annotated[list[NfsMountIn], Field(max_length=MAX_NFS_MOUNTS)] | None = None
+    nic_ports: Annotated[list[NicPortIn], Field(max_length=MAX_NIC_PORTS)] | None = None
+    topology: TopologyIn | None = None
 
 
 RejectReason = Literal["unknown_gpu", "sampled_at_in_future", "older_than_retention"]
@@ -159,6 +211,9 @@ class IngestResult(BaseModel):
     rejections: list[Rejection]
     nulled_values: dict[str, int]
     events_stored: int
+    sections_stored: dict[str, int] = Field(default_factory=dict)
+    sections_rejected: dict[str, int] = Field(default_factory=dict)
+    topology_changed: bool | None = None
 
 
 def metric_values(sample: Any) -> dict[str, Any]:

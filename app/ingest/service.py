@@ -1,4 +1,5 @@
-"""Storing an accepted ingest batch: node and GPU inventory, samples, events, idempotency.
+"""Storing an accepted ingest batch: node and GPU inventory, samples, events, node sections,
+topology, idempotency.
 
 The whole batch is one transaction (the caller's). Policies are documented in ``docs/ingest.md``.
 """
@@ -7,29 +8,23 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from pydantic import BaseModel
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.errors import Forbidden
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
+from app.ingest import samples as sample_store
+from app.ingest import sections as section_store
+from app.ingest.gpu_schemas import MIG_BOUNDS, PROCESS_BOUNDS
 from app.ingest.models import IngestBatch
-from app.ingest.schemas import (
-    IngestBatchIn,
-    IngestResult,
-    Rejection,
-    RejectReason,
-    metric_values,
-)
-from app.metrics.catalog import sanitize
-from app.metrics.models import gpu_sample
-
-MAX_LISTED_REJECTIONS = 100
+from app.ingest.schemas import IngestBatchIn, IngestResult
+from app.metrics.plausible import Bound, clean_numbers
+from app.topology import service as topology_service
 
 
 def store_batch(
@@ -75,28 +70,55 @@ def store_batch(
         return IngestResult.model_validate({**stored.result, "replayed": True})
 
     skew_s = (batch.sent_at - received_at).total_seconds()
+    newest_allowed = received_at + timedelta(seconds=future_tolerance_s)
+    oldest_allowed = received_at - timedelta(days=retention_days)
+    nulled: Counter[str] = Counter()
     _update_node(node, batch=batch, received_at=received_at, skew_s=skew_s)
-    gpus = _upsert_gpus(session, node=node, batch=batch, received_at=received_at)
-    result = _store_samples(
+    gpus = _upsert_gpus(session, node=node, batch=batch, received_at=received_at, nulled=nulled)
+    result = sample_store.store_samples(
         session,
         gpus=gpus,
         batch=batch,
         received_at=received_at,
-        newest_allowed=received_at + timedelta(seconds=future_tolerance_s),
-        oldest_allowed=received_at - timedelta(days=retention_days),
+        newest_allowed=newest_allowed,
+        oldest_allowed=oldest_allowed,
     )
+    nulled.update(result.pop("nulled_values"))
     newest = max((g.last_sample_at for g in gpus.values() if g.last_sample_at), default=None)
     if newest is not None and (node.last_sample_at is None or newest > node.last_sample_at):
         node.last_sample_at = newest
     events_stored = _store_events(
         session, node=node, gpus=gpus, batch=batch, received_at=received_at
     )
+    sections = section_store.store_sections(
+        session,
+        node=node,
+        gpus=gpus,
+        batch=batch,
+        newest_allowed=newest_allowed,
+        oldest_allowed=oldest_allowed,
+        nulled=nulled,
+    )
+    changed = None
+    if batch.topology is not None:
+        changed = topology_service.record_topology(
+            session,
+            node=node,
+            topology=batch.topology,
+            received_at=received_at,
+            nulled=nulled,
+            rejected=sections.rejected,
+        )
 
     answer = IngestResult(
         batch_id=batch.batch_id,
         received_at=received_at,
         clock_skew_s=round(skew_s, 3),
         events_stored=events_stored,
+        nulled_values=dict(nulled),
+        sections_stored=sections.stored,
+        sections_rejected=dict(sections.rejected),
+        topology_changed=changed,
         **result,
     )
     marker.result = answer.model_dump(mode="json")
@@ -114,10 +136,18 @@ def _update_node(node: Node, *, batch: IngestBatchIn, received_at: datetime, ske
     if node.last_seen_at is None or received_at >= node.last_seen_at:
         node.last_seen_at = received_at
         node.clock_skew_s = round(skew_s, 3)
+        if batch.collection is not None:
+            node.collector = batch.collection.collector
+            node.collection_errors = [e.model_dump() for e in batch.collection.errors]
 
 
 def _upsert_gpus(
-    session: Session, *, node: Node, batch: IngestBatchIn, received_at: datetime
+    session: Session,
+    *,
+    node: Node,
+    batch: IngestBatchIn,
+    received_at: datetime,
+    nulled: Counter[str],
 ) -> dict[str, Gpu]:
     """The node's GPUs by UUID after applying the batch's inventory. A UUID seen on another node
     moves to this one: the card was physically moved."""
@@ -142,107 +172,25 @@ def _upsert_gpus(
         gpu.mig_mode = info.mig_mode
         gpu.state = info.state
         gpu.state_reason = info.state_reason
+        gpu.unavailable = dict(info.unavailable) if info.unavailable is not None else None
+        gpu.mig_instances = _clean_list(info.mig_instances, MIG_BOUNDS, "mig_instances", nulled)
+        gpu.processes = _clean_list(info.processes, PROCESS_BOUNDS, "processes", nulled)
         gpu.last_seen_at = received_at
     session.flush()
     return by_uuid
 
 
-def _store_samples(
-    session: Session,
-    *,
-    gpus: dict[str, Gpu],
-    batch: IngestBatchIn,
-    received_at: datetime,
-    newest_allowed: datetime,
-    oldest_allowed: datetime,
-) -> dict[str, Any]:
-    rejections: list[Rejection] = []
-    rejected: Counter[str] = Counter()
-    nulled: Counter[str] = Counter()
-    rows: dict[tuple[int, datetime], dict[str, Any]] = {}
-    duplicates = 0
-    for index, sample in enumerate(batch.samples):
-        gpu = gpus.get(sample.gpu_uuid)
-        reason: RejectReason | None = None
-        if gpu is None:
-            reason = "unknown_gpu"
-        elif sample.sampled_at > newest_allowed:
-            reason = "sampled_at_in_future"
-        elif sample.sampled_at < oldest_allowed:
-            reason = "older_than_retention"
-        if reason is not None or gpu is None:
-            reason = reason or "unknown_gpu"
-            rejected[reason] += 1
-            if len(rejections) < MAX_LISTED_REJECTIONS:
-                rejections.append(Rejection(index=index, gpu_uuid=sample.gpu_uuid, reason=reason))
-            continue
-        key = (gpu.id, sample.sampled_at)
-        if key in rows:
-            duplicates += 1
-            continue
-        row: dict[str, Any] = {
-            "gpu_id": gpu.id,
-            "sampled_at": sample.sampled_at,
-            "received_at": received_at,
-        }
-        for name, raw in metric_values(sample).items():
-            value = sanitize(name, raw)
-            if raw is not None and value is None:
-                nulled[name] += 1
-            row[name] = value
-        rows[key] = row
-
-    existing = _existing_keys(session, rows)
-    fresh = [row for key, row in rows.items() if key not in existing]
-    inserted = _insert_samples(session, fresh)
-    duplicates += len(existing) + len(fresh) - inserted
-    by_id = {g.id: g for g in gpus.values()}
-    for row in fresh:
-        gpu = by_id[row["gpu_id"]]
-        if gpu.last_sample_at is None or row["sampled_at"] > gpu.last_sample_at:
-            gpu.last_sample_at = row["sampled_at"]
-    return {
-        "samples_received": len(batch.samples),
-        "samples_stored": inserted,
-        "samples_duplicate": duplicates,
-        "samples_rejected": sum(rejected.values()),
-        "rejected_by_reason": dict(rejected),
-        "rejections": rejections,
-        "nulled_values": dict(nulled),
-    }
-
-
-def _existing_keys(
-    session: Session, rows: dict[tuple[int, datetime], dict[str, Any]]
-) -> set[tuple[int, datetime]]:
-    """Which of ``rows``' (gpu_id, sampled_at) keys are already stored."""
-    if not rows:
-        return set()
-    found: set[tuple[int, datetime]] = set()
-    by_gpu: dict[int, list[datetime]] = {}
-    for gpu_id, ts in rows:
-        by_gpu.setdefault(gpu_id, []).append(ts)
-    for gpu_id, stamps in by_gpu.items():
-        result = session.execute(
-            select(gpu_sample.c.sampled_at).where(
-                gpu_sample.c.gpu_id == gpu_id,
-                gpu_sample.c.sampled_at >= min(stamps),
-                gpu_sample.c.sampled_at <= max(stamps),
-            )
-        )
-        found.update((gpu_id, ts) for (ts,) in result)
-    return found & rows.keys()
-
-
-def _insert_samples(session: Session, rows: list[dict[str, Any]]) -> int:
-    """Insert rows, skipping any key a concurrent batch stored in the meantime; returns how many
-    rows went in (the driver's summed rowcount of the executemany)."""
-    if not rows:
-        return 0
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    stmt = insert(gpu_sample).on_conflict_do_nothing(index_elements=["gpu_id", "sampled_at"])
-    result = cast(CursorResult[Any], session.execute(stmt, rows))
-    return result.rowcount if result.rowcount >= 0 else len(rows)
+def _clean_list(
+    entries: list[Any] | None, bounds: dict[str, Bound], prefix: str, nulled: Counter[str]
+) -> list[dict[str, Any]] | None:
+    """JSON-ready dicts of ``entries`` (pydantic models) with implausible numbers nulled."""
+    if entries is None:
+        return None
+    items: list[BaseModel] = entries
+    return [
+        clean_numbers(item.model_dump(mode="json"), bounds, prefix=prefix, nulled=nulled)
+        for item in items
+    ]
 
 
 def _store_events(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.metrics.plausible import Bound, plausible
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -31,6 +33,11 @@ class Metric:
     low: float
     high: float
     integer: bool = False
+
+    @property
+    def bound(self) -> Bound:
+        """The plausible range as a :class:`~app.metrics.plausible.Bound`."""
+        return Bound(self.low, self.high, self.integer)
 
 
 METRICS: tuple[Metric, ...] = (
@@ -124,6 +131,105 @@ METRICS: tuple[Metric, ...] = (
         1e9,
         integer=True,
     ),
+    Metric(
+        "pcie_link_gen",
+        "PCIe link generation",
+        "gen",
+        "nvmlDeviceGetCurrPcieLinkGeneration",
+        1,
+        8,
+        integer=True,
+    ),
+    Metric(
+        "pcie_link_gen_max",
+        "PCIe link generation (max)",
+        "gen",
+        "nvmlDeviceGetMaxPcieLinkGeneration",
+        1,
+        8,
+        integer=True,
+    ),
+    Metric(
+        "pcie_link_width",
+        "PCIe link width",
+        "lanes",
+        "nvmlDeviceGetCurrPcieLinkWidth",
+        1,
+        64,
+        integer=True,
+    ),
+    Metric(
+        "pcie_link_width_max",
+        "PCIe link width (max)",
+        "lanes",
+        "nvmlDeviceGetMaxPcieLinkWidth",
+        1,
+        64,
+        integer=True,
+    ),
+    Metric(
+        "retired_pages_sbe_count",
+        "Retired pages (single-bit)",
+        "pages",
+        "nvmlDeviceGetRetiredPages(MULTIPLE_SINGLE_BIT_ECC_ERRORS)",
+        0,
+        1e6,
+        integer=True,
+    ),
+    Metric(
+        "retired_pages_dbe_count",
+        "Retired pages (double-bit)",
+        "pages",
+        "nvmlDeviceGetRetiredPages(DOUBLE_BIT_ECC_ERROR)",
+        0,
+        1e6,
+        integer=True,
+    ),
+    Metric(
+        "retired_pages_pending",
+        "Page retirement pending",
+        "0/1",
+        "nvmlDeviceGetRetiredPagesPendingStatus",
+        0,
+        1,
+        integer=True,
+    ),
+    Metric(
+        "remapped_rows_correctable_count",
+        "Remapped rows (correctable)",
+        "rows",
+        "nvmlDeviceGetRemappedRows.corrRows",
+        0,
+        1e6,
+        integer=True,
+    ),
+    Metric(
+        "remapped_rows_uncorrectable_count",
+        "Remapped rows (uncorrectable)",
+        "rows",
+        "nvmlDeviceGetRemappedRows.uncRows",
+        0,
+        1e6,
+        integer=True,
+    ),
+    Metric(
+        "remapped_rows_pending",
+        "Row remapping pending",
+        "0/1",
+        "nvmlDeviceGetRemappedRows.isPending",
+        0,
+        1,
+        integer=True,
+    ),
+    Metric(
+        "remapped_rows_failure",
+        "Row remapping failed",
+        "0/1",
+        "nvmlDeviceGetRemappedRows.failureOccurred",
+        0,
+        1,
+        integer=True,
+    ),
 )
 
 METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
@@ -138,17 +244,4 @@ def sanitize(name: str, value: float | int | None) -> float | int | None:
     Raises:
         KeyError: ``name`` is not in the catalog.
     """
-    if value is None:
-        return None
-    metric = METRICS_BY_NAME[name]
-    if value != value or value in (float("inf"), float("-inf")):
-        return None
-    if not (metric.low <= value <= metric.high):
-        return None
-    if metric.integer:
-        if isinstance(value, float):
-            if not value.is_integer():
-                return None
-            return int(value)
-        return value
-    return value
+    return plausible(value, METRICS_BY_NAME[name].bound)

@@ -1,4 +1,5 @@
-"""Retention: delete samples, events and batch ids older than ``retention_days``."""
+"""Retention: delete samples (GPU and node sections), events and batch ids older than
+``retention_days``. Topology snapshots are kept: they are few, and the current one may be old."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from app.db import session_scope, utcnow
 from app.events.models import NodeEvent
 from app.ingest.models import IngestBatch
 from app.metrics.models import gpu_sample
+from app.nics.models import NicPortSample
+from app.nvlinks.models import NvlinkSample
+from app.storage.models import DiskSample, MountSample, NfsSample
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,11 @@ def prune(
     cutoff = (now or utcnow()) - timedelta(days=retention_days)
     statements = {
         "gpu_sample": delete(gpu_sample).where(gpu_sample.c.sampled_at < cutoff),
+        "nvlink_sample": delete(NvlinkSample).where(NvlinkSample.sampled_at < cutoff),
+        "disk_sample": delete(DiskSample).where(DiskSample.sampled_at < cutoff),
+        "mount_sample": delete(MountSample).where(MountSample.sampled_at < cutoff),
+        "nfs_sample": delete(NfsSample).where(NfsSample.sampled_at < cutoff),
+        "nic_port_sample": delete(NicPortSample).where(NicPortSample.sampled_at < cutoff),
         "node_event": delete(NodeEvent).where(NodeEvent.occurred_at < cutoff),
         "ingest_batch": delete(IngestBatch).where(IngestBatch.received_at < cutoff),
     }

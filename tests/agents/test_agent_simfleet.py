@@ -9,11 +9,13 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agents.fleetspec import FleetNode, ScheduledFault, load_fleet_file, parse_fault
 from agents.simfleet import SimFleet
+from agents.simulated.host import SimulatedHostSource
 from tests.agents.agent_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,3 +145,57 @@ def test_simfleet_command_pushes_and_exits_0_on_sigterm(
     assert "simfleet stopped" in stderr
     xids = [e["xid"] for p in receiver.payloads() for e in p["events"] if e["kind"] == "xid"]
     assert 94 in xids
+
+
+def test_each_node_reports_its_host_sections_and_host_faults_reach_them(
+    tmp_path: Path, receiver: Receiver, wait_until: Wait
+) -> None:
+    faults = [
+        ScheduledFault("gpu-a-001", "nvlink_down", at_s=0.0, gpu_index=1),
+        ScheduledFault("gpu-a-001", "ib_port_down", at_s=0.0, gpu_index=2),
+        ScheduledFault("gpu-b-001", "storage_slow", at_s=0.0),
+    ]
+
+    def sections(host: str, name: str) -> list[dict[str, Any]]:
+        return [
+            entry
+            for p in receiver.payloads()
+            if p["node"]["hostname"] == host
+            for entry in p.get(name, [])
+        ]
+
+    def faults_seen() -> bool:
+        return (
+            any(x["state"] == "down" for x in sections("gpu-a-001", "nvlinks"))
+            and any(x["state"] == "DOWN" for x in sections("gpu-a-001", "nic_ports"))
+            and any((x["avg_rtt_s"] or 0) > 0.04 for x in sections("gpu-b-001", "nfs_mounts"))
+        )
+
+    with SimFleet(
+        NODES[:2], server_url=receiver.url, spool_root=tmp_path, interval_s=0.2,
+        batch_interval_s=0.4, faults=faults,
+    ) as fleet:  # fmt: skip
+        assert isinstance(fleet.host_sources["gpu-a-001"], SimulatedHostSource)
+        assert wait_until(faults_seen)
+    down = next(x for x in sections("gpu-a-001", "nic_ports") if x["state"] == "DOWN")
+    assert down["device"] == "mlx5_2" and down["phys_state"] == "Polling"
+    gpu1 = next(p for p in receiver.payloads() if p["node"]["hostname"] == "gpu-a-001")
+    down_links = [x for x in sections("gpu-a-001", "nvlinks") if x["state"] == "down"]
+    assert {x["gpu_uuid"] for x in down_links} == {gpu1["gpus"][1]["uuid"]}
+    assert sections("gpu-b-001", "nvlinks") == []  # the PCIe node has none
+    topologies = [p["topology"] for p in receiver.payloads() if "topology" in p]
+    assert {t["source"] for t in topologies} == {"simulated"}
+    for payload in receiver.payloads():
+        assert {"disks", "mounts", "nfs_mounts", "nic_ports", "collection"} <= set(payload)
+
+
+def test_new_fault_kinds_parse_and_a_node_without_nvlink_refuses_nvlink_down(
+    tmp_path: Path,
+) -> None:
+    assert parse_fault("n1:ib_port_down@5:3") == ScheduledFault("n1", "ib_port_down", 5.0, 3)
+    assert parse_fault("n1:storage_slow@1") == ScheduledFault("n1", "storage_slow", 1.0)
+    assert parse_fault("n1:nvlink_down@2:7") == ScheduledFault("n1", "nvlink_down", 2.0, 7)
+    fleet = SimFleet(NODES[1:2], server_url="http://x", spool_root=tmp_path)
+    with pytest.raises(ValueError, match="no NVLink"):
+        fleet.inject("gpu-b-001", "nvlink_down")
+    fleet.inject("gpu-b-001", "ib_port_down", gpu_index=0, duration_s=5)  # goes to the host

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import httpx
-from sqlalchemy import func, select
+from sqlalchemy import func, select, table
 
 from app.db import make_engine
 from app.events.models import NodeEvent
@@ -53,5 +53,29 @@ def stored_samples(url: str) -> list[dict[str, Any]]:
                 select(gpu_sample).order_by(gpu_sample.c.gpu_id, gpu_sample.c.sampled_at)
             ).mappings()
             return [dict(r) for r in rows]
+    finally:
+        engine.dispose()
+
+
+SECTION_TABLES = (
+    "nvlink_sample",
+    "disk_sample",
+    "mount_sample",
+    "nfs_sample",
+    "nic_port_sample",
+    "topology_snapshot",
+    "topology_change",
+)
+
+
+def section_counts(url: str) -> dict[str, int]:
+    """Rows in each node-section table (NVLinks, storage, NICs, topology)."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {
+                name: conn.scalar(select(func.count()).select_from(table(name))) or 0
+                for name in SECTION_TABLES
+            }
     finally:
         engine.dispose()

@@ -72,3 +72,12 @@ def test_serving_an_unmigrated_database_fails_with_advice(tmp_path: Path) -> Non
     assert result.returncode == 2
     assert "run 'fleetwatch migrate'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_token_create_before_migrate_gives_advice_and_creates_no_database(tmp_path: Path) -> None:
+    data = tmp_path / "fresh"
+    result = fleetwatch("token", "create", "gpu-node-017", env={"FLEETWATCH_DATA_DIR": str(data)})
+    assert result.returncode == 2
+    assert "run 'fleetwatch migrate' first" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (data / "fleetwatch.db").exists()

@@ -261,3 +261,16 @@ def test_hostname_search_ignores_case_on_every_backend(server: LiveServer, db_ur
 def test_large_responses_are_gzip_compressed(server: LiveServer) -> None:
     response = httpx.get(f"{server.url}/openapi.json", headers={"Accept-Encoding": "gzip"})
     assert response.headers.get("content-encoding") == "gzip"
+
+
+def test_node_page_times_out_of_range_get_a_400_page_not_a_500(
+    server: LiveServer, db_url: str
+) -> None:
+    create_token(db_url, "node-a")
+    for query in (
+        "start=0001-01-01T00:00:00%2B01:00",
+        "start=9999-12-31T23:00:00-01:00&end=9999-12-31T23:59:59-01:00",
+    ):
+        response = httpx.get(f"{server.url}/nodes/node-a?{query}")
+        assert response.status_code == 400, query
+        assert "time" in response.text

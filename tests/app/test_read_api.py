@@ -145,6 +145,15 @@ def test_samples_come_raw_for_short_ranges_and_bucketed_for_long_ones(
         ({"start": "2026-01-01T00:00:00Z", "end": "2026-11-29T11:00:00Z"}, ["query", "start"]),
         ({"step_s": -5}, ["query", "step_s"]),
         ({"end": "not a time"}, ["query", "end"]),
+        ({"end": "0001-01-01T00:30:00Z"}, ["query", "end"]),
+        (
+            {"start": "0001-01-01T00:00:00+01:00", "end": "0001-01-01T02:00:00+01:00"},
+            ["query", "start"],
+        ),
+        (
+            {"start": "9999-12-31T23:00:00-01:00", "end": "9999-12-31T23:59:59-01:00"},
+            ["query", "start"],
+        ),
     ],
 )
 def test_bad_sample_queries_get_422_naming_the_parameter(

@@ -6,25 +6,34 @@ from datetime import UTC, datetime, timedelta
 
 from app.db import make_engine, make_session_factory, session_scope
 from app.retention.jobs import prune
-from tests.app.helpers import counts, post_batch
+from tests.app.helpers import counts, post_batch, section_counts
+from tests.app.section_factories import with_sections
 from tests.factories import batch, create_token
 from tests.live_server import LiveServer
 
 
-def test_prune_deletes_samples_events_and_batch_ids_past_retention(
+def test_prune_deletes_samples_sections_events_and_batch_ids_past_retention(
     server: LiveServer, db_url: str
 ) -> None:
     token = create_token(db_url, "node-a")
     event = {"occurred_at": datetime.now(UTC).isoformat(), "kind": "xid", "xid": 13}
-    post_batch(server.url, token, batch(samples_per_gpu=2, events=[event]))
+    payload = with_sections(batch(samples_per_gpu=2, events=[event]), datetime.now(UTC))
+    post_batch(server.url, token, payload)
+    sections = {"nvlink_sample": 36, "disk_sample": 2, "mount_sample": 2, "nfs_sample": 1}
+    sections["nic_port_sample"] = 2
     engine = make_engine(db_url)
     factory = make_session_factory(engine)
     with session_scope(factory) as session:
         kept = prune(session, retention_days=1)
-    assert kept == {"gpu_sample": 0, "node_event": 0, "ingest_batch": 0}
+    assert kept == {"gpu_sample": 0, "node_event": 0, "ingest_batch": 0} | dict.fromkeys(
+        sections, 0
+    )
     assert counts(db_url) == {"samples": 4, "events": 1, "batches": 1}
     with session_scope(factory) as session:
         gone = prune(session, retention_days=1, now=datetime.now(UTC) + timedelta(days=2))
     engine.dispose()
-    assert gone == {"gpu_sample": 4, "node_event": 1, "ingest_batch": 1}
+    assert gone == {"gpu_sample": 4, "node_event": 1, "ingest_batch": 1} | sections
     assert counts(db_url) == {"samples": 0, "events": 0, "batches": 0}
+    left = section_counts(db_url)
+    assert {name: left[name] for name in sections} == dict.fromkeys(sections, 0)
+    assert left["topology_snapshot"] == left["topology_change"] == 1  # the current one stays

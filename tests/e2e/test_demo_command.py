@@ -54,5 +54,5 @@ def test_demo_serves_a_fresh_fleet_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -
     assert (tmp_path / "data" / "fleetwatch.db").is_file()
     # The fleet stops before the server, so its last batches were delivered, not spooled.
     leftovers = [p for p in (tmp_path / "data" / "demo" / "spool").rglob("*") if p.is_file()]
-    assert leftovers == []
+    assert leftovers == [], output
     assert "Connection refused" not in output

@@ -1,0 +1,1 @@
+"""InfiniBand/RoCE NIC ports of a node (``nic_port_sample``)."""

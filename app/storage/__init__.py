@@ -1,0 +1,1 @@
+"""Node storage: block devices, mounted filesystems and NFS mounts."""

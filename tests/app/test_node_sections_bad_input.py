@@ -1,0 +1,158 @@
+"""Malformed node sections get 422 naming the field and store nothing; implausible numbers in
+them are stored as null and counted, never failing the batch."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.app.helpers import counts, post_batch, section_counts
+from tests.app.section_factories import disk, nic_port, nvlinks, with_sections
+from tests.factories import batch, create_token, gpu, sample
+from tests.live_server import LiveServer
+
+
+def _set(payload: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
+    target: Any = payload
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "loc"),
+    [
+        (("nvlinks", 0, "state"), "sideways", ["body", "nvlinks", 0, "state"]),
+        (("nvlinks", 1, "link"), "1", ["body", "nvlinks", 1, "link"]),
+        (("nvlinks", 0, "crc_errors"), "0", ["body", "nvlinks", 0, "crc_errors", "int"]),
+        (("disks", 0, "busy_pct"), "35", ["body", "disks", 0, "busy_pct", "int"]),
+        (("disks", 1, "sampled_at"), "2026-11-29T12:00:00", ["body", "disks", 1, "sampled_at"]),
+        (("mounts", 0, "used_bytes"), True, ["body", "mounts", 0, "used_bytes", "int"]),
+        (("nfs_mounts", 0, "ops"), {"hi": 1}, ["body", "nfs_mounts", 0, "ops", "int"]),
+        (("nic_ports", 0, "port"), 1.0, ["body", "nic_ports", 0, "port"]),
+        (("nic_ports", 0, "device"), "", ["body", "nic_ports", 0, "device"]),
+        (("topology", "links", 0, "type"), "NV", ["body", "topology", "links", 0, "type"]),
+        (("topology", "partial"), "no", ["body", "topology", "partial"]),
+        (("gpus", 0, "processes", 0, "pid"), -1, ["body", "gpus", 0, "processes", 0, "pid"]),
+        (("gpus", 0, "unavailable", "fan_pct"), 3, ["body", "gpus", 0, "unavailable", "fan_pct"]),
+        (("collection", "errors"), "boom", ["body", "collection", "errors"]),
+        (("disks",), {"device": "sda"}, ["body", "disks"]),
+    ],
+)
+def test_a_malformed_section_gets_422_naming_the_field_and_stores_nothing(
+    server: LiveServer, db_url: str, path: tuple[Any, ...], value: Any, loc: list[Any]
+) -> None:
+    token = create_token(db_url, "node-a")
+    payload = with_sections(batch(gpus=2, samples_per_gpu=1), datetime.now(UTC))
+    _set(payload, path, value)
+
+    response = post_batch(server.url, token, payload)
+
+    assert response.status_code == 422, response.text
+    assert loc in [e["loc"] for e in response.json()["detail"]]
+    assert counts(db_url) == {"samples": 0, "events": 0, "batches": 0}
+    assert set(section_counts(db_url).values()) == {0}
+
+
+def test_a_topology_link_to_an_unknown_device_is_dropped_and_the_topology_partial(
+    server: LiveServer, db_url: str
+) -> None:
+    token = create_token(db_url, "node-a")
+    payload = with_sections(batch(gpus=2, samples_per_gpu=1), datetime.now(UTC))
+    payload["topology"]["links"].append({"a": "GPU9", "b": "NIC0", "type": "PIX"})
+
+    body = post_batch(server.url, token, payload).json()
+
+    assert body["sections_rejected"] == {"topology.links.unknown_device": 1}
+    latest = httpx.get(f"{server.url}/api/v1/nodes/node-a/topology").json()["latest"]
+    assert latest["partial"] is True
+    assert latest["document"]["errors"] == ["1 link(s) name no device of this topology: GPU9"]
+    assert {"a": "GPU9", "b": "NIC0", "type": "PIX"} not in latest["document"]["links"]
+
+
+def test_two_topology_devices_with_one_id_get_422_naming_it(
+    server: LiveServer, db_url: str
+) -> None:
+    token = create_token(db_url, "node-a")
+    payload = with_sections(batch(gpus=2, samples_per_gpu=1), datetime.now(UTC))
+    payload["topology"]["devices"][1]["id"] = "GPU0"
+
+    response = post_batch(server.url, token, payload)
+
+    assert response.status_code == 422
+    error = response.json()["detail"][0]
+    assert error["loc"] == ["body", "topology"]
+    assert "devices[1].id" in error["msg"] and "GPU0" in error["msg"]
+
+
+def test_a_section_over_its_entry_limit_gets_422(server: LiveServer, db_url: str) -> None:
+    token = create_token(db_url, "node-a")
+    payload = batch(gpus=1, samples_per_gpu=1)
+    payload["collection"] = {
+        "collector": "nvml",
+        "errors": [{"source": "nvml", "message": "x"}] * 101,
+    }
+
+    response = post_batch(server.url, token, payload)
+
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "collection", "errors"]
+
+
+def test_implausible_section_values_are_stored_as_null_and_counted(
+    server: LiveServer, db_url: str
+) -> None:
+    token = create_token(db_url, "node-a")
+    g = gpu(0, processes=[{"pid": 1, "used_memory_bytes": 2**64 - 1, "name": "x", "user": None}])
+    now = datetime.now(UTC) - timedelta(seconds=5)
+    payload = batch(gpus=[g], samples_per_gpu=0)
+    payload["samples"] = [
+        sample(g, now, pcie_link_gen=4294967295, remapped_rows_pending=0.5, pcie_link_width=16.0)
+    ]
+    payload["disks"] = [disk(now, busy_pct=250.0, avg_wait_s=-0.1, read_iops=float(2**64))]
+    payload["nvlinks"] = nvlinks(g, now, links=1, crc_errors=2**64 - 1, speed_gbps=-1)
+    payload["nic_ports"] = [nic_port(now, rate_gbps=1e9, symbol_error_count=65535.5)]
+
+    response = post_batch(server.url, token, payload)
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["nulled_values"] == {
+        "pcie_link_gen": 1,
+        "remapped_rows_pending": 1,
+        "processes.used_memory_bytes": 1,
+        "disks.busy_pct": 1,
+        "disks.avg_wait_s": 1,
+        "disks.read_iops": 1,
+        "nvlinks.crc_errors": 1,
+        "nvlinks.speed_gbps": 1,
+        "nic_ports.rate_gbps": 1,
+        "nic_ports.symbol_error_count": 1,
+    }
+    assert body["sections_stored"] == {"nvlinks": 1, "disks": 1, "nic_ports": 1}
+    stored_disk = httpx.get(f"{server.url}/api/v1/nodes/node-a/storage").json()["disks"][0]
+    assert stored_disk["busy_pct"] is None and stored_disk["avg_wait_s"] is None
+    assert stored_disk["write_iops"] == 80.5  # the entry's other values are kept
+    link = httpx.get(f"{server.url}/api/v1/nodes/node-a/nvlinks").json()["nvlinks"][0]
+    assert link["crc_errors"] is None and link["replay_errors"] == 0
+    node = httpx.get(f"{server.url}/api/v1/nodes/node-a").json()
+    assert node["gpus"][0]["latest"]["pcie_link_width"] == 16
+    assert node["gpus"][0]["latest"]["pcie_link_gen"] is None
+    assert node["gpus"][0]["processes"][0]["used_memory_bytes"] is None
+
+
+def test_unknown_fields_in_sections_are_ignored(server: LiveServer, db_url: str) -> None:
+    token = create_token(db_url, "node-a")
+    payload = with_sections(batch(gpus=1, samples_per_gpu=1), datetime.now(UTC))
+    payload["disks"][0]["discard_iops"] = 12.0
+    payload["topology"]["devices"][0]["nvlink_bandwidth"] = "lots"
+    payload["future_section"] = [{"anything": 1}]
+
+    response = post_batch(server.url, token, payload)
+
+    assert response.status_code == 200, response.text
+    document = httpx.get(f"{server.url}/api/v1/nodes/node-a/topology").json()["latest"]
+    assert "nvlink_bandwidth" not in document["document"]["devices"][0]
