@@ -156,6 +156,7 @@ class Agent:
         self._wake = threading.Event()
         self._samples: list[Sample] = []
         self._events: list[EventDict] = []
+        self._last_moment: datetime | None = None
         self._sections: dict[str, list[dict[str, Any]]] = {}
         self._errors: list[dict[str, str]] = []
         self._topology = TopologyTracker(config.topology_resend_s)
@@ -186,7 +187,13 @@ class Agent:
         """
         if self.paused:
             return 0
-        moment = now or utc_now()
+        taken = now or utc_now()
+        moment = taken.replace(microsecond=taken.microsecond // 1000 * 1000)
+        if self._last_moment is not None and moment <= self._last_moment:
+            # Payload times have millisecond precision: a second round within the same
+            # millisecond would repeat the (gpu, sampled_at) key, which the server dedups.
+            return 0
+        self._last_moment = moment
         try:
             samples = self.collector.sample(moment)
             events = self.collector.drain_events()

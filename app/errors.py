@@ -31,6 +31,12 @@ class Forbidden(FleetwatchError):
     status_code = 403
 
 
+class Conflict(FleetwatchError):
+    """The request contradicts what is stored (a batch id reused for different content)."""
+
+    status_code = 409
+
+
 class BadRequest(FleetwatchError):
     """A request the server cannot read (bad gzip, not JSON, bad query parameter)."""
 

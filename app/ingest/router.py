@@ -21,6 +21,7 @@ router = APIRouter(prefix="/api/v1", tags=["ingest"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing, malformed, unknown or revoked bearer token"},
     403: {"description": "The token belongs to another node than `node.hostname`"},
+    409: {"description": "The batch_id was used before for a batch with different content"},
     413: {"description": "Body over the size limit, before or after gzip decompression"},
     415: {"description": "Not application/json (UTF-8), or an encoding other than gzip"},
     400: {"description": "Invalid gzip, UTF-8 or JSON"},
@@ -63,7 +64,7 @@ async def ingest(
     raw = await body.read_limited(request, max_bytes=settings.ingest_max_bytes)
     encoding = request.headers.get("content-encoding", "identity")
     # Inflating, parsing and validating a large batch takes CPU seconds: off the event loop.
-    batch = await run_in_threadpool(_parse, raw, encoding, settings.ingest_max_bytes)
+    batch, digest = await run_in_threadpool(_parse, raw, encoding, settings.ingest_max_bytes)
 
     def _store() -> IngestResult:
         with session_scope(factory) as session:
@@ -75,13 +76,15 @@ async def ingest(
                 received_at=received_at,
                 future_tolerance_s=settings.future_tolerance_s,
                 retention_days=settings.retention_days,
+                stale_after_s=settings.stale_after_s,
+                content_sha256=digest,
             )
 
     return await run_in_threadpool(_store)
 
 
-def _parse(raw: bytes, encoding: str, max_bytes: int) -> IngestBatchIn:
-    """Decode and validate a body.
+def _parse(raw: bytes, encoding: str, max_bytes: int) -> tuple[IngestBatchIn, str]:
+    """Decode and validate a body; returns the batch and its content digest.
 
     Raises:
         BadRequest, PayloadTooLarge: from :func:`app.ingest.body.decode_json`.
@@ -89,7 +92,7 @@ def _parse(raw: bytes, encoding: str, max_bytes: int) -> IngestBatchIn:
     """
     document = body.decode_json(raw, encoding=encoding, max_bytes=max_bytes)
     try:
-        return IngestBatchIn.model_validate(document)
+        return IngestBatchIn.model_validate(document), ingest_service.content_digest(document)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False, include_input=False)
         for err in errors:

@@ -13,21 +13,32 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import (
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     create_model,
     field_validator,
 )
 
+from app.ingest.fields import BusId, GpuUuid, LabelValue, Message, Text64, Text256, Text1024
 from app.ingest.gpu_schemas import MAX_MIG_INSTANCES, MAX_PROCESSES, MigInstanceIn, ProcessIn
 from app.metrics.catalog import METRICS
-from app.metrics.plausible import Number
+from app.metrics.plausible import Number, Timestamp
 from app.nics.schemas import MAX_NIC_PORTS, NicPortIn
 from app.nvlinks.schemas import MAX_NVLINKS, NvlinkIn
 from app.storage.schemas import MAX_DISKS, MAX_MOUNTS, MAX_NFS_MOUNTS, DiskIn, MountIn, NfsMountIn
 from app.topology.schemas import TopologyIn
 
 SCHEMA_VERSION = 1
+
+
+def _exact_int(value: Any) -> Any:
+    """``schema_version`` must be the JSON integer 1: not ``true``, not ``1.0``."""
+    if type(value) is not int:
+        raise ValueError("must be the integer 1")
+    return value
+
+
 MAX_SAMPLES = 100_000
 MAX_EVENTS = 10_000
 MAX_GPUS = 256
@@ -37,7 +48,6 @@ Hostname = Annotated[
     str,
     Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"),
 ]
-ShortText = Annotated[str, Field(max_length=64)]
 
 
 class NodeIn(BaseModel):
@@ -46,10 +56,10 @@ class NodeIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     hostname: Hostname
-    labels: dict[LabelKey, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict)
-    agent_version: ShortText | None = None
-    driver_version: ShortText | None = None
-    cuda_version: ShortText | None = None
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    agent_version: Text64 | None = None
+    driver_version: Text64 | None = None
+    cuda_version: Text64 | None = None
 
     @field_validator("labels")
     @classmethod
@@ -65,14 +75,14 @@ class GpuIn(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    uuid: Annotated[str, Field(min_length=1, max_length=96)]
+    uuid: GpuUuid
     index: Annotated[int, Field(ge=0, le=1023, strict=True)]
-    name: Annotated[str, Field(max_length=256)] | None = None
-    pci_bus_id: Annotated[str, Field(max_length=32)] | None = None
+    name: Text256 | None = None
+    pci_bus_id: BusId | None = None
     mem_total_bytes: Annotated[int, Field(ge=0, le=2**50, strict=True)] | None = None
     mig_mode: Literal["enabled", "disabled"] | None = None
     state: Literal["ok", "lost", "unknown_error"] = "ok"
-    state_reason: Annotated[str, Field(max_length=1024)] | None = None
+    state_reason: Text1024 | None = None
     unavailable: (
         dict[
             Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")],
@@ -94,8 +104,8 @@ class GpuIn(BaseModel):
 class _SampleBase(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    gpu_uuid: Annotated[str, Field(min_length=1, max_length=96)]
-    sampled_at: AwareDatetime
+    gpu_uuid: GpuUuid
+    sampled_at: Timestamp
 
 
 def _make_sample_model() -> type[_SampleBase]:
@@ -124,12 +134,12 @@ class EventIn(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    occurred_at: AwareDatetime
+    occurred_at: Timestamp
     kind: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-    gpu_uuid: Annotated[str, Field(max_length=96)] | None = None
-    pci_bus_id: Annotated[str, Field(max_length=32)] | None = None
+    gpu_uuid: GpuUuid | None = None
+    pci_bus_id: BusId | None = None
     xid: Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] | None = None
-    message: str | None = None
+    message: Message | None = None
 
     @field_validator("message")
     @classmethod
@@ -142,8 +152,8 @@ class CollectionErrorIn(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    source: Annotated[str, Field(max_length=64)]
-    message: str
+    source: Text64
+    message: Message
 
     @field_validator("message")
     @classmethod
@@ -168,9 +178,9 @@ class IngestBatchIn(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    schema_version: Literal[1]
+    schema_version: Annotated[Literal[1], BeforeValidator(_exact_int)]
     batch_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
-    sent_at: AwareDatetime
+    sent_at: Timestamp
     node: NodeIn
     gpus: Annotated[list[GpuIn], Field(max_length=MAX_GPUS)] = Field(default_factory=list)
     samples: Annotated[list[SampleIn], Field(max_length=MAX_SAMPLES)] = Field(default_factory=list)
@@ -183,6 +193,19 @@ class IngestBatchIn(BaseModel):
     nic_ports: Annotated[list[NicPortIn], Field(max_length=MAX_NIC_PORTS)] | None = None
     topology: TopologyIn | None = None
 
+    @field_validator("gpus")
+    @classmethod
+    def _one_entry_per_gpu(cls, gpus: list[GpuIn]) -> list[GpuIn]:
+        """Two entries for one UUID or one index would silently overwrite each other."""
+        for attribute in ("uuid", "index"):
+            seen: set[object] = set()
+            for gpu in gpus:
+                value = getattr(gpu, attribute)
+                if value in seen:
+                    raise ValueError(f"two GPUs with {attribute} {value!r}")
+                seen.add(value)
+        return gpus
+
 
 RejectReason = Literal["unknown_gpu", "sampled_at_in_future", "older_than_retention"]
 
@@ -193,6 +216,14 @@ class Rejection(BaseModel):
     index: int
     gpu_uuid: str
     reason: RejectReason
+
+
+class GpuConflict(BaseModel):
+    """A GPU UUID in ``gpus`` that another node reported within the staleness window: it is not
+    taken over (its samples are rejected as ``unknown_gpu``)."""
+
+    uuid: str
+    node: str
 
 
 class IngestResult(BaseModel):
@@ -211,6 +242,10 @@ class IngestResult(BaseModel):
     rejections: list[Rejection]
     nulled_values: dict[str, int]
     events_stored: int
+    events_rejected: dict[str, int] = Field(default_factory=dict)
+    gpu_conflicts: list[GpuConflict] = Field(default_factory=list)
+    gpus_missing: list[str] = Field(default_factory=list)
+    content_sha256: str | None = None
     sections_stored: dict[str, int] = Field(default_factory=dict)
     sections_rejected: dict[str, int] = Field(default_factory=dict)
     topology_changed: bool | None = None

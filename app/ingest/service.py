@@ -6,6 +6,9 @@ The whole batch is one transaction (the caller's). Policies are documented in ``
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,16 +18,18 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.errors import Forbidden
+from app.errors import Conflict, Forbidden
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
 from app.ingest import samples as sample_store
 from app.ingest import sections as section_store
 from app.ingest.gpu_schemas import MIG_BOUNDS, PROCESS_BOUNDS
 from app.ingest.models import IngestBatch
-from app.ingest.schemas import IngestBatchIn, IngestResult
+from app.ingest.schemas import GpuConflict, IngestBatchIn, IngestResult
 from app.metrics.plausible import Bound, clean_numbers
 from app.topology import service as topology_service
+
+log = logging.getLogger(__name__)
 
 
 def store_batch(
@@ -35,24 +40,32 @@ def store_batch(
     received_at: datetime,
     future_tolerance_s: float,
     retention_days: float,
+    stale_after_s: float = 120.0,
+    content_sha256: str | None = None,
 ) -> IngestResult:
     """Store ``batch`` from the authenticated ``node``, or replay the answer of an earlier delivery.
+
+    ``content_sha256`` identifies the batch's content apart from ``sent_at`` (see
+    :func:`content_digest`): a re-sent batch id with the same content is a replay, with other
+    content a conflict.
 
     Returns:
         the counts of stored, duplicate and rejected samples (``replayed=True`` for a re-sent
         batch id, with the first delivery's counts).
 
     Raises:
-        Forbidden: ``batch.node.hostname`` is not the token's node.
+        Forbidden: ``batch.node.hostname`` is not the token's node (compared without case, as
+            DNS names are).
+        Conflict: the batch id was used before for different content.
     """
-    if batch.node.hostname != node.hostname:
+    if batch.node.hostname.lower() != node.hostname.lower():
         raise Forbidden(
             f"node.hostname {batch.node.hostname!r} does not match this token's node "
             f"{node.hostname!r}"
         )
     stored = session.get(IngestBatch, (node.id, batch.batch_id))
     if stored is not None:
-        return IngestResult.model_validate({**stored.result, "replayed": True})
+        return _replay(stored, content_sha256)
     marker = IngestBatch(
         node_id=node.id, batch_id=batch.batch_id, received_at=received_at, result={}
     )
@@ -67,14 +80,22 @@ def store_batch(
         stored = session.get(IngestBatch, (node.id, batch.batch_id), populate_existing=True)
         if stored is None:
             raise
-        return IngestResult.model_validate({**stored.result, "replayed": True})
+        return _replay(stored, content_sha256)
 
     skew_s = (batch.sent_at - received_at).total_seconds()
     newest_allowed = received_at + timedelta(seconds=future_tolerance_s)
     oldest_allowed = received_at - timedelta(days=retention_days)
     nulled: Counter[str] = Counter()
     _update_node(node, batch=batch, received_at=received_at, skew_s=skew_s)
-    gpus = _upsert_gpus(session, node=node, batch=batch, received_at=received_at, nulled=nulled)
+    gpus, conflicts = _upsert_gpus(
+        session,
+        node=node,
+        batch=batch,
+        received_at=received_at,
+        nulled=nulled,
+        busy_since=received_at - timedelta(seconds=stale_after_s),
+    )
+    missing = _mark_missing_gpus(session, node=node, batch=batch, received_at=received_at)
     result = sample_store.store_samples(
         session,
         gpus=gpus,
@@ -87,8 +108,14 @@ def store_batch(
     newest = max((g.last_sample_at for g in gpus.values() if g.last_sample_at), default=None)
     if newest is not None and (node.last_sample_at is None or newest > node.last_sample_at):
         node.last_sample_at = newest
-    events_stored = _store_events(
-        session, node=node, gpus=gpus, batch=batch, received_at=received_at
+    events_stored, events_rejected = _store_events(
+        session,
+        node=node,
+        gpus=gpus,
+        batch=batch,
+        received_at=received_at,
+        newest_allowed=newest_allowed,
+        oldest_allowed=oldest_allowed,
     )
     sections = section_store.store_sections(
         session,
@@ -115,6 +142,10 @@ def store_batch(
         received_at=received_at,
         clock_skew_s=round(skew_s, 3),
         events_stored=events_stored,
+        events_rejected=events_rejected,
+        gpu_conflicts=conflicts,
+        gpus_missing=missing,
+        content_sha256=content_sha256,
         nulled_values=dict(nulled),
         sections_stored=sections.stored,
         sections_rejected=dict(sections.rejected),
@@ -148,36 +179,116 @@ def _upsert_gpus(
     batch: IngestBatchIn,
     received_at: datetime,
     nulled: Counter[str],
-) -> dict[str, Gpu]:
-    """The node's GPUs by UUID after applying the batch's inventory. A UUID seen on another node
-    moves to this one: the card was physically moved."""
+    busy_since: datetime,
+) -> tuple[dict[str, Gpu], list[GpuConflict]]:
+    """The node's GPUs by UUID after applying the batch's inventory, and the conflicts.
+
+    A UUID stored under another node moves to this one only when that node has not reported it
+    since ``busy_since`` (the card was physically moved); otherwise it is a conflict (a token
+    cannot take over another node's GPUs and their history), logged and left out.
+    """
     by_uuid = {g.uuid: g for g in session.scalars(select(Gpu).where(Gpu.node_id == node.id))}
+    conflicts: list[GpuConflict] = []
+    refused: set[str] = set()
     wanted = [g.uuid for g in batch.gpus if g.uuid not in by_uuid]
     if wanted:
         for gpu in session.scalars(select(Gpu).where(Gpu.uuid.in_(wanted))):
+            if gpu.last_seen_at >= busy_since:
+                owner = session.get(Node, gpu.node_id)
+                conflicts.append(GpuConflict(uuid=gpu.uuid, node=owner.hostname if owner else "?"))
+                refused.add(gpu.uuid)
+                continue
+            log.warning("GPU %s moved to node %s", gpu.uuid, node.hostname)
             gpu.node_id = node.id
             by_uuid[gpu.uuid] = gpu
     for info in batch.gpus:
+        if info.uuid in refused:
+            continue
         found = by_uuid.get(info.uuid)
         if found is None:
             gpu = Gpu(uuid=info.uuid, node_id=node.id, first_seen_at=received_at)
-            session.add(gpu)
+            try:
+                with session.begin_nested():  # another node may insert this UUID right now
+                    _apply_gpu_info(gpu, info, received_at=received_at, nulled=nulled)
+                    session.add(gpu)
+                    session.flush()
+            except IntegrityError:
+                conflicts.append(GpuConflict(uuid=info.uuid, node="(being added by another node)"))
+                continue
             by_uuid[info.uuid] = gpu
         else:
-            gpu = found
-        gpu.index = info.index
-        gpu.name = info.name
-        gpu.pci_bus_id = info.pci_bus_id
-        gpu.mem_total_bytes = info.mem_total_bytes
-        gpu.mig_mode = info.mig_mode
-        gpu.state = info.state
-        gpu.state_reason = info.state_reason
-        gpu.unavailable = dict(info.unavailable) if info.unavailable is not None else None
-        gpu.mig_instances = _clean_list(info.mig_instances, MIG_BOUNDS, "mig_instances", nulled)
-        gpu.processes = _clean_list(info.processes, PROCESS_BOUNDS, "processes", nulled)
-        gpu.last_seen_at = received_at
+            _apply_gpu_info(found, info, received_at=received_at, nulled=nulled)
+    for conflict in conflicts:
+        log.warning(
+            "node %s reports GPU %s, which node %s reports: not taken over",
+            node.hostname,
+            conflict.uuid,
+            conflict.node,
+        )
     session.flush()
-    return by_uuid
+    return by_uuid, conflicts
+
+
+def _apply_gpu_info(gpu: Gpu, info: Any, *, received_at: datetime, nulled: Counter[str]) -> None:
+    """Copy one ``gpus[]`` entry onto the stored GPU."""
+    gpu.index = info.index
+    gpu.name = info.name
+    gpu.pci_bus_id = info.pci_bus_id
+    gpu.mem_total_bytes = info.mem_total_bytes
+    gpu.mig_mode = info.mig_mode
+    gpu.state = info.state
+    gpu.state_reason = info.state_reason
+    gpu.unavailable = dict(info.unavailable) if info.unavailable is not None else None
+    gpu.mig_instances = _clean_list(info.mig_instances, MIG_BOUNDS, "mig_instances", nulled)
+    gpu.processes = _clean_list(info.processes, PROCESS_BOUNDS, "processes", nulled)
+    gpu.last_seen_at = received_at
+
+
+def _mark_missing_gpus(
+    session: Session, *, node: Node, batch: IngestBatchIn, received_at: datetime
+) -> list[str]:
+    """GPUs stored for the node but absent from a non-empty ``gpus`` list get state ``missing``
+    (a GPU that fell off the bus can vanish from NVML's device list entirely); returns their
+    UUIDs. An empty list says nothing: an agent without a driver reports no inventory."""
+    if not batch.gpus:
+        return []
+    present = {g.uuid for g in batch.gpus}
+    missing = []
+    for gpu in session.scalars(select(Gpu).where(Gpu.node_id == node.id)):
+        if gpu.uuid in present:
+            continue
+        missing.append(gpu.uuid)
+        if gpu.state != "missing":
+            gpu.state = "missing"
+            gpu.state_reason = f"not in the agent's GPU list since {received_at:%Y-%m-%d %H:%M:%SZ}"
+    return missing
+
+
+def _replay(stored: IngestBatch, content_sha256: str | None) -> IngestResult:
+    """The first delivery's answer for a re-sent batch id.
+
+    Raises:
+        Conflict: the stored batch had other content.
+    """
+    first = stored.result.get("content_sha256")
+    if first and content_sha256 and first != content_sha256:
+        raise Conflict(
+            f"batch_id {stored.batch_id!r} was already used for a batch with different content; "
+            "a new batch needs a new batch_id"
+        )
+    return IngestResult.model_validate({**stored.result, "replayed": True})
+
+
+def content_digest(document: Any) -> str:
+    """SHA-256 of a batch document without ``sent_at`` (which the agent restamps at each send
+    attempt), keys sorted: equal for a faithful re-send, different for other content."""
+    body = (
+        {k: v for k, v in document.items() if k != "sent_at"}
+        if isinstance(document, dict)
+        else document
+    )
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _clean_list(
@@ -200,11 +311,25 @@ def _store_events(
     gpus: dict[str, Gpu],
     batch: IngestBatchIn,
     received_at: datetime,
-) -> int:
-    """Store every event as its own row; events are never rejected for their timestamp, because
-    fault evidence from a skewed clock is still evidence."""
+    newest_allowed: datetime,
+    oldest_allowed: datetime,
+) -> tuple[int, dict[str, int]]:
+    """Store every event as its own row; returns (stored, rejected by reason).
+
+    Events dated beyond the future tolerance are rejected (``occurred_at_in_future``) like
+    samples: otherwise a wrong clock pins them at the top of every "recent events" list for
+    years. Events older than retention are rejected too (``older_than_retention``).
+    """
     by_bus = {g.pci_bus_id.lower(): g for g in gpus.values() if g.pci_bus_id}
+    rejected: Counter[str] = Counter()
+    stored = 0
     for event in batch.events:
+        if event.occurred_at > newest_allowed:
+            rejected["occurred_at_in_future"] += 1
+            continue
+        if event.occurred_at < oldest_allowed:
+            rejected["older_than_retention"] += 1
+            continue
         gpu = gpus.get(event.gpu_uuid) if event.gpu_uuid else None
         if gpu is None and event.pci_bus_id:
             gpu = by_bus.get(event.pci_bus_id.lower())
@@ -217,8 +342,9 @@ def _store_events(
                 kind=event.kind,
                 xid=event.xid,
                 pci_bus_id=event.pci_bus_id,
-                message=event.message,
+                message=event.message[:4096] if event.message else event.message,
             )
         )
+        stored += 1
     session.flush()
-    return len(batch.events)
+    return stored, dict(rejected)

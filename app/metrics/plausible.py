@@ -15,16 +15,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, StrictFloat, StrictInt
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, PlainValidator, WithJsonSchema
 
 from app.timebounds import checked_utc
 
-#: A metric value as the payload may carry it: an int or a float, never a bool or a string.
-Number = StrictInt | StrictFloat
 
-#: A time an agent sends: with an offset, between 1970 and 9000 (so no date arithmetic on it can
-#: overflow), converted to UTC.
-Timestamp = Annotated[AwareDatetime, AfterValidator(checked_utc)]
+def _number(value: Any) -> int | float:
+    """A JSON number as it came (ints stay exact), else one error at the field itself."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"must be a number, got {type(value).__name__}")
+    return value
+
+
+def _rfc3339_text(value: Any) -> Any:
+    """Times travel as RFC 3339 text: a bare number would be read as Unix time without a zone."""
+    if not isinstance(value, str):
+        raise ValueError(
+            "must be an RFC 3339 time string with an offset, e.g. 2026-11-29T16:00:05Z"
+        )
+    return value
+
+
+#: A metric value as the payload may carry it: an int or a float, never a bool or a string.
+Number = Annotated[
+    int | float,
+    PlainValidator(_number),
+    WithJsonSchema({"type": "number"}),
+]
+
+#: A time an agent sends: RFC 3339 text with an offset, between 1970 and 9000 (so no date
+#: arithmetic on it can overflow), converted to UTC.
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text), AfterValidator(checked_utc)]
 
 #: The largest value of an unsigned 64-bit kernel counter (``/proc/self/mountstats`` …).
 UINT64_MAX = 2**64 - 1

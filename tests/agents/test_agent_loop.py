@@ -194,3 +194,22 @@ def test_collector_failure_becomes_an_agent_error_event_not_a_crash(
     (payload,) = receiver.payloads()
     assert payload["events"][0]["kind"] == "agent_error"
     assert "NVML_ERROR_UNKNOWN" in payload["events"][0]["message"]
+
+
+def test_two_rounds_in_one_millisecond_give_one_sample_per_gpu(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from agents.agent import Agent, AgentConfig
+    from agents.simulated.collector import SimulatedCollector
+
+    agent = Agent(
+        AgentConfig(hostname="n1", spool_dir=tmp_path), SimulatedCollector("n1", 4, seed=1)
+    )
+    moment = datetime(2026, 11, 29, 16, 0, 0, 123456, tzinfo=UTC)
+    assert agent.collect(moment) == 4
+    assert agent.collect(moment.replace(microsecond=123999)) == 0
+    assert agent.collect(moment.replace(microsecond=124000)) == 4
+    payload = agent.take_payload()
+    assert payload is not None
+    stamps = [s["sampled_at"] for s in payload["samples"]]
+    assert len(set(zip(stamps, [s["gpu_uuid"] for s in payload["samples"]], strict=True))) == 8
