@@ -48,6 +48,23 @@ METRIC_KEYS: tuple[str, ...] = (
     "pcie_replay_count",
 )
 
+#: The sample metrics of docs/ingest.md "More GPU sample metrics" (agents 0.2 and later).
+EXTRA_METRIC_KEYS: tuple[str, ...] = (
+    "pcie_link_gen",
+    "pcie_link_gen_max",
+    "pcie_link_width",
+    "pcie_link_width_max",
+    "retired_pages_sbe_count",
+    "retired_pages_dbe_count",
+    "retired_pages_pending",
+    "remapped_rows_correctable_count",
+    "remapped_rows_uncorrectable_count",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+)
+#: Every metric a GPU sample of the current agent carries.
+ALL_METRIC_KEYS: tuple[str, ...] = METRIC_KEYS + EXTRA_METRIC_KEYS
+
 GPU_STATES = ("ok", "lost", "unknown_error")
 MAX_MESSAGE_CHARS = 4096
 _LABEL_KEY = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")

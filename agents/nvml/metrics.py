@@ -14,24 +14,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, cast
 
-from agents.payload import METRIC_KEYS, GpuInfo, Sample, empty_sample
-
-#: The sample metrics of docs/ingest.md "More GPU sample metrics" (agents 0.2 and later).
-EXTRA_METRIC_KEYS: tuple[str, ...] = (
-    "pcie_link_gen",
-    "pcie_link_gen_max",
-    "pcie_link_width",
-    "pcie_link_width_max",
-    "retired_pages_sbe_count",
-    "retired_pages_dbe_count",
-    "retired_pages_pending",
-    "remapped_rows_correctable_count",
-    "remapped_rows_uncorrectable_count",
-    "remapped_rows_pending",
-    "remapped_rows_failure",
-)
-#: Every metric a GPU sample of the real collectors carries.
-ALL_METRIC_KEYS: tuple[str, ...] = METRIC_KEYS + EXTRA_METRIC_KEYS
+from agents.payload import ALL_METRIC_KEYS as ALL_METRIC_KEYS
+from agents.payload import EXTRA_METRIC_KEYS, GpuInfo, Sample, empty_sample
 
 NOT_SUPPORTED = "NOT_SUPPORTED"
 NO_PERMISSION = "NO_PERMISSION"

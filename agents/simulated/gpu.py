@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime
 
-from agents.payload import Sample, empty_sample
+from agents.payload import EXTRA_METRIC_KEYS, Sample, empty_sample
 from agents.simulated.faults import (
     CLOCKS_EVENT_REASON_GPU_IDLE,
     CLOCKS_EVENT_REASON_HW_THERMAL_SLOWDOWN,
@@ -32,20 +32,6 @@ COOLING_FAILURE_TARGET_C = 96.0  # where a thermal fault would drive the GPU wit
 ECC_CORRECTED_MEAN_S = 4 * 3600.0
 PCIE_REPLAY_MEAN_S = 12 * 3600.0
 
-#: Sample metrics of agents 0.2 (docs/ingest.md, "More GPU sample metrics").
-EXTRA_METRIC_KEYS: tuple[str, ...] = (
-    "pcie_link_gen",
-    "pcie_link_gen_max",
-    "pcie_link_width",
-    "pcie_link_width_max",
-    "retired_pages_sbe_count",
-    "retired_pages_dbe_count",
-    "retired_pages_pending",
-    "remapped_rows_correctable_count",
-    "remapped_rows_uncorrectable_count",
-    "remapped_rows_pending",
-    "remapped_rows_failure",
-)
 #: Why metrics are null on the captured H100 and L40S (both report retired pages as [N/A]:
 #: they remap rows instead; neither has a fan reading).
 UNAVAILABLE: dict[str, str] = {
