@@ -236,6 +236,6 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    for noisy in ("alembic.runtime.plugins", "apscheduler"):
+    for noisy in ("alembic", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     cli()

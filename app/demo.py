@@ -7,6 +7,7 @@ imports the agent (they are installed separately on real machines).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -95,7 +96,18 @@ def start_fleet_process(
     if random_faults:
         cmd.append("--random-faults")
     # Its own session: the terminal's Ctrl-C reaches the server, which stops the fleet first.
-    return subprocess.Popen(cmd, start_new_session=True)
+    # A parent-death signal ends it if the demo dies any other way (SIGHUP, SIGKILL).
+    return subprocess.Popen(cmd, start_new_session=True, preexec_fn=_terminate_with_parent)
+
+
+def _terminate_with_parent() -> None:
+    """In the child, before exec: ask Linux for SIGTERM when the parent dies
+    (``prctl(PR_SET_PDEATHSIG)``; "parent" is the thread that forked, so that thread must live as
+    long as the child); elsewhere nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 15) -> None:
@@ -202,6 +214,8 @@ def run_demo(
             "  Ctrl-C stops everything.\n",
             flush=True,
         )
+        # Linux sends the parent-death signal when the forking *thread* ends: stay with it.
+        fleet_proc[-1].wait()
 
     starter = threading.Thread(target=start_fleet, daemon=True)
     starter.start()

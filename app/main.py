@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import FastAPI, Request
@@ -89,6 +90,19 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     )
     app.state.settings = settings
     app.add_middleware(GZipMiddleware, minimum_size=1024)
+
+    @app.middleware("http")
+    async def _refuse_nul_in_url(request: Request, call_next: Any) -> Response:
+        # PostgreSQL refuses NUL in text; a NUL can only be garbage in a hostname or a search.
+        params = request.query_params.multi_items()
+        if "\x00" in request.scope["path"] or any("\x00" in k + v for k, v in params):
+            detail = "the URL contains a NUL character"
+            if request.url.path.startswith("/api/"):
+                return JSONResponse({"detail": detail}, status_code=400)
+            return render_error_page(request, status_code=400, detail=detail)
+        response: Response = await call_next(request)
+        return response
+
     app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
     app.include_router(ingest_router.router)
     app.include_router(fleet_router.router)

@@ -9,9 +9,12 @@ its timeout, is a collection error and no samples for that round (never old valu
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
+import os
 import shutil
+import signal
 import subprocess
 import threading
 from datetime import datetime
@@ -143,17 +146,26 @@ class NvidiaSmiCollector(Collector):
         it cannot be started (a collection error says which)."""
         command = " ".join(("nvidia-smi", *args))
         try:
-            done = subprocess.run(
-                [self.path, *args], capture_output=True, timeout=self.timeout_s, check=False
+            # Its own process group, so a timeout kills a wrapper script's children too.
+            proc = subprocess.Popen(
+                [self.path, *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired:
-            self._error(f"{command} timed out after {self.timeout_s:g} s")
-            return None
         except OSError as exc:
             self._error(f"{command} could not run: {exc}")
             return None
-        text = done.stdout.decode("utf-8", errors="replace")
-        stderr = done.stderr.decode("utf-8", errors="replace")
+        try:
+            out, err = proc.communicate(timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            self._error(f"{command} timed out after {self.timeout_s:g} s")
+            return None
+        text = out.decode("utf-8", errors="replace")
+        stderr = err.decode("utf-8", errors="replace")
         return f"{text}\n{stderr}" if stderr.strip() else text
 
     def _read(self, output: str, now: datetime | None) -> bool:

@@ -14,6 +14,7 @@ from app.db import session_scope, utcnow
 from app.fleet.models import Node
 from app.ingest import body
 from app.ingest import service as ingest_service
+from app.ingest.fields import clean_document
 from app.ingest.schemas import IngestBatchIn, IngestResult
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"])
@@ -91,8 +92,9 @@ def _parse(raw: bytes, encoding: str, max_bytes: int) -> tuple[IngestBatchIn, st
         RequestValidationError: the document does not match the schema (``loc`` from ``body``).
     """
     document = body.decode_json(raw, encoding=encoding, max_bytes=max_bytes)
+    digest = ingest_service.content_digest(document)
     try:
-        return IngestBatchIn.model_validate(document), ingest_service.content_digest(document)
+        return IngestBatchIn.model_validate(clean_document(document)), digest
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False, include_input=False)
         for err in errors:

@@ -196,14 +196,14 @@ class IngestBatchIn(BaseModel):
     @field_validator("gpus")
     @classmethod
     def _one_entry_per_gpu(cls, gpus: list[GpuIn]) -> list[GpuIn]:
-        """Two entries for one UUID or one index would silently overwrite each other."""
-        for attribute in ("uuid", "index"):
-            seen: set[object] = set()
-            for gpu in gpus:
-                value = getattr(gpu, attribute)
-                if value in seen:
-                    raise ValueError(f"two GPUs with {attribute} {value!r}")
-                seen.add(value)
+        """Two entries for one UUID would silently overwrite each other. Indexes may repeat:
+        when a GPU drops out, NVML renumbers the others while the lost one keeps its old index
+        in the agent's report, and that batch is the one that must get through."""
+        seen: set[str] = set()
+        for gpu in gpus:
+            if gpu.uuid in seen:
+                raise ValueError(f"two GPUs with uuid {gpu.uuid!r}")
+            seen.add(gpu.uuid)
         return gpus
 
 

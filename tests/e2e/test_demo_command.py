@@ -56,3 +56,43 @@ def test_demo_serves_a_fresh_fleet_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -
     leftovers = [p for p in (tmp_path / "data" / "demo" / "spool").rglob("*") if p.is_file()]
     assert leftovers == [], output
     assert "Connection refused" not in output
+
+
+def _pids_with(fragment: str) -> list[int]:
+    """PIDs whose command line contains ``fragment`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if fragment in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def test_the_simulated_fleet_exits_when_the_demo_is_killed(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "FLEETWATCH_DATA_DIR": str(tmp_path / "data")}
+    env.pop("FLEETWATCH_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "demo", "--port", str(port), "--nodes", "2",
+         "--no-random-faults"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    marker = f"agents.simfleet --server http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not _pids_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _pids_with(marker), "the demo never started its fleet"
+    finally:
+        proc.kill()  # SIGKILL: no handler runs in the demo
+        proc.wait()
+    deadline = time.monotonic() + 15
+    while _pids_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _pids_with(marker) == []
