@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -55,6 +55,20 @@ class Settings(BaseSettings):
     retention_days: float = Field(default=30.0, gt=0, le=3650)
     prune_interval_s: float = Field(default=3600.0, ge=1, le=86400)
     log_level: str = "info"
+    health_xid_unhealthy: list[int] | None = Field(
+        default=None, description="Xids that make a GPU unhealthy (JSON list); default: table"
+    )
+    health_xid_degraded: list[int] | None = Field(
+        default=None, description="Xids that make a GPU degraded (JSON list); default: table"
+    )
+    health_xid_ignored: list[int] | None = Field(
+        default=None, description="application Xids that never change health; default: table"
+    )
+    health_event_window_s: float = Field(default=86400.0, gt=0, le=90 * 86400)
+    health_throttle_window_s: float = Field(default=300.0, gt=0, le=86400)
+    health_throttle_min_fraction: float = Field(default=0.8, gt=0, le=1)
+    health_disk_wait_s: float = Field(default=0.05, gt=0, le=3600)
+    health_nfs_rtt_s: float = Field(default=0.1, gt=0, le=3600)
 
     @field_validator("database_url")
     @classmethod
@@ -78,6 +92,27 @@ class Settings(BaseSettings):
         if value.lower() not in ("critical", "error", "warning", "info", "debug"):
             raise ValueError("must be one of critical, error, warning, info, debug")
         return value.lower()
+
+    @field_validator("health_xid_unhealthy", "health_xid_degraded", "health_xid_ignored")
+    @classmethod
+    def _check_xids(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(not 0 <= x < 2**31 for x in value):
+            raise ValueError("Xids are integers from 0 to 2**31 - 1")
+        return value
+
+    @model_validator(mode="after")
+    def _check_xid_lists_disjoint(self) -> Settings:
+        lists = {
+            "unhealthy": self.health_xid_unhealthy,
+            "degraded": self.health_xid_degraded,
+            "ignored": self.health_xid_ignored,
+        }
+        given = [(name, set(xids)) for name, xids in lists.items() if xids is not None]
+        for i, (name, xids) in enumerate(given):
+            for other, other_xids in given[i + 1 :]:
+                if both := sorted(xids & other_xids):
+                    raise ValueError(f"Xids {both} are in both health_xid_{name} and _{other}")
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -18,6 +18,8 @@ from app.fleet import charts
 from app.fleet import service as fleet_service
 from app.fleet.schemas import SamplesOut, SeriesOut
 from app.fleet.service import NodeView
+from app.health import service as health_service
+from app.health.rules import SEVERITY, rules_from_settings
 from app.metrics import service as metrics_service
 from app.nics import service as nic_service
 from app.nvlinks import service as nvlink_service
@@ -112,10 +114,20 @@ def _fleet_context(request: Request, session: Session, filters: FleetFilters) ->
         search=filters.q or None,
         now=now,
     )
+    rules = rules_from_settings(request.app.state.settings)
+    health = health_service.evaluate_views(session, views=views, rules=rules, now=now)
     if filters.sort == "health":
-        views.sort(key=lambda v: (health_rank(v), v.node.hostname))
+        views.sort(
+            key=lambda v: (
+                -SEVERITY[health[v.node.hostname].state],
+                health_rank(v),
+                v.node.hostname,
+            )
+        )
     return {
         "views": views,
+        "health": health,
+        "health_counts": health_service.count_states([h.state for h in health.values()]),
         "counts": fleet_counts(views),
         "filters": filters,
         "sorts": SORTS,
@@ -173,9 +185,13 @@ def _node_context(request: Request, session: Session, hostname: str) -> dict[str
         now=now,
     )
     gpus = [g.gpu for g in view.gpus]
+    rules = rules_from_settings(request.app.state.settings)
+    health = health_service.evaluate_node(session, view=view, rules=rules, now=now)
     topology = topology_service.get_history(session, node_id=view.node.id, limit=TOPOLOGY_CHANGES)
     return {
         "view": view,
+        "health": health,
+        "gpu_health": {g.index: g for g in health.gpus},
         "events": event_service.list_node_events(session, node_id=view.node.id, limit=EVENTS_SHOWN),
         "gpu_links": nvlink_service.group_by_gpu(
             gpus, nvlink_service.list_latest_links(session, gpus=gpus)

@@ -1,0 +1,167 @@
+"""Health evaluation: each node's and GPU's state with its reasons, computed at read time from
+the stored telemetry (no table of its own), and the group and cluster rollups."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from app.db import utcnow
+from app.fleet import service as fleet_service
+from app.fleet.service import NodeView
+from app.health import checks
+from app.health.rules import HealthRules, State, worst
+from app.health.schemas import (
+    ClusterHealthOut,
+    GpuHealthOut,
+    GroupHealthOut,
+    HealthOut,
+    NodeHealthOut,
+    ReasonOut,
+    StateCounts,
+)
+
+UNGROUPED = "ungrouped"
+UNLABELLED = "unlabelled"
+
+
+def count_states(states: list[State]) -> StateCounts:
+    """How many of ``states`` are in each state, and the worst."""
+    counts = StateCounts(worst=worst(states))
+    for state in states:
+        setattr(counts, state.value, getattr(counts, state.value) + 1)
+    return counts
+
+
+def group_of(labels: dict[str, str]) -> tuple[str, str]:
+    """(kind, name) of a node's group: its ``ib_pod`` label, else ``rack``, else ungrouped."""
+    for kind in ("ib_pod", "rack"):
+        if labels.get(kind):
+            return kind, str(labels[kind])
+    return "none", UNGROUPED
+
+
+def _stale_reason(view: NodeView, rules: HealthRules) -> ReasonOut:
+    node = view.node
+    if view.freshness == "never_seen":
+        text = "no telemetry ever received"
+    else:
+        text = f"no telemetry received for more than {rules.stale_after_s:g} s"
+    return ReasonOut(
+        state=State.UNKNOWN,
+        code="stale",
+        text=text,
+        since=node.last_seen_at,
+        evidence=f"/nodes/{node.hostname}",
+    )
+
+
+def evaluate_node(
+    session: Session, *, view: NodeView, rules: HealthRules, now: datetime
+) -> NodeHealthOut:
+    """The health of one node and its GPUs. A stale or never-seen node and its GPUs are
+    Unknown, whatever their last known reasons (which are still listed)."""
+    found: dict[int | None, list[ReasonOut]] = defaultdict(list)
+    if view.freshness != "never_seen":
+        by_event, first_lost = checks.events(session, view, rules, now=now)
+        for part in (
+            checks.inventory(view, events_first_lost=first_lost),
+            by_event,
+            checks.latest_values(view),
+            checks.throttling(session, view, rules),
+            checks.links(session, view),
+            checks.ports(session, view, rules),
+            checks.storage(session, view, rules),
+        ):
+            for key, reasons in part.items():
+                found[key].extend(reasons)
+    stale = view.freshness != "fresh"
+    gpus = []
+    for g in view.gpus:
+        reasons = found.get(g.gpu.id, [])
+        for reason in reasons:
+            reason.gpu_index = g.gpu.index
+        state = State.UNKNOWN if stale else worst([r.state for r in reasons])
+        gpus.append(
+            GpuHealthOut(
+                index=g.gpu.index, uuid=g.gpu.uuid, name=g.gpu.name, state=state, reasons=reasons
+            )
+        )
+    reasons = list(found.get(None, [])) + [r for gh in gpus for r in gh.reasons]
+    if stale:
+        reasons.insert(0, _stale_reason(view, rules))
+    state = State.UNKNOWN if stale else worst([r.state for r in reasons])
+    labels = view.node.labels or {}
+    return NodeHealthOut(
+        hostname=view.node.hostname,
+        state=state,
+        cluster=str(labels.get("cluster") or UNLABELLED),
+        group=group_of(labels)[1],
+        reasons=reasons,
+        gpus=gpus,
+        gpu_counts=count_states([gh.state for gh in gpus]),
+    )
+
+
+def evaluate_views(
+    session: Session, *, views: list[NodeView], rules: HealthRules, now: datetime
+) -> dict[str, NodeHealthOut]:
+    """Health of each of ``views``, by hostname."""
+    return {v.node.hostname: evaluate_node(session, view=v, rules=rules, now=now) for v in views}
+
+
+def get_node_health(
+    session: Session, *, hostname: str, rules: HealthRules, now: datetime | None = None
+) -> NodeHealthOut:
+    """One node's health with its GPUs.
+
+    Raises:
+        NotFound: no such node.
+    """
+    now = now or utcnow()
+    view = fleet_service.get_node_view(
+        session, hostname=hostname, stale_after_s=rules.stale_after_s, now=now
+    )
+    return evaluate_node(session, view=view, rules=rules, now=now)
+
+
+def summarize(
+    views: list[NodeView], health: dict[str, NodeHealthOut], *, now: datetime
+) -> HealthOut:
+    """Node counts fleet-wide, per cluster and per group, with each node (GPUs left out)."""
+    nodes = [health[v.node.hostname] for v in views]
+    clusters: dict[str, list[State]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[State]] = defaultdict(list)
+    for v, h in zip(views, nodes, strict=True):
+        clusters[h.cluster].append(h.state)
+        groups[(h.cluster, *group_of(v.node.labels or {}))].append(h.state)
+    return HealthOut(
+        evaluated_at=now,
+        counts=count_states([h.state for h in nodes]),
+        clusters=[
+            ClusterHealthOut(name=name, counts=count_states(states))
+            for name, states in sorted(clusters.items())
+        ],
+        groups=[
+            GroupHealthOut(cluster=cluster, kind=kind, name=name, counts=count_states(states))
+            for (cluster, kind, name), states in sorted(groups.items())
+        ],
+        nodes=[h.model_copy(update={"gpus": []}) for h in nodes],
+    )
+
+
+def list_health(
+    session: Session,
+    *,
+    rules: HealthRules,
+    labels: dict[str, str] | None = None,
+    now: datetime | None = None,
+) -> HealthOut:
+    """The fleet's health (nodes filtered by exact label values)."""
+    now = now or utcnow()
+    views = fleet_service.list_nodes(
+        session, stale_after_s=rules.stale_after_s, labels=labels, now=now
+    )
+    return summarize(views, evaluate_views(session, views=views, rules=rules, now=now), now=now)

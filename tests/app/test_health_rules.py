@@ -1,0 +1,225 @@
+"""Each default health rule, through the real ingest API and the health API, on Postgres and
+SQLite: the right state, the right reason code and the GPU it names."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from tests.app.helpers import post_batch
+from tests.app.section_factories import disk, nfs_mount, nic_port, nvlinks
+from tests.factories import batch, create_token, gpu, iso, sample
+from tests.live_server import LiveServer
+
+
+def node_health(server: LiveServer, hostname: str = "node-a") -> dict[str, Any]:
+    """``GET /api/v1/nodes/{hostname}/health`` (must answer 200)."""
+    response = httpx.get(f"{server.url}/api/v1/nodes/{hostname}/health", timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def ingest(server: LiveServer, db_url: str, payload: dict[str, Any]) -> None:
+    """Post ``payload`` for its node (creating the token) and require a 200."""
+    token = create_token(db_url, payload["node"]["hostname"])
+    response = post_batch(server.url, token, payload)
+    assert response.status_code == 200, response.text
+
+
+def codes(health: dict[str, Any]) -> list[str]:
+    """The reason codes of a node or GPU."""
+    return [r["code"] for r in health["reasons"]]
+
+
+def xid_event(xid: int, gpu_entry: dict[str, Any]) -> dict[str, Any]:
+    """An Xid event naming ``gpu_entry``."""
+    return {
+        "occurred_at": iso(datetime.now(UTC) - timedelta(seconds=30)),
+        "kind": "xid",
+        "xid": xid,
+        "gpu_uuid": gpu_entry["uuid"],
+        "message": f"NVRM: Xid (PCI:{gpu_entry['pci_bus_id']}): {xid}, pid=1234",
+    }
+
+
+def test_a_node_with_clean_telemetry_is_healthy_with_no_reasons(
+    server: LiveServer, db_url: str
+) -> None:
+    ingest(server, db_url, batch(gpus=2))
+
+    health = node_health(server)
+
+    assert health["state"] == "healthy"
+    assert health["reasons"] == []
+    assert [g["state"] for g in health["gpus"]] == ["healthy", "healthy"]
+
+
+def test_a_lost_gpu_makes_the_gpu_and_node_unhealthy(server: LiveServer, db_url: str) -> None:
+    gpus = [gpu(0), gpu(1, state="lost", state_reason="GPU_IS_LOST")]
+    ingest(server, db_url, batch(gpus=gpus, samples_per_gpu=1))
+
+    health = node_health(server)
+
+    assert health["state"] == "unhealthy"
+    assert health["gpus"][1]["state"] == "unhealthy"
+    assert codes(health["gpus"][1]) == ["gpu_lost"]
+    assert health["reasons"][0]["gpu_index"] == 1
+    assert health["reasons"][0]["evidence"] == "/nodes/node-a#gpus-heading"
+
+
+def test_an_xid_79_event_makes_its_gpu_unhealthy(server: LiveServer, db_url: str) -> None:
+    gpus = [gpu(0), gpu(1)]
+    ingest(server, db_url, batch(gpus=gpus, events=[xid_event(79, gpus[1])]))
+
+    health = node_health(server)
+
+    assert health["state"] == "unhealthy"
+    assert codes(health["gpus"][1]) == ["xid_79"]
+    assert health["gpus"][0]["state"] == "healthy"
+    reason = health["reasons"][0]
+    assert "fallen off the bus" in reason["text"]
+    assert reason["since"] is not None
+    assert reason["evidence"].endswith("#events-heading")
+
+
+def test_an_application_xid_13_is_an_event_but_does_not_change_health(
+    server: LiveServer, db_url: str
+) -> None:
+    gpus = [gpu(0)]
+    ingest(server, db_url, batch(gpus=gpus, events=[xid_event(13, gpus[0])]))
+
+    assert node_health(server)["state"] == "healthy"
+
+
+def test_a_gsp_xid_119_makes_the_gpu_degraded(server: LiveServer, db_url: str) -> None:
+    gpus = [gpu(0)]
+    ingest(server, db_url, batch(gpus=gpus, events=[xid_event(119, gpus[0])]))
+
+    health = node_health(server)
+
+    assert health["state"] == "degraded"
+    assert codes(health) == ["xid_119"]
+
+
+def test_a_gpu_missing_from_the_inventory_makes_the_node_unhealthy(
+    server: LiveServer, db_url: str
+) -> None:
+    ingest(server, db_url, batch(gpus=2, samples_per_gpu=1))
+    ingest(server, db_url, batch(gpus=[gpu(0)], samples_per_gpu=1))
+
+    health = node_health(server)
+
+    assert health["state"] == "unhealthy"
+    assert codes(health) == ["gpu_missing"]
+    assert health["reasons"][0]["gpu_index"] == 1
+
+
+def test_an_nvlink_down_makes_its_gpu_unhealthy(server: LiveServer, db_url: str) -> None:
+    at = datetime.now(UTC) - timedelta(seconds=5)
+    payload = batch(gpus=2, samples_per_gpu=1)
+    g0, g1 = payload["gpus"]
+    payload["nvlinks"] = nvlinks(g0, at, links=4) + nvlinks(g1, at, links=4)
+    payload["nvlinks"][5]["state"] = "down"
+    ingest(server, db_url, payload)
+
+    health = node_health(server)
+
+    assert health["state"] == "unhealthy"
+    assert codes(health["gpus"][1]) == ["nvlink_down"]
+    assert "link 1" in health["gpus"][1]["reasons"][0]["text"]
+
+
+def test_an_ib_port_that_went_from_active_to_down_is_unhealthy(
+    server: LiveServer, db_url: str
+) -> None:
+    before = datetime.now(UTC) - timedelta(seconds=60)
+    first = batch(gpus=1, samples_per_gpu=1, start=before)
+    first["nic_ports"] = [nic_port(before, "mlx5_0"), nic_port(before, "mlx5_1", state="DOWN")]
+    ingest(server, db_url, first)
+    assert node_health(server)["state"] == "healthy"  # never up: not a port that went down
+
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    second = batch(gpus=1, samples_per_gpu=1, start=now)
+    second["nic_ports"] = [
+        nic_port(now, "mlx5_0", state="DOWN", phys_state="Disabled"),
+        nic_port(now, "mlx5_1", state="DOWN"),
+    ]
+    ingest(server, db_url, second)
+
+    health = node_health(server)
+    assert health["state"] == "unhealthy"
+    assert codes(health) == ["ib_port_down"]
+    assert "mlx5_0" in health["reasons"][0]["text"]
+
+
+def test_a_pcie_link_below_its_maximum_makes_the_gpu_degraded(
+    server: LiveServer, db_url: str
+) -> None:
+    at = datetime.now(UTC) - timedelta(seconds=5)
+    payload = batch(gpus=1, samples_per_gpu=0)
+    link = {"pcie_link_gen_max": 5, "pcie_link_width_max": 16}
+    payload["samples"] = [
+        sample(payload["gpus"][0], at, pcie_link_gen=5, pcie_link_width=8, **link)
+    ]
+    ingest(server, db_url, payload)
+
+    health = node_health(server)
+
+    assert health["state"] == "degraded"
+    assert codes(health) == ["pcie_downtrained"]
+
+
+def test_remapped_rows_pending_make_the_gpu_degraded(server: LiveServer, db_url: str) -> None:
+    at = datetime.now(UTC) - timedelta(seconds=5)
+    payload = batch(gpus=1, samples_per_gpu=0)
+    payload["samples"] = [sample(payload["gpus"][0], at, remapped_rows_pending=1)]
+    ingest(server, db_url, payload)
+
+    assert codes(node_health(server)) == ["remapped_rows_pending"]
+
+
+def throttled_batch(flags: list[int]) -> dict[str, Any]:
+    """One GPU with one sample per entry of ``flags`` (clock event reasons), 10 s apart."""
+    start = datetime.now(UTC) - timedelta(seconds=10 * len(flags))
+    payload = batch(gpus=1, samples_per_gpu=0)
+    g = payload["gpus"][0]
+    payload["samples"] = [
+        sample(g, start + timedelta(seconds=10 * i), clocks_event_reasons=bits)
+        for i, bits in enumerate(flags)
+    ]
+    return payload
+
+
+def test_sustained_thermal_throttling_makes_the_gpu_degraded(
+    server: LiveServer, db_url: str
+) -> None:
+    ingest(server, db_url, throttled_batch([0x40, 0x20, 0x40, 0x8, 0x40, 0x1]))
+
+    health = node_health(server)
+
+    assert health["state"] == "degraded"
+    assert codes(health) == ["thermal_throttle"]
+
+
+def test_a_single_throttled_sample_is_not_sustained(server: LiveServer, db_url: str) -> None:
+    ingest(server, db_url, throttled_batch([0, 0, 0x40, 0, 0, 0]))
+
+    assert node_health(server)["state"] == "healthy"
+
+
+def test_high_disk_wait_or_nfs_rtt_makes_the_node_degraded(server: LiveServer, db_url: str) -> None:
+    at = datetime.now(UTC) - timedelta(seconds=5)
+    payload = batch(gpus=1, samples_per_gpu=1)
+    payload["disks"] = [disk(at, "nvme0n1"), disk(at, "nvme1n1", avg_wait_s=0.2)]
+    payload["nfs_mounts"] = [nfs_mount(at, avg_rtt_s=0.5)]
+    ingest(server, db_url, payload)
+
+    health = node_health(server)
+
+    assert health["state"] == "degraded"
+    assert codes(health) == ["storage_latency_high"]
+    assert "nvme1n1" in health["reasons"][0]["text"]
+    assert "/home" in health["reasons"][0]["text"]
+    assert health["reasons"][0]["gpu_index"] is None
