@@ -244,4 +244,10 @@ def sanitize(name: str, value: float | int | None) -> float | int | None:
     Raises:
         KeyError: ``name`` is not in the catalog.
     """
-    return plausible(value, METRICS_BY_NAME[name].bound)
+    if value is None:
+        return None
+    return plausible(value, _BOUNDS[name])
+
+
+# Built once: sanitize runs for every metric of every sample.
+_BOUNDS: dict[str, Bound] = {m.name: m.bound for m in METRICS}
