@@ -73,8 +73,13 @@ def build_opener(connect_timeout_s: float, deadline: Deadline) -> urllib.request
     return opener
 
 
-class _HTTPConnection(http.client.HTTPConnection):
-    """Connects within the connect timeout, then runs under the exchange's total deadline."""
+class _DeadlineConnect:
+    """Connects within the connect timeout, then runs under the exchange's total deadline; mixed
+    into the plain and the TLS connection (for TLS the handshake counts towards the connect
+    timeout)."""
+
+    timeout: float | None
+    sock: Any
 
     def __init__(
         self, *args: Any, connect_timeout_s: float, deadline: Deadline, **kwargs: Any
@@ -84,25 +89,17 @@ class _HTTPConnection(http.client.HTTPConnection):
 
     def connect(self) -> None:
         self.timeout = min(self._connect_timeout_s, self._deadline.remaining())
-        super().connect()
+        super().connect()  # type: ignore[misc]
         if self.sock is not None:
             self._deadline.arm(self.sock)
 
 
-class _HTTPSConnection(http.client.HTTPSConnection):
-    """:class:`_HTTPConnection` for TLS: the handshake counts towards the connect timeout."""
+class _HTTPConnection(_DeadlineConnect, http.client.HTTPConnection):
+    """A plain HTTP connection under :class:`_DeadlineConnect`."""
 
-    def __init__(
-        self, *args: Any, connect_timeout_s: float, deadline: Deadline, **kwargs: Any
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self._connect_timeout_s, self._deadline = connect_timeout_s, deadline
 
-    def connect(self) -> None:
-        self.timeout = min(self._connect_timeout_s, self._deadline.remaining())
-        super().connect()
-        if self.sock is not None:
-            self._deadline.arm(self.sock)
+class _HTTPSConnection(_DeadlineConnect, http.client.HTTPSConnection):
+    """A TLS connection under :class:`_DeadlineConnect`."""
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):
