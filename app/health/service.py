@@ -22,6 +22,7 @@ from app.health.schemas import (
     ReasonOut,
     StateCounts,
 )
+from app.health.suspects import Suspects, find_suspects
 
 UNGROUPED = "ungrouped"
 UNLABELLED = "unlabelled"
@@ -59,21 +60,34 @@ def _stale_reason(view: NodeView, rules: HealthRules) -> ReasonOut:
 
 
 def evaluate_node(
-    session: Session, *, view: NodeView, rules: HealthRules, now: datetime
+    session: Session,
+    *,
+    view: NodeView,
+    rules: HealthRules,
+    now: datetime,
+    suspects: Suspects | None = None,
 ) -> NodeHealthOut:
     """The health of one node and its GPUs. A stale or never-seen node and its GPUs are
-    Unknown, whatever their last known reasons (which are still listed)."""
+    Unknown, whatever their last known reasons (which are still listed). With ``suspects``
+    (a fleet-wide evaluation), checks that cannot find anything on this node are skipped."""
     found: dict[int | None, list[ReasonOut]] = defaultdict(list)
     if view.freshness != "never_seen":
-        by_event, first_lost = checks.events(session, view, rules, now=now)
+        node_id = view.node.id
+        may = suspects.may if suspects is not None else (lambda _kind, _id: True)
+        nothing: checks.Found = defaultdict(list)
+        by_event, first_lost = (
+            checks.events(session, view, rules, now=now)
+            if may("events", node_id)
+            else (nothing, {})
+        )
         for part in (
             checks.inventory(view, events_first_lost=first_lost),
             by_event,
             checks.latest_values(view),
-            checks.throttling(session, view, rules),
-            checks.links(session, view),
-            checks.ports(session, view, rules),
-            checks.storage(session, view, rules),
+            checks.throttling(session, view, rules) if may("throttling", node_id) else nothing,
+            checks.links(session, view) if may("links", node_id) else nothing,
+            checks.ports(session, view, rules) if may("ports", node_id) else nothing,
+            checks.storage(session, view, rules) if may("storage", node_id) else nothing,
         ):
             for key, reasons in part.items():
                 found[key].extend(reasons)
@@ -108,8 +122,12 @@ def evaluate_node(
 def evaluate_views(
     session: Session, *, views: list[NodeView], rules: HealthRules, now: datetime
 ) -> dict[str, NodeHealthOut]:
-    """Health of each of ``views``, by hostname."""
-    return {v.node.hostname: evaluate_node(session, view=v, rules=rules, now=now) for v in views}
+    """Health of each of ``views``, by hostname (suspects found fleet-wide first)."""
+    suspects = find_suspects(session, views=views, rules=rules, now=now)
+    return {
+        v.node.hostname: evaluate_node(session, view=v, rules=rules, now=now, suspects=suspects)
+        for v in views
+    }
 
 
 def get_node_health(

@@ -15,10 +15,15 @@ from tests.live_server import LiveServer
 
 
 def node_health(server: LiveServer, hostname: str = "node-a") -> dict[str, Any]:
-    """``GET /api/v1/nodes/{hostname}/health`` (must answer 200)."""
+    """``GET /api/v1/nodes/{hostname}/health`` (must answer 200), checked against the same node
+    in the fleet-wide ``GET /api/v1/health``, which skips checks by fleet-wide suspects."""
     response = httpx.get(f"{server.url}/api/v1/nodes/{hostname}/health", timeout=30)
     assert response.status_code == 200, response.text
-    return response.json()
+    single = response.json()
+    fleet = httpx.get(f"{server.url}/api/v1/health", timeout=30).json()
+    listed = next(n for n in fleet["nodes"] if n["hostname"] == hostname)
+    assert (listed["state"], codes(listed)) == (single["state"], codes(single))
+    return single
 
 
 def ingest(server: LiveServer, db_url: str, payload: dict[str, Any]) -> None:
