@@ -168,6 +168,18 @@ def _sources(
             "simulated", hostname=args.hostname, gpu_count=args.sim_gpus, seed=args.seed
         )
         log.info("collector simulated (asked for): the data is not real")
+        ignored = [
+            flag
+            for flag, value, default in (
+                ("--procfs", args.procfs, Path("/proc")),
+                ("--sysfs", args.sysfs, Path("/sys")),
+                ("--rootfs", args.rootfs, Path("/")),
+                ("--kmsg", args.kmsg, None),
+            )
+            if value != default
+        ]
+        if ignored:
+            log.warning("%s ignored: a simulated node simulates its host too", ", ".join(ignored))
         return collector, simulated_host_sources(collector)
     paths = SourcePaths(
         procfs=args.procfs,

@@ -130,3 +130,9 @@ def test_nvidia_smi_collector_prints_the_captured_machine_with_its_topology(tmp_
     assert payload["collection"]["collector"] == "nvidia-smi"
     assert {link["type"] for link in payload["topology"]["links"]} == {"NV18"}
     assert len(payload["topology"]["links"]) == 28
+
+
+def test_host_paths_given_to_a_simulated_node_are_reported_as_ignored(tmp_path: Path) -> None:
+    done = _cli("--collector", "sim", "--procfs", str(tmp_path), "--once", "--print")
+    assert done.returncode == 0, done.stderr
+    assert "--procfs ignored: a simulated node simulates its host too" in done.stderr
