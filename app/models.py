@@ -1,5 +1,13 @@
 """Imports every table module so ``Base.metadata`` is complete (for Alembic and the tests)."""
 
+from app.alerts.models import (
+    AlertAck,
+    AlertEvent,
+    AlertInstance,
+    AlertRule,
+    AlertSilence,
+    Runbook,
+)
 from app.auth.models import NodeToken
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
@@ -11,6 +19,11 @@ from app.storage.models import DiskSample, MountSample, NfsSample
 from app.topology.models import TopologyChange, TopologySnapshot
 
 __all__ = [
+    "AlertAck",
+    "AlertEvent",
+    "AlertInstance",
+    "AlertRule",
+    "AlertSilence",
     "DiskSample",
     "Gpu",
     "IngestBatch",
@@ -21,6 +34,7 @@ __all__ = [
     "NodeEvent",
     "NodeToken",
     "NvlinkSample",
+    "Runbook",
     "TopologyChange",
     "TopologySnapshot",
     "gpu_sample",
