@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
 from app.fleet.models import Gpu, Node
 from app.metrics.catalog import METRICS_BY_NAME
 from app.metrics.models import gpu_sample
+from app.timebounds import aligns_to_wall_clock, offset_segments, wall_bucket_start
 
 # Steps a chart can be bucketed by, seconds. The raw resolution (step 0) is used for short ranges.
 NICE_STEPS_S = (
@@ -72,6 +74,7 @@ def node_series(
     start: datetime,
     end: datetime,
     step_s: int,
+    zone: tzinfo = UTC,
 ) -> list[GpuSeries]:
     """Samples of every GPU of ``node`` in ``[start, end]``.
 
@@ -80,6 +83,11 @@ def node_series(
     are averaged; integer metrics (counters, bitmasks, P-states) take the bucket maximum, which is
     what an SRE looks for in them. NULLs are ignored by the aggregates, so a bucket is NULL only
     when no sample in it had the metric.
+
+    Steps of 2 h and more follow the wall clock of ``zone`` (the viewer's time zone) instead:
+    buckets start at local midnight and every ``step_s`` of wall time after it, so across a DST
+    change a day bucket spans 23 or 25 hours (see :func:`app.timebounds.wall_bucket`). In UTC
+    the two alignments are the same.
 
     Raises:
         KeyError: a name in ``metrics`` is not a known metric.
@@ -109,7 +117,13 @@ def node_series(
             for i, name in enumerate(metrics):
                 target.values[name].append(row[2 + i])
     else:
-        bucket = func.floor(epoch_s(gpu_sample.c.sampled_at) / step_s).label("bucket")
+        epoch = epoch_s(gpu_sample.c.sampled_at)
+        segments = None
+        if aligns_to_wall_clock(step_s, zone):
+            # Cover the whole first bucket, which may start a step (plus a DST hour) early.
+            segments = offset_segments(start - timedelta(seconds=2 * step_s), end, zone)
+            epoch = epoch + _offset_at(epoch, segments)
+        bucket = func.floor(epoch / step_s).label("bucket")
         aggregates = [
             (func.max(gpu_sample.c[m.name]) if m.integer else func.avg(gpu_sample.c[m.name])).label(
                 m.name
@@ -124,13 +138,28 @@ def node_series(
         )
         for row in session.execute(stmt):
             target = series[row[0]]
-            target.times.append(datetime.fromtimestamp(int(row[1]) * step_s, UTC))
+            key = int(row[1])
+            target.times.append(
+                datetime.fromtimestamp(key * step_s, UTC)
+                if segments is None
+                else wall_bucket_start(key, step_s, segments)
+            )
             for i, name in enumerate(metrics):
                 value = row[2 + i]
                 if value is not None and isinstance(value, float) and math.isnan(value):
                     value = None
                 target.values[name].append(value)
     return sorted(series.values(), key=lambda s: s.gpu_index)
+
+
+def _offset_at(epoch: Any, segments: list[tuple[datetime, int]]) -> Any:
+    """SQL for the UTC offset (seconds) in force at ``epoch``: a literal, or a CASE over the
+    DST changes in the range."""
+    if len(segments) == 1:
+        return literal(segments[0][1])
+    changes = [(begin.timestamp(), offset) for begin, offset in segments]
+    whens = [(epoch < nxt, offset) for (_, offset), (nxt, _) in itertools.pairwise(changes)]
+    return case(*whens, else_=segments[-1][1])
 
 
 def gpus_of(session: Session, *, node: Node) -> list[Gpu]:
