@@ -1,0 +1,1 @@
+"""One GPU's page and API: ``/nodes/{hostname}/gpus/{gpu}`` and the same under ``/api/v1``."""
