@@ -22,6 +22,7 @@ from app.db import make_engine, make_session_factory
 from app.errors import FleetwatchError
 from app.fleet import pages as fleet_pages
 from app.fleet import router as fleet_router
+from app.gpus import router as gpu_router
 from app.health import router as health_router
 from app.ingest import router as ingest_router
 from app.migrate import is_up_to_date
@@ -110,6 +111,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     for feature in (storage_router, nic_router, nvlink_router, topology_router, health_router):
         app.include_router(feature.router)
     app.include_router(fleet_pages.router)
+    app.include_router(gpu_router.router)
 
     @app.exception_handler(FleetwatchError)
     async def _domain_error(request: Request, exc: FleetwatchError) -> Response:
