@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
+from jinja2 import pass_context
+from jinja2.runtime import Context
 
 from app import __version__
 from app.config import PROJECT_ROOT
+from app.viewer_time import (
+    TZ_COOKIE,
+    TZ_PARAM,
+    fmt_local,
+    picker_zones,
+    tz_query,
+    viewer_tz,
+    viewer_tz_or_utc,
+    zone_label,
+)
 
 templates = Jinja2Templates(directory=PROJECT_ROOT / "templates")
 # Block tags do not leave blank lines behind: the fleet table is re-sent every 5 s.
@@ -113,11 +125,41 @@ def clock_event_reason_names(mask: int | None) -> list[str] | None:
     return names
 
 
-def fmt_time(value: datetime | None) -> str:
-    """ISO-8601 UTC to the second (``2026-11-29 16:00:05Z``); ``None`` → ``"N/A"``."""
+def fmt_time(value: datetime | None, zone: tzinfo = UTC) -> str:
+    """To the second, in ``zone``: UTC as ISO 8601 (``2026-11-29 16:00:05Z``), other zones with
+    their abbreviation (``2026-03-29 03:30:00 CEST``); ``None`` → ``"N/A"``."""
     if value is None:
         return NA
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return fmt_local(value, zone)
+
+
+@pass_context
+def _viewer_time(context: Context, value: datetime | None) -> str:
+    """The ``utc`` filter: :func:`fmt_time` in the request's zone (:func:`viewer_tz`; a bad
+    ``?tz=`` raises ``BadRequest`` and so answers 400)."""
+    request = context.get("request")
+    return fmt_time(value, viewer_tz(request) if request is not None else UTC)
+
+
+@pass_context
+def _tz_query(context: Context) -> str:
+    return tz_query(context.get("request"))
+
+
+@pass_context
+def _zone_label(context: Context) -> str:
+    return zone_label(viewer_tz_or_utc(context.get("request")), datetime.now(UTC))
+
+
+@pass_context
+def _picker(context: Context) -> dict[str, Any]:
+    zone = viewer_tz_or_utc(context.get("request"))
+    return {
+        "current": zone.key,
+        "zones": picker_zones(zone),
+        "param": TZ_PARAM,
+        "cookie": TZ_COOKIE,
+    }
 
 
 templates.env.filters["num"] = fmt_number
@@ -126,11 +168,14 @@ templates.env.filters["age"] = fmt_age
 templates.env.filters["rate"] = fmt_rate
 templates.env.filters["counter"] = fmt_count
 templates.env.filters["ms"] = fmt_ms
-templates.env.filters["utc"] = fmt_time
+templates.env.filters["utc"] = _viewer_time
 templates.env.filters["skew"] = fmt_skew
 templates.env.filters["clock_reasons"] = clock_event_reason_names
 templates.env.globals["version"] = __version__
 templates.env.globals["NA"] = NA
+templates.env.globals["tz_query"] = _tz_query
+templates.env.globals["zone_label"] = _zone_label
+templates.env.globals["tz_picker"] = _picker
 
 
 def is_htmx(request: Request) -> bool:

@@ -9,16 +9,19 @@ in step: keep :func:`_trace` and ``tracesFrom`` in ``charts.js`` alike.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from app.errors import BadRequest
+from app.fleet.chart_marks import ChartMark, mark_shapes, mark_trace
 from app.fleet.schemas import SamplesOut, SeriesOut
 from app.metrics.service import choose_step_s
-from app.timebounds import checked_utc
+from app.timebounds import checked_utc, is_utc
 
 PRESETS: dict[str, timedelta] = {
     "15m": timedelta(minutes=15),
@@ -119,10 +122,20 @@ def resolve_chart_range(
     return ChartRange(t0, now, name, choose_step_s(t0, now))
 
 
-def plotly_time(value: datetime) -> str:
-    """UTC wall time as Plotly reads it (Plotly ignores zones, so none is written)."""
-    text = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-    return f"{text}.{value.microsecond:06d}" if value.microsecond else text
+def plotly_time(value: datetime, zone: tzinfo = UTC) -> str:
+    """``value`` as a Plotly x value on the wall clock of ``zone``. Plotly draws the wall time
+    and ignores an offset, so UTC is written without one (``2026-03-29 01:30:00``) and other
+    zones as ISO 8601 with theirs (``2026-03-29T03:30:00+02:00``), which keeps the value
+    unambiguous in the repeated hour when DST ends."""
+    if is_utc(zone):
+        text = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        return f"{text}.{value.microsecond:06d}" if value.microsecond else text
+    return value.astimezone(zone).isoformat()
+
+
+def zone_name(zone: tzinfo) -> str:
+    """The IANA name of ``zone`` (``Europe/Berlin``), ``UTC`` for UTC."""
+    return "UTC" if is_utc(zone) else str(zone)
 
 
 def gap_threshold_s(times: list[datetime], step_s: int) -> float:
@@ -134,16 +147,25 @@ def gap_threshold_s(times: list[datetime], step_s: int) -> float:
     return 2.5 * statistics.median(spacings) if spacings else 0.0
 
 
-def _trace(series: SeriesOut, spec: ChartSpec, gap_s: float) -> dict[str, Any]:
-    """One line per GPU; a ``None`` is put in every gap wider than ``gap_s``; nulls stay nulls."""
+def _wall(value: datetime, zone: tzinfo) -> datetime:
+    return value.astimezone(zone).replace(tzinfo=None)
+
+
+def _trace(series: SeriesOut, spec: ChartSpec, gap_s: float, zone: tzinfo = UTC) -> dict[str, Any]:
+    """One line per GPU; a ``None`` is put in every gap wider than ``gap_s``, and where the wall
+    clock of ``zone`` goes back (DST ends) so the repeated hour is not joined backwards; nulls
+    stay nulls."""
     xs: list[str] = []
     ys: list[float | None] = []
     previous: datetime | None = None
     for t, raw in zip(series.t, series.values.get(spec.metric, []), strict=False):
         if previous is not None and gap_s and (t - previous).total_seconds() > gap_s:
-            xs.append(plotly_time(previous + (t - previous) / 2))
+            xs.append(plotly_time(previous + (t - previous) / 2, zone))
             ys.append(None)
-        xs.append(plotly_time(t))
+        elif previous is not None and _wall(t, zone) < _wall(previous, zone):
+            xs.append(plotly_time(t, zone))
+            ys.append(None)
+        xs.append(plotly_time(t, zone))
         ys.append(None if raw is None else float(raw) * spec.scale)
         previous = t
     return {
@@ -159,7 +181,9 @@ def _trace(series: SeriesOut, spec: ChartSpec, gap_s: float) -> dict[str, Any]:
     }
 
 
-def _layout(spec: ChartSpec, samples: SamplesOut) -> dict[str, Any]:
+def _layout(
+    spec: ChartSpec, samples: SamplesOut, zone: tzinfo, marks: list[ChartMark]
+) -> dict[str, Any]:
     yaxis: dict[str, Any] = {
         "title": {"text": spec.unit},
         "rangemode": "tozero",
@@ -171,9 +195,9 @@ def _layout(spec: ChartSpec, samples: SamplesOut) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "title": {"text": f"{spec.title} ({spec.unit})", "x": 0.01, "font": {"size": 14}},
         "xaxis": {
-            "title": {"text": "Time (UTC)"},
+            "title": {"text": f"Time ({zone_name(zone)})"},
             "type": "date",
-            "range": [plotly_time(samples.start), plotly_time(samples.end)],
+            "range": [plotly_time(samples.start, zone), plotly_time(samples.end, zone)],
             "automargin": True,
         },
         "yaxis": yaxis,
@@ -186,17 +210,33 @@ def _layout(spec: ChartSpec, samples: SamplesOut) -> dict[str, Any]:
         "plot_bgcolor": "rgba(0,0,0,0)",
         "uirevision": spec.metric,
     }
+    if marks:
+        layout["shapes"] = mark_shapes(marks, lambda t: plotly_time(t, zone))
+        layout["yaxis2"] = {
+            "overlaying": "y",
+            "range": [0, 1],
+            "visible": False,
+            "fixedrange": True,
+        }
     if not any(s.t for s in samples.series):
         layout["annotations"] = [EMPTY_NOTE]
     return layout
 
 
-def build_figures(samples: SamplesOut) -> list[dict[str, Any]]:
-    """One figure per chart metric, one trace per GPU (ordered by GPU index).
+def build_figures(
+    samples: SamplesOut, *, zone: tzinfo = UTC, marks: Iterable[ChartMark] = ()
+) -> list[dict[str, Any]]:
+    """One figure per chart metric, one trace per GPU (ordered by GPU index), times on the wall
+    clock of ``zone`` (the viewer's), ``marks`` (events, see :mod:`app.fleet.chart_marks`) as
+    vertical lines plus a last ``Events`` marker trace with their hover text.
 
-    Each item is ``{"id", "metric", "title", "meta", "figure": {"data", "layout"}}``; ``meta``
-    carries what ``charts.js`` needs to rebuild the traces from a later samples response.
+    Each item is ``{"id", "metric", "title", "meta", "overlay", "figure": {"data", "layout"}}``;
+    ``meta`` carries what ``charts.js`` needs to rebuild the GPU traces from a later samples
+    response, ``overlay`` the traces it appends after them (the events).
     """
+    in_range = [m for m in marks if samples.start <= m.at <= samples.end]
+    to_x = functools.partial(plotly_time, zone=zone)
+    overlay = [mark_trace(in_range, to_x, zone)] if in_range else []
     series = sorted(samples.series, key=lambda s: s.gpu_index)
     gaps = {s.gpu_uuid: gap_threshold_s(list(s.t), samples.step_s) for s in series}
     figures = []
@@ -211,10 +251,12 @@ def build_figures(samples: SamplesOut) -> list[dict[str, Any]]:
                     "scale": spec.scale,
                     "unit": spec.unit,
                     "empty_note": EMPTY_NOTE,
+                    "tz": zone_name(zone),
                 },
+                "overlay": overlay,
                 "figure": {
-                    "data": [_trace(s, spec, gaps[s.gpu_uuid]) for s in series],
-                    "layout": _layout(spec, samples),
+                    "data": [_trace(s, spec, gaps[s.gpu_uuid], zone) for s in series] + overlay,
+                    "layout": _layout(spec, samples, zone, in_range),
                 },
             }
         )
