@@ -30,6 +30,7 @@ A 4-GPU board with direct ``NV4`` pairs (3 × 4 = 12) stays a mesh of direct edg
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -190,9 +191,9 @@ def _place_pcie(
 ) -> None:
     """CPU nodes per NUMA group, PCIe switches from PIX/PXB, devices under them, SYS between."""
     reach = UnionFind([d.id for d in devices])
-    for key, code in pairs.items():
+    for pair, code in pairs.items():
         if code in PCIE_CODES:
-            reach.union(*sorted(key))
+            reach.union(*sorted(pair))
     keys = group_key(devices, reach)
     order: list[tuple[Any, ...]] = []
     for device in devices:
@@ -252,8 +253,8 @@ def _place_pcie(
         graph.nodes.append(_cpu(cpu_id, key, members, len(bridges.groups())))
         for device in members:
             graph.nodes.append(_device_node(device, cpu_id))
-    for a, b in zip(cpu_ids, cpu_ids[1:], strict=False):
-        graph.edges.append(GraphEdge(a, b, "smp", "SYS", "SYS"))
+    for left, right in itertools.pairwise(cpu_ids):
+        graph.edges.append(GraphEdge(left, right, "smp", "SYS", "SYS"))
 
 
 def _switch(node_id: str, group: str, level: int, title: str) -> GraphNode:
@@ -401,12 +402,12 @@ def _direct(
     by_bus: dict[Any, str],
 ) -> None:
     for gpu_id, peers in sorted(counts.items(), key=lambda item: natural_key(item[0])):
-        for peer, count in sorted(peers.items(), key=lambda item: natural_key(item[0])):
-            if natural_key(gpu_id) < natural_key(peer):
-                graph.edges.append(GraphEdge(gpu_id, peer, "nvlink", f"NV{count}", f"NV{count}"))
+        for other, count in sorted(peers.items(), key=lambda item: natural_key(item[0])):
+            if natural_key(gpu_id) < natural_key(other):
+                graph.edges.append(GraphEdge(gpu_id, other, "nvlink", f"NV{count}", f"NV{count}"))
     for gpu_id, states in down.items():
         for state in states:
-            peer = by_bus.get(_bus_key(state.remote_pci_bus_id))
+            peer: str | None = by_bus.get(_bus_key(state.remote_pci_bus_id))
             if peer is None and len(counts.get(gpu_id, {})) == 1:
                 peer = next(iter(counts[gpu_id]))
             try:
