@@ -1,0 +1,267 @@
+"""Fleet-wide storage and InfiniBand time series for the ``/storage`` page: which nodes, and
+each chart's top N series plus the summary of the rest, bucketed in SQL.
+
+Gauges (the agent's per-interval rates and latencies, ``disk_sample`` / ``nfs_sample`` /
+``nic_port_sample``) are averaged per bucket. Counters (NFS ``retransmits``, IB port error
+counters) take the bucket maximum — the last reading of a counter that only grows — and their
+increases between buckets follow :mod:`app.storage.counters` (a reset or 64-bit wrap is a gap).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from sqlalchemy import ColumnElement, func, literal, or_, select, true
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from app.db import UInt64, epoch_s
+from app.fleet.models import Node
+from app.nics.models import NicPortSample
+from app.storage import counters
+from app.storage.models import DiskSample, NfsSample
+from app.storage.series import ChartData, Series, pick_top, rest_means, rest_sums
+
+Measure = Literal["mean", "max"]
+SeriesKey = tuple[int, str]
+
+
+@dataclass(frozen=True)
+class NodeScope:
+    """The nodes the page shows: ``hostnames`` by node id; ``filtered`` when labels or a search
+    narrowed them (otherwise no ``IN`` list is sent)."""
+
+    hostnames: dict[int, str]
+    filtered: bool
+
+    def where(self, column: InstrumentedAttribute[int]) -> ColumnElement[bool]:
+        """``column IN (node ids)`` when filtered, else TRUE."""
+        return column.in_(list(self.hostnames)) if self.filtered else true()
+
+
+def select_nodes(session: Session, *, labels: dict[str, str], search: str) -> NodeScope:
+    """Nodes whose labels equal every ``labels`` item and whose hostname contains ``search``
+    (case-insensitive; ``%`` and ``_`` are literal)."""
+    stmt = select(Node.id, Node.hostname, Node.labels)
+    if search:
+        stmt = stmt.where(func.lower(Node.hostname).contains(search.lower(), autoescape=True))
+    hostnames = {
+        node_id: hostname
+        for node_id, hostname, node_labels in session.execute(stmt)
+        if all((node_labels or {}).get(k) == v for k, v in labels.items())
+    }
+    return NodeScope(hostnames, filtered=bool(labels or search))
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A stored column charted per (node, ``keys``…): ``columns`` is one gauge, or the counters
+    whose increases are summed (a port's five error counters)."""
+
+    name: str
+    model: Any
+    keys: tuple[str, ...]
+    columns: tuple[str, ...]
+    counter: bool = False
+
+    def key_columns(self) -> list[InstrumentedAttribute[Any]]:
+        """The model's key attributes (``device``, ``port`` …)."""
+        return [getattr(self.model, k) for k in self.keys]
+
+
+_IB_ERRORS = (
+    "symbol_error_count",
+    "link_downed_count",
+    "link_error_recovery_count",
+    "port_rcv_errors_count",
+    "port_xmit_discards_count",
+)
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("disk_read_bytes_per_s", DiskSample, ("device",), ("read_bytes_per_s",)),
+        Metric("disk_write_bytes_per_s", DiskSample, ("device",), ("write_bytes_per_s",)),
+        Metric("disk_avg_wait_s", DiskSample, ("device",), ("avg_wait_s",)),
+        Metric("nfs_read_bytes_per_s", NfsSample, ("mountpoint",), ("read_bytes_per_s",)),
+        Metric("nfs_write_bytes_per_s", NfsSample, ("mountpoint",), ("write_bytes_per_s",)),
+        Metric("nfs_avg_rtt_s", NfsSample, ("mountpoint",), ("avg_rtt_s",)),
+        Metric("nfs_retransmits", NfsSample, ("mountpoint",), ("retransmits",), counter=True),
+        Metric("ib_rx_bytes_per_s", NicPortSample, ("device", "port"), ("rx_bytes_per_s",)),
+        Metric("ib_tx_bytes_per_s", NicPortSample, ("device", "port"), ("tx_bytes_per_s",)),
+        Metric("ib_errors", NicPortSample, ("device", "port"), _IB_ERRORS, counter=True),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Query:
+    """One chart's query: the nodes, the window ``[start, end]`` in ``step_s`` buckets, a
+    case-insensitive substring of the first key (device or mount point), and the top N."""
+
+    scope: NodeScope
+    start: datetime
+    end: datetime
+    step_s: int
+    match: str = ""
+    top_n: int = 10
+    by: Measure = "mean"
+
+
+def item_label(values: Sequence[Any]) -> str:
+    """The key values as one label: ``nvme0n1``, ``/home``, ``mlx5_0/1``."""
+    return "/".join(str(v) for v in values)
+
+
+def _where(metric: Metric, q: Query) -> list[ColumnElement[bool]]:
+    model = metric.model
+    clauses = [q.scope.where(model.node_id), model.sampled_at >= q.start, model.sampled_at <= q.end]
+    if q.match:
+        first = metric.key_columns()[0]
+        clauses.append(func.lower(first).contains(q.match.lower(), autoescape=True))
+    return clauses
+
+
+def _bucket(metric: Metric, step_s: int) -> Any:
+    return func.floor(epoch_s(metric.model.sampled_at) / step_s).label("bucket")
+
+
+def _bucket_time(raw: Any, step_s: int) -> datetime:
+    return datetime.fromtimestamp(int(raw) * step_s, UTC)
+
+
+def gauge_chart(session: Session, metric: Metric, q: Query) -> ChartData:
+    """The ``q.top_n`` series of ``metric`` with the highest mean (or max) over the window,
+    bucket means, and the per-bucket mean of all the other series."""
+    model = metric.model
+    value = getattr(model, metric.columns[0])
+    keys = metric.key_columns()
+    where = _where(metric, q)
+    rank = func.avg(value) if q.by == "mean" else func.max(value)
+    measures: dict[SeriesKey, float | None] = {}
+    for row in session.execute(
+        select(model.node_id, *keys, rank).where(*where).group_by(model.node_id, *keys)
+    ):
+        if row[-1] is not None and row[0] in q.scope.hostnames:
+            measures[(row[0], item_label(row[1:-1]))] = float(row[-1])
+    top = pick_top(measures, q.top_n)
+    empty = ChartData(metric.name, q.start, q.end, q.step_s, [])
+    if not top:
+        return empty
+    bucket = _bucket(metric, q.step_s)
+    sums = (func.sum(value), func.count(value))
+    wanted = set(top)
+    per_series: dict[SeriesKey, dict[datetime, tuple[float, int]]] = {k: {} for k in top}
+    stmt = (
+        select(model.node_id, *keys, bucket, *sums)
+        .where(*where, model.node_id.in_({k[0] for k in top}))
+        .group_by(model.node_id, *keys, bucket)
+    )
+    for row in session.execute(stmt):
+        key = (row[0], item_label(row[1 : 1 + len(keys)]))
+        if key in wanted and row[-1]:
+            per_series[key][_bucket_time(row[-3], q.step_s)] = (float(row[-2]), int(row[-1]))
+    series = [_mean_series(q.scope.hostnames[k[0]], k[1], per_series[k], measures[k]) for k in top]
+    rest_count = len(measures) - len(top)
+    if not rest_count:
+        return ChartData(metric.name, q.start, q.end, q.step_s, series)
+    all_buckets = {
+        _bucket_time(b, q.step_s): (float(s), int(n))
+        for b, s, n in session.execute(select(bucket, *sums).where(*where).group_by(bucket))
+        if n
+    }
+    points = rest_means(all_buckets, list(per_series.values()))
+    rest = Series("", "", [t for t, _ in points], [v for _, v in points])
+    return ChartData(metric.name, q.start, q.end, q.step_s, series, rest, rest_count)
+
+
+def _mean_series(
+    hostname: str, item: str, buckets: dict[datetime, tuple[float, int]], measure: float | None
+) -> Series:
+    times = sorted(buckets)
+    values: list[float | None] = [buckets[t][0] / buckets[t][1] for t in times]
+    return Series(hostname, item, times, values, measure or 0.0)
+
+
+def _counter_expr(session: Session, column: InstrumentedAttribute[Any]) -> Any:
+    """An expression whose max/min order numerically: on SQLite a :class:`UInt64` is stored as
+    decimal text, so it is zero-padded to 20 digits first."""
+    if session.get_bind().dialect.name == "sqlite" and isinstance(column.type, UInt64):
+        return func.substr(literal("0" * 20).concat(column), -20)
+    return column
+
+
+@dataclass(frozen=True)
+class CounterTotal:
+    """What a counter series counted in the window: ``total`` events over the intervals that
+    are not gaps, and ``gaps`` (resets or wraps)."""
+
+    hostname: str
+    item: str
+    total: int
+    gaps: int
+
+
+def counter_chart(
+    session: Session, metric: Metric, q: Query
+) -> tuple[ChartData, list[CounterTotal]]:
+    """Per series, the increase of the summed counters between neighbouring buckets, drawn as
+    events per minute at each bucket; the top N by total increase, the rest summed. Only
+    series whose counters changed in the window are read. Also every changed series' total,
+    highest first."""
+    model = metric.model
+    keys = metric.key_columns()
+    where = _where(metric, q)
+    exprs = [_counter_expr(session, getattr(model, c)) for c in metric.columns]
+    changed_stmt = (
+        select(model.node_id, *keys)
+        .where(*where)
+        .group_by(model.node_id, *keys)
+        .having(or_(*(func.max(e) != func.min(e) for e in exprs)))
+    )
+    changed = {(r[0], item_label(r[1:])) for r in session.execute(changed_stmt)}
+    changed = {k for k in changed if k[0] in q.scope.hostnames}
+    empty = ChartData(metric.name, q.start, q.end, q.step_s, [])
+    if not changed:
+        return empty, []
+    bucket = _bucket(metric, q.step_s)
+    stmt = (
+        select(model.node_id, *keys, bucket, *(func.max(e) for e in exprs))
+        .where(*where, model.node_id.in_({k[0] for k in changed}))
+        .group_by(model.node_id, *keys, bucket)
+        .order_by(model.node_id, *keys, bucket)
+    )
+    readings: dict[SeriesKey, list[tuple[datetime, list[int | None]]]] = defaultdict(list)
+    for row in session.execute(stmt):
+        key = (row[0], item_label(row[1 : 1 + len(keys)]))
+        if key in changed:
+            when = _bucket_time(row[1 + len(keys)], q.step_s)
+            readings[key].append(
+                (when, [None if v is None else int(v) for v in row[-len(exprs) :]])
+            )
+    built = {k: _counter_series(q.scope.hostnames[k[0]], k[1], r) for k, r in readings.items()}
+    totals = sorted((t for _, t in built.values()), key=lambda t: (-t.total, t.hostname, t.item))
+    top = pick_top({k: s.measure for k, (s, _) in built.items()}, q.top_n)
+    others = [s for k, (s, _) in built.items() if k not in set(top)]
+    rest = None
+    if others:
+        points = rest_sums(others)
+        rest = Series("", "", [t for t, _ in points], [v for _, v in points])
+    chart = ChartData(
+        metric.name, q.start, q.end, q.step_s, [built[k][0] for k in top], rest, len(others)
+    )
+    return chart, totals
+
+
+def _counter_series(
+    hostname: str, item: str, readings: list[tuple[datetime, list[int | None]]]
+) -> tuple[Series, CounterTotal]:
+    width = len(readings[0][1])
+    per_counter = [counters.increases([(t, vals[i]) for t, vals in readings]) for i in range(width)]
+    summed = counters.summed_increases(per_counter)
+    values = [None if i.per_s is None else i.per_s * 60.0 for i in summed]
+    total = counters.total(summed)
+    series = Series(hostname, item, [i.end for i in summed], values, float(total))
+    return series, CounterTotal(hostname, item, total, counters.gaps(summed))
