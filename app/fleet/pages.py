@@ -1,5 +1,5 @@
-"""HTML pages of the fleet: the fleet list (``/``), the node page (``/nodes/{hostname}``) and the
-htmx partials that refresh them every few seconds."""
+"""HTML pages of the fleet: the overview (``/``, built in :mod:`app.overview`), the node page
+(``/nodes/{hostname}``) and the htmx partials that refresh them every few seconds."""
 
 from __future__ import annotations
 
@@ -14,15 +14,19 @@ from sqlalchemy.orm import Session
 
 from app.db import SessionDep, utcnow
 from app.events import service as event_service
-from app.fleet import charts
+from app.fleet import charts, node_charts
 from app.fleet import service as fleet_service
 from app.fleet.schemas import SamplesOut, SeriesOut
 from app.fleet.service import NodeView
 from app.health import service as health_service
-from app.health.rules import SEVERITY, rules_from_settings
+from app.health.rules import rules_from_settings
 from app.metrics import service as metrics_service
 from app.nics import service as nic_service
 from app.nvlinks import service as nvlink_service
+from app.overview.context import overview_context
+from app.overview.filters import OverviewFilters
+from app.overview.table import fleet_counts as fleet_counts  # re-exported
+from app.overview.table import health_rank as health_rank  # re-exported
 from app.storage import service as storage_service
 from app.topology import service as topology_service
 from app.topology.matrix import LEGEND, build_matrix
@@ -86,56 +90,35 @@ class FleetFilters:
         return "?" + urlencode(params) if params else ""
 
 
-def health_rank(view: NodeView) -> int:
-    """0 for a node with a GPU not ok, 1 stale, 2 never seen, 3 healthy: the triage order."""
-    if view.lost_gpu_count:
-        return 0
-    return {"stale": 1, "never_seen": 2}.get(view.freshness, 3)
-
-
-def fleet_counts(views: list[NodeView]) -> dict[str, int]:
-    """Totals for the summary tiles: nodes by freshness, GPUs and GPUs not ok."""
-    return {
-        "nodes": len(views),
-        "fresh": sum(v.freshness == "fresh" for v in views),
-        "stale": sum(v.freshness == "stale" for v in views),
-        "never_seen": sum(v.freshness == "never_seen" for v in views),
-        "gpus": sum(v.gpu_count for v in views),
-        "gpus_not_ok": sum(v.lost_gpu_count for v in views),
-    }
-
-
-def _fleet_context(request: Request, session: Session, filters: FleetFilters) -> dict[str, Any]:
-    now = utcnow()
-    views = fleet_service.list_nodes(
-        session,
-        stale_after_s=request.app.state.settings.stale_after_s,
-        labels=filters.labels or None,
-        search=filters.q or None,
-        now=now,
+def _overview_filters(
+    q: str | None,
+    label: list[str],
+    sort: str | None,
+    state: str | None,
+    model: str | None,
+    overlay: str | None,
+    view: str | None,
+    problems: str | None,
+) -> OverviewFilters:
+    return OverviewFilters.parse(
+        FleetFilters.parse(q, label, sort),
+        state=state,
+        model=model,
+        overlay=overlay,
+        view=view,
+        problems=problems,
     )
-    rules = rules_from_settings(request.app.state.settings)
-    health = health_service.evaluate_views(session, views=views, rules=rules, now=now)
-    if filters.sort == "health":
-        views.sort(
-            key=lambda v: (
-                -SEVERITY[health[v.node.hostname].state],
-                health_rank(v),
-                v.node.hostname,
-            )
-        )
-    return {
-        "views": views,
-        "health": health,
-        "health_counts": health_service.count_states([h.state for h in health.values()]),
-        "counts": fleet_counts(views),
-        "filters": filters,
-        "sorts": SORTS,
-        "label_columns": LABEL_COLUMNS,
-        "skew_shown_above_s": SKEW_SHOWN_ABOVE_S,
-        "now": now,
-        "nav": "fleet",
-    }
+
+
+def _fleet_context(request: Request, session: Session, filters: OverviewFilters) -> dict[str, Any]:
+    return overview_context(
+        request,
+        session,
+        filters,
+        label_columns=LABEL_COLUMNS,
+        sorts=SORTS,
+        skew_shown_above_s=SKEW_SHOWN_ABOVE_S,
+    )
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -145,9 +128,17 @@ def fleet_page(
     q: str | None = None,
     label: Labels = [],  # noqa: B006
     sort: str | None = None,
+    state: str | None = None,
+    model: str | None = None,
+    overlay: str | None = None,
+    view: str | None = None,
+    problems: str | None = None,
 ) -> HTMLResponse:
-    """The fleet: summary counts and one row per node, filtered by ``q`` and ``label=k=v``."""
-    filters = FleetFilters.parse(q, label, sort)
+    """The fleet overview: node counts per health state, the tile grid (cluster → IB pod →
+    node, a cell per GPU coloured by ``overlay``) or the node table (``view=table``), and the
+    recent events; narrowed by ``q``, ``label=k=v``, ``model``, ``state`` and ``problems=1``.
+    An unknown ``state``/``overlay``/``view``/``problems`` value is a 400 page naming it."""
+    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems)
     return render(request, "fleet/page.html", _fleet_context(request, session, filters))
 
 
@@ -165,12 +156,18 @@ def fleet_nodes_partial(
     q: str | None = None,
     label: Labels = [],  # noqa: B006
     sort: str | None = None,
+    state: str | None = None,
+    model: str | None = None,
+    overlay: str | None = None,
+    view: str | None = None,
+    problems: str | None = None,
     push: str | None = None,
 ) -> HTMLResponse:
-    """The counts and node table alone, for the 5 s htmx refresh and the filter form; with
-    ``push=1`` (a filter change) the browser's URL is set to the page URL of the new filters."""
-    filters = FleetFilters.parse(q, label, sort)
-    response = render(request, "fleet/_nodes_table.html", _fleet_context(request, session, filters))
+    """The overview's live region alone (counts, grid or table, events), for the 5 s htmx
+    refresh and the filter form; with ``push=1`` (a filter change) the browser's URL is set to
+    the page URL of the new filters."""
+    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems)
+    response = render(request, "overview/_live.html", _fleet_context(request, session, filters))
     if push == "1":
         response.headers["HX-Push-Url"] = "/" + filters.query()
     return response
@@ -252,22 +249,16 @@ def node_page(
     """One node: versions, freshness, per-GPU current values, events and the charts over the
     range of ``?range=1h`` or ``?start=…&end=…``. 404 page for an unknown node."""
     context = _node_context(request, session, hostname)
-    window = charts.resolve_chart_range(
-        preset=range_ or None, start=start or None, end=end or None, now=context["now"]
-    )
-    samples = node_samples(session, view=context["view"], window=window)
-    return render(
+    chart = node_charts.chart_context(
         request,
-        "fleet/node.html",
-        {
-            **context,
-            "window": window,
-            "presets": list(charts.PRESETS),
-            "figures": charts.build_figures(samples),
-            "custom_start": _local_input(window.start),
-            "custom_end": _local_input(window.end),
-        },
+        session,
+        view=context["view"],
+        now=context["now"],
+        preset=range_,
+        start=start,
+        end=end,
     )
+    return render(request, "fleet/node.html", {**context, **chart})
 
 
 def _local_input(value: datetime) -> str:

@@ -1,0 +1,138 @@
+"""What the fleet overview (``/``) shows, as read from and written back to the URL query string.
+
+The hostname search, label filters and table sort are the fleet list's own
+(:class:`app.fleet.pages.FleetFilters`, lenient); the overview adds the health state, the GPU
+model, the overlay, the view and "problems only", whose values are checked: an unknown one is a
+400 naming the parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode
+
+from app.errors import BadRequest
+from app.health.rules import State
+
+if TYPE_CHECKING:
+    from app.fleet.pages import FleetFilters
+
+#: Overlay name → title, in the order of the switch; ``health`` is the default.
+OVERLAYS: dict[str, str] = {
+    "health": "Health",
+    "util": "GPU utilization",
+    "mem": "GPU memory used",
+    "temp": "Temperature",
+    "power": "Power (% of limit)",
+}
+VIEWS: dict[str, str] = {"tiles": "Tiles", "table": "Table"}
+STATES: tuple[str, ...] = tuple(s.value for s in State)
+MODEL_MAX_CHARS = 256  # the gpu.name column
+
+
+def _choice(name: str, value: str | None, allowed: tuple[str, ...] | list[str]) -> str | None:
+    value = (value or "").strip()
+    if not value:
+        return None
+    if value not in allowed:
+        raise BadRequest(f"{name}: expected one of {', '.join(allowed)}, got {value[:40]!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class OverviewFilters:
+    """The overview's URL state: ``base`` (q, label, sort) plus the fields below; empty/None
+    means "not set"."""
+
+    base: FleetFilters
+    state: str | None = None
+    model: str | None = None
+    overlay: str = "health"
+    view: str = "tiles"
+    problems: bool = False
+
+    @classmethod
+    def parse(
+        cls,
+        base: FleetFilters,
+        *,
+        state: str | None = None,
+        model: str | None = None,
+        overlay: str | None = None,
+        view: str | None = None,
+        problems: str | None = None,
+    ) -> OverviewFilters:
+        """Check the overview's own parameters.
+
+        Raises:
+            BadRequest: ``state``, ``overlay``, ``view`` or ``problems`` has a value outside
+                its list (the message names the parameter); ``model`` over 256 characters.
+        """
+        model = (model or "").strip() or None
+        if model is not None and len(model) > MODEL_MAX_CHARS:
+            raise BadRequest(f"model: longer than {MODEL_MAX_CHARS} characters")
+        return cls(
+            base=base,
+            state=_choice("state", state, STATES),
+            model=model,
+            overlay=_choice("overlay", overlay, list(OVERLAYS)) or "health",
+            view=_choice("view", view, list(VIEWS)) or "tiles",
+            problems=_choice("problems", problems, ("0", "1")) == "1",
+        )
+
+    # The fleet table template reads these names.
+    @property
+    def q(self) -> str:
+        """The hostname substring searched for ("" for none)."""
+        return self.base.q
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Label filters, key → exact value."""
+        return self.base.labels
+
+    @property
+    def sort(self) -> str:
+        """The table view's order (``hostname`` or ``health``)."""
+        return self.base.sort
+
+    @property
+    def invalid(self) -> tuple[str, ...]:
+        """Label filter entries without ``=``, reported back on the page."""
+        return self.base.invalid
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether any filter narrows the nodes shown (overlay and view do not)."""
+        return bool(self.q or self.labels or self.state or self.model or self.problems)
+
+    def query(self, **changes: Any) -> str:
+        """The URL query string (``?q=…&label=k=v&state=…``) with ``changes`` applied:
+        ``label_add=(k, v)``, ``label_drop=k`` as in the fleet list, and ``state``, ``model``,
+        ``overlay``, ``view``, ``problems`` replaced (None clears). Defaults are left out, so
+        the plain page is ``""``."""
+        base_changes = {k: v for k, v in changes.items() if k in ("label_add", "label_drop")}
+        params: list[tuple[str, str]] = []
+        base_query = self.base.query(**base_changes)
+        if base_query:
+            params += parse_qsl(base_query[1:], keep_blank_values=True)
+        values = {
+            "state": self.state,
+            "model": self.model,
+            "overlay": self.overlay,
+            "view": self.view,
+            "problems": self.problems,
+        }
+        values.update({k: v for k, v in changes.items() if k in values})
+        if values["state"]:
+            params.append(("state", str(values["state"])))
+        if values["model"]:
+            params.append(("model", str(values["model"])))
+        if values["overlay"] and values["overlay"] != "health":
+            params.append(("overlay", str(values["overlay"])))
+        if values["view"] and values["view"] != "tiles":
+            params.append(("view", str(values["view"])))
+        if values["problems"]:
+            params.append(("problems", "1"))
+        return "?" + urlencode(params) if params else ""

@@ -1,0 +1,101 @@
+"""Queries of the fleet overview: every node with its GPUs' latest values in a fixed number of
+queries (whatever the fleet size), and the newest events fleet-wide."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, exists, select
+from sqlalchemy.orm import Session, aliased, selectinload
+
+from app.events.models import NodeEvent
+from app.fleet import service as fleet_service
+from app.fleet.models import Gpu, Node
+from app.fleet.service import GpuView, NodeView
+from app.metrics.catalog import METRIC_NAMES
+from app.metrics.models import gpu_sample
+from app.topology.models import TopologyChange
+
+
+def latest_values(session: Session) -> dict[int, dict[str, Any]]:
+    """Every GPU's newest sample (metric name → value), by GPU id, in one query: the join on
+    ``gpu.last_sample_at`` is a primary-key lookup per GPU (``gpu_sample`` is keyed by
+    ``(gpu_id, sampled_at)``), with no list of ids sent."""
+    rows = session.execute(
+        select(gpu_sample).join(
+            Gpu, and_(Gpu.id == gpu_sample.c.gpu_id, Gpu.last_sample_at == gpu_sample.c.sampled_at)
+        )
+    ).mappings()
+    return {row["gpu_id"]: {name: row[name] for name in METRIC_NAMES} for row in rows}
+
+
+def list_views(
+    session: Session, *, stale_after_s: float, now: datetime, search: str | None = None
+) -> list[NodeView]:
+    """Every node (hostname containing ``search``, any case), sorted by hostname, with its
+    freshness, GPUs and their latest values: three queries (nodes, GPUs, latest samples)."""
+    stmt = select(Node).options(selectinload(Node.gpus)).order_by(Node.hostname)
+    nodes = list(session.scalars(stmt))
+    if search:
+        needle = search.lower()
+        nodes = [n for n in nodes if needle in n.hostname.lower()]
+    latest = latest_values(session)
+    return [
+        NodeView(
+            node=n,
+            freshness=fleet_service.freshness(n, now=now, stale_after_s=stale_after_s),
+            gpus=[GpuView(g, g.last_sample_at, latest.get(g.id, {})) for g in n.gpus],
+        )
+        for n in nodes
+    ]
+
+
+@dataclass(frozen=True)
+class RecentEvent:
+    """One line of the recent-events panel: ``kind`` as the agent sent it (``xid``,
+    ``gpu_lost``, ``thermal_throttle`` …) or ``topology_change``; ``at`` the agent's time of
+    the event (a topology change: when the server received the new topology)."""
+
+    at: datetime
+    hostname: str
+    kind: str
+    xid: int | None
+    gpu_index: int | None
+    message: str | None
+
+
+def recent_events(session: Session, *, limit: int) -> list[RecentEvent]:
+    """The newest ``limit`` node events fleet-wide merged with topology changes (a node's
+    first topology report is not a change and is left out), newest first."""
+    rows = session.execute(
+        select(NodeEvent, Node.hostname, Gpu.index)
+        .join(Node, Node.id == NodeEvent.node_id)
+        .outerjoin(Gpu, Gpu.id == NodeEvent.gpu_id)
+        .order_by(NodeEvent.occurred_at.desc(), NodeEvent.id.desc())
+        .limit(limit)
+    ).all()
+    found = [
+        RecentEvent(e.occurred_at, hostname, e.kind, e.xid, index, e.message)
+        for e, hostname, index in rows
+    ]
+    earlier = aliased(TopologyChange)
+    changes = session.execute(
+        select(TopologyChange.received_at, Node.hostname)
+        .join(Node, Node.id == TopologyChange.node_id)
+        .where(
+            exists().where(
+                earlier.node_id == TopologyChange.node_id,
+                earlier.received_at < TopologyChange.received_at,
+            )
+        )
+        .order_by(TopologyChange.received_at.desc(), TopologyChange.id.desc())
+        .limit(limit)
+    ).all()
+    found += [
+        RecentEvent(at, hostname, "topology_change", None, None, "GPU/NIC topology changed")
+        for at, hostname in changes
+    ]
+    found.sort(key=lambda e: e.at, reverse=True)
+    return found[:limit]
