@@ -30,6 +30,7 @@ from app.nics import router as nic_router
 from app.nvlinks import router as nvlink_router
 from app.retention.jobs import prune_job
 from app.storage import router as storage_router
+from app.topology import drift_router as topology_drift_router
 from app.topology import router as topology_router
 from app.web import render_error_page
 
@@ -112,6 +113,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         app.include_router(feature.router)
     app.include_router(fleet_pages.router)
     app.include_router(gpu_router.router)
+    app.include_router(topology_drift_router.router)
 
     @app.exception_handler(FleetwatchError)
     async def _domain_error(request: Request, exc: FleetwatchError) -> Response:
