@@ -85,31 +85,33 @@ class ChartRange:
         return int((self.end - self.start).total_seconds())
 
 
-def _parse_time(name: str, raw: str) -> datetime:
-    """RFC 3339, or an HTML ``datetime-local`` value (no offset), which the page labels as UTC."""
+def _parse_time(name: str, raw: str, zone: tzinfo = UTC) -> datetime:
+    """RFC 3339, or an HTML ``datetime-local`` value (no offset): wall time in ``zone``, the
+    viewer's zone the page labels the inputs with (the first of a repeated hour; a skipped
+    wall time moves forward by the DST jump)."""
     try:
         value = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise BadRequest(f"{name}: not a time: {raw!r} (use YYYY-MM-DDTHH:MM, UTC)") from None
+        raise BadRequest(f"{name}: not a time: {raw!r} (use YYYY-MM-DDTHH:MM)") from None
     try:
-        return checked_utc(value.replace(tzinfo=UTC) if value.tzinfo is None else value)
+        return checked_utc(value.replace(tzinfo=zone) if value.tzinfo is None else value)
     except ValueError as exc:
         raise BadRequest(f"{name}: {exc}: {raw!r}") from None
 
 
 def resolve_chart_range(
-    *, preset: str | None, start: str | None, end: str | None, now: datetime
+    *, preset: str | None, start: str | None, end: str | None, now: datetime, zone: tzinfo = UTC
 ) -> ChartRange:
-    """The window asked for by ``?range=1h`` or ``?start=…&end=…`` (``end`` defaults to now);
-    neither gives the last hour.
+    """The window asked for by ``?range=1h`` or ``?start=…&end=…`` (``end`` defaults to now;
+    times without an offset are wall times in ``zone``); neither gives the last hour.
 
     Raises:
         BadRequest: an unknown preset, a time that does not parse, start not before end, or a
             window longer than 31 days.
     """
     if start:
-        t1 = _parse_time("end", end) if end else now
-        t0 = _parse_time("start", start)
+        t1 = _parse_time("end", end, zone) if end else now
+        t0 = _parse_time("start", start, zone)
         if t0 >= t1:
             raise BadRequest("start must be before end")
         if t1 - t0 > MAX_RANGE:
@@ -131,6 +133,11 @@ def plotly_time(value: datetime, zone: tzinfo = UTC) -> str:
         text = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
         return f"{text}.{value.microsecond:06d}" if value.microsecond else text
     return value.astimezone(zone).isoformat()
+
+
+def local_input(value: datetime, zone: tzinfo = UTC) -> str:
+    """A ``datetime-local`` input value: the wall time in ``zone`` to the minute."""
+    return value.astimezone(zone).strftime("%Y-%m-%dT%H:%M")
 
 
 def zone_name(zone: tzinfo) -> str:
@@ -232,7 +239,8 @@ def build_figures(
 
     Each item is ``{"id", "metric", "title", "meta", "overlay", "figure": {"data", "layout"}}``;
     ``meta`` carries what ``charts.js`` needs to rebuild the GPU traces from a later samples
-    response, ``overlay`` the traces it appends after them (the events).
+    response; ``overlay`` holds the traces drawn after them (the events' hover markers), kept
+    apart so a refresh rebuilds ``data`` alone. The event lines are in ``layout.shapes``.
     """
     in_range = [m for m in marks if samples.start <= m.at <= samples.end]
     to_x = functools.partial(plotly_time, zone=zone)
@@ -255,7 +263,7 @@ def build_figures(
                 },
                 "overlay": overlay,
                 "figure": {
-                    "data": [_trace(s, spec, gaps[s.gpu_uuid], zone) for s in series] + overlay,
+                    "data": [_trace(s, spec, gaps[s.gpu_uuid], zone) for s in series],
                     "layout": _layout(spec, samples, zone, in_range),
                 },
             }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Annotated
+from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -14,6 +15,7 @@ from app.fleet.schemas import NodeDetailOut, NodeSummaryOut, SamplesOut, SeriesO
 from app.metrics import service as metrics_service
 from app.metrics.catalog import METRIC_NAMES, METRICS_BY_NAME
 from app.timebounds import checked_utc
+from app.viewer_time import DEFAULT_ZONE, parse_zone
 
 router = APIRouter(prefix="/api/v1", tags=["fleet"])
 
@@ -94,6 +96,22 @@ def parse_metrics(raw: str | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def parse_zone_param(raw: str | None) -> ZoneInfo:
+    """``?tz=`` → ``ZoneInfo`` (UTC when absent).
+
+    Raises:
+        RequestValidationError: not an IANA zone name (loc ``query.tz``).
+    """
+    if raw is None or not raw.strip():
+        return DEFAULT_ZONE
+    try:
+        return parse_zone(raw)
+    except ValueError as exc:
+        raise RequestValidationError(
+            [{"loc": ("query", "tz"), "msg": str(exc), "type": "value_error"}]
+        ) from None
+
+
 def resolve_range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
     """Default ``[now − 1 h, now]``; naive times are refused, ``start`` must precede ``end`` and
     the span may not exceed 31 days.
@@ -137,15 +155,20 @@ def node_samples(
     step_s: Annotated[
         int | None, Query(ge=0, le=86400, description="0 = raw; default: from range")
     ] = None,
+    tz: Annotated[
+        str | None, Query(description="IANA zone whose midnight buckets of 2 h+ align to; UTC")
+    ] = None,
 ) -> SamplesOut:
     """Samples of every GPU of the node, downsampled (avg for gauges, max for counters) to a step
-    chosen from the range unless ``step_s`` is given."""
+    chosen from the range unless ``step_s`` is given; steps of 2 h and more start at midnight
+    of ``tz`` (the viewer's zone, so a DST day has 23 or 25 hours)."""
+    zone = parse_zone_param(tz)
     names = parse_metrics(metrics)
     start, end = resolve_range(start, end)
     node = fleet_service.get_node_by_hostname(session, hostname=hostname)
     step = metrics_service.choose_step_s(start, end) if step_s is None else step_s
     series = metrics_service.node_series(
-        session, node=node, metrics=names, start=start, end=end, step_s=step
+        session, node=node, metrics=names, start=start, end=end, step_s=step, zone=zone
     )
     return SamplesOut(
         hostname=hostname,

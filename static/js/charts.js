@@ -1,6 +1,8 @@
 // Node-page charts. The first paint uses the figures the server embedded (app/fleet/charts.py);
 // for rolling ranges the samples are re-read from /api/v1/nodes/{hostname}/samples and the
 // traces rebuilt with Plotly.react. tracesFrom() mirrors _trace() in app/fleet/charts.py.
+// Times are drawn on the wall clock of the viewer's zone (boot.tz, from ?tz=); the event marks
+// (figure.overlay, layout.shapes) come from the server and are kept on refresh.
 (function () {
   "use strict";
 
@@ -13,9 +15,46 @@
   var offsetMs = 0; // server clock minus browser clock, so a wrong desk clock moves nothing
   var current = {}; // figure id -> traces last drawn
 
-  // Plotly ignores time zones, so UTC wall time is written without one, as the server does.
+  var wallFormat = null; // Intl formatter for boot.tz, null in UTC
+
+  function pad(n) {
+    return (n < 10 ? "0" : "") + n;
+  }
+
+  // Wall-clock parts of an instant (ms) in boot.tz: [year, month, day, hour, minute, second].
+  function wallParts(ms) {
+    var parts = {};
+    wallFormat.formatToParts(new Date(ms)).forEach(function (p) {
+      parts[p.type] = p.value;
+    });
+    return [+parts.year, +parts.month, +parts.day, +parts.hour % 24, +parts.minute, +parts.second];
+  }
+
+  function wallMs(ms) {
+    if (!wallFormat) return ms;
+    var w = wallParts(ms);
+    return Date.UTC(w[0], w[1] - 1, w[2], w[3], w[4], w[5]) + (ms % 1000);
+  }
+
+  // As plotly_time() on the server: UTC wall time without a zone, other zones as ISO 8601 with
+  // their offset (Plotly draws the wall time and ignores the offset).
   function plotlyTime(iso) {
-    return iso.replace("T", " ").replace(/(Z|[+-]00:00)$/, "");
+    if (!wallFormat) return iso.replace("T", " ").replace(/(Z|[+-]00:00)$/, "");
+    var ms = Date.parse(iso);
+    var w = wallParts(ms);
+    var offsetMin = Math.round((wallMs(ms) - ms) / 60000);
+    var sign = offsetMin < 0 ? "-" : "+";
+    var abs = Math.abs(offsetMin);
+    return (
+      w[0] + "-" + pad(w[1]) + "-" + pad(w[2]) + "T" + pad(w[3]) + ":" + pad(w[4]) + ":" +
+      pad(w[5]) + sign + pad(Math.floor(abs / 60)) + ":" + pad(abs % 60)
+    );
+  }
+
+  function clockText(ms) {
+    if (!wallFormat) return new Date(ms).toISOString().slice(11, 19) + "Z";
+    var w = wallParts(ms);
+    return pad(w[3]) + ":" + pad(w[4]) + ":" + pad(w[5]) + " " + boot.tz;
   }
 
   function median(values) {
@@ -47,6 +86,9 @@
       for (var i = 0; i < s.t.length; i++) {
         if (i > 0 && gap && (timesMs[i] - timesMs[i - 1]) / 1000 > gap) {
           xs.push(plotlyTime(new Date((timesMs[i] + timesMs[i - 1]) / 2).toISOString()));
+          ys.push(null);
+        } else if (i > 0 && wallMs(timesMs[i]) < wallMs(timesMs[i - 1])) {
+          xs.push(plotlyTime(s.t[i])); // the wall clock went back (DST ended): break the line
           ys.push(null);
         }
         xs.push(plotlyTime(s.t[i]));
@@ -97,7 +139,8 @@
     var url =
       boot.samples_url +
       "?start=" + encodeURIComponent(start.toISOString()) +
-      "&end=" + encodeURIComponent(end.toISOString());
+      "&end=" + encodeURIComponent(end.toISOString()) +
+      "&tz=" + encodeURIComponent(boot.tz);
     fetch(url, { headers: { Accept: "application/json" } })
       .then(function (response) {
         if (!response.ok) throw new Error("HTTP " + response.status);
@@ -111,9 +154,9 @@
           var layout = figure.figure.layout;
           layout.xaxis.range = [plotlyTime(samples.start), plotlyTime(samples.end)];
           layout.annotations = hasData ? [] : [figure.meta.empty_note];
-          draw(figure, tracesFrom(samples, figure.meta));
+          draw(figure, tracesFrom(samples, figure.meta).concat(figure.overlay || []));
         });
-        setNote("rolling window, updated " + end.toISOString().slice(11, 19) + "Z");
+        setNote("rolling window, updated " + clockText(end.getTime()));
       })
       .catch(function (error) {
         setNote("refresh failed (" + error.message + "), retrying");
@@ -124,9 +167,22 @@
     var source = document.getElementById("chart-boot");
     if (!source || !window.Plotly) return;
     boot = JSON.parse(source.textContent);
+    if (boot.tz && boot.tz !== "UTC") {
+      // A zone this browser does not know throws here: the page then fails loudly, not subtly.
+      wallFormat = new Intl.DateTimeFormat("en-US", {
+        timeZone: boot.tz,
+        hourCycle: "h23",
+        year: "numeric",
+        month: "2-digit",
+        day: "2-digit",
+        hour: "2-digit",
+        minute: "2-digit",
+        second: "2-digit",
+      });
+    }
     offsetMs = Date.parse(boot.server_now) - Date.now();
     boot.figures.forEach(function (figure) {
-      draw(figure, figure.figure.data);
+      draw(figure, figure.figure.data.concat(figure.overlay || []));
     });
     document.addEventListener("fleetwatch:theme", function () {
       boot.figures.forEach(function (figure) {
