@@ -9,12 +9,15 @@ figure's ``meta``.
 
 from __future__ import annotations
 
+import functools
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from app.fleet import charts as fleet_charts
+from app.fleet.chart_marks import ChartMark, mark_trace
 from app.fleet.charts import ChartSpec
 from app.fleet.schemas import SamplesOut
 
@@ -41,10 +44,17 @@ GPU_CHART_METRICS: tuple[str, ...] = tuple(
 )
 
 
-def build_gpu_figures(samples: SamplesOut) -> list[dict[str, Any]]:
+def build_gpu_figures(
+    samples: SamplesOut, *, zone: tzinfo = UTC, marks: Iterable[ChartMark] = ()
+) -> list[dict[str, Any]]:
     """One figure per spec of :data:`GPU_CHARTS`, one trace per series of ``samples`` (the GPU
-    page passes the one GPU's series), in the shape of
-    :func:`app.fleet.charts.build_figures`: ``{"id", "metric", "title", "meta", "figure"}``."""
+    page passes its one GPU's series), in the shape of :func:`app.fleet.charts.build_figures`
+    (``{"id", "metric", "title", "meta", "overlay", "figure"}``) and drawn by its trace and
+    layout builders: times on the wall clock of ``zone``, ``marks`` in the range as vertical
+    lines plus one ``Events`` marker trace."""
+    in_range = [m for m in marks if samples.start <= m.at <= samples.end]
+    to_x = functools.partial(fleet_charts.plotly_time, zone=zone)
+    overlay = [mark_trace(in_range, to_x, zone)] if in_range else []
     series = sorted(samples.series, key=lambda s: s.gpu_index)
     gaps = {s.gpu_uuid: fleet_charts.gap_threshold_s(list(s.t), samples.step_s) for s in series}
     return [
@@ -57,10 +67,13 @@ def build_gpu_figures(samples: SamplesOut) -> list[dict[str, Any]]:
                 "scale": spec.scale,
                 "unit": spec.unit,
                 "empty_note": fleet_charts.EMPTY_NOTE,
+                "tz": fleet_charts.zone_name(zone),
             },
+            "overlay": overlay,
             "figure": {
-                "data": [fleet_charts._trace(s, spec, gaps[s.gpu_uuid]) for s in series],
-                "layout": fleet_charts._layout(spec, samples),
+                "data": [fleet_charts._trace(s, spec, gaps[s.gpu_uuid], zone) for s in series]
+                + overlay,
+                "layout": fleet_charts._layout(spec, samples, zone, in_range),
             },
         }
         for spec in GPU_CHARTS

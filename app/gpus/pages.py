@@ -11,11 +11,13 @@ from sqlalchemy.orm import Session
 
 from app.db import SessionDep, utcnow
 from app.fleet import charts as fleet_charts
+from app.fleet.chart_marks import dst_marks, event_mark
 from app.gpus import charts as gpu_charts
 from app.gpus import service as gpu_service
 from app.gpus.detail import get_gpu_detail
 from app.health.rules import rules_from_settings, xid_text
 from app.metrics.catalog import METRICS_BY_NAME
+from app.viewer_time import viewer_tz
 from app.web import render
 
 router = APIRouter(include_in_schema=False)
@@ -81,6 +83,10 @@ def gpu_page(
     context = _context(request, session, hostname, gpu, _window_args(range_, start, end))
     window: fleet_charts.ChartRange = context["window"]
     detail = context["detail"]
+    zone = viewer_tz(request)
+    gpu_index = {detail.gpu.gpu.id: detail.gpu.gpu.index}
+    marks = [event_mark(e, gpu_index) for e in detail.events]
+    marks += dst_marks(window.start, window.end, zone)
     samples = gpu_service.gpu_samples(
         session,
         node=detail.view.node,
@@ -96,7 +102,7 @@ def gpu_page(
         {
             **context,
             "presets": list(fleet_charts.PRESETS),
-            "figures": gpu_charts.build_gpu_figures(samples),
+            "figures": gpu_charts.build_gpu_figures(samples, zone=zone, marks=marks),
             "ecc_increases": gpu_charts.counter_increases(samples),
             "custom_start": window.start.strftime("%Y-%m-%dT%H:%M"),
             "custom_end": window.end.strftime("%Y-%m-%dT%H:%M"),

@@ -1,0 +1,213 @@
+"""The GPU page and its JSON over HTTP, on both backends, with data put in through the real
+ingest API (tests/factories.py values: util 50 %, 40 GiB used, 350.5 W of 700 W, 55 °C …)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from tests.app.section_factories import gpu_extras, nvlinks
+from tests.factories import batch, create_token, gpu, iso, sample
+from tests.live_server import LiveServer
+
+
+def ingest(server: LiveServer, payload: dict[str, Any]) -> dict[str, Any]:
+    """Create the node's token and POST ``payload`` to the ingest API; returns the answer."""
+    token = create_token(server.settings.effective_database_url, payload["node"]["hostname"])
+    response = httpx.post(
+        f"{server.url}/api/v1/ingest", json=payload, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def get(server: LiveServer, path: str, **kwargs: Any) -> httpx.Response:
+    return httpx.get(f"{server.url}{path}", timeout=30, **kwargs)
+
+
+def value_cell(html: str, metric: str) -> str:
+    """The inner HTML of the live-values cell of ``metric``."""
+    found = re.search(rf'<td class="num[^"]*" data-metric="{metric}">(.*?)</td>', html, re.S)
+    assert found is not None, metric
+    return found.group(1)
+
+
+def identity(html: str) -> str:
+    found = re.search(r'<dl class="facts" id="gpu-identity">(.*?)</dl>', html, re.S)
+    assert found is not None
+    return re.sub(r">\d+ (s|min) ago<", ">AGE<", found.group(1))  # seconds pass between pages
+
+
+def test_index_and_uuid_routes_show_the_same_gpu_with_its_exact_values(
+    server: LiveServer,
+) -> None:
+    gpus = [gpu(i, hostname="gpu-a-017") for i in range(2)]
+    ingest(server, batch("gpu-a-017", gpus=gpus))
+    uuid = gpus[1]["uuid"]
+
+    by_index = get(server, "/nodes/gpu-a-017/gpus/1")
+    by_uuid = get(server, f"/nodes/gpu-a-017/gpus/{uuid.upper()}")
+
+    assert by_index.status_code == 200 and by_uuid.status_code == 200
+    page = by_index.text
+    assert identity(page) == identity(by_uuid.text)
+    assert f"<code>{uuid}</code>" in identity(page)
+    assert "<code>00000000:28:00.0</code>" in identity(page)
+    assert "NVIDIA H100 80GB HBM3" in identity(page)
+    assert "570.133.20" in identity(page) and "disabled" in identity(page)
+    assert value_cell(page, "util_gpu_pct") == "50 %"
+    assert value_cell(page, "mem_used_bytes") == "40.0 GiB / 79.6 GiB"
+    assert value_cell(page, "power_w") == "350.5 W / 700 W"
+    assert value_cell(page, "temp_c") == "55 °C"
+    assert value_cell(page, "sm_clock_mhz") == "1,755 MHz"
+    assert value_cell(page, "pstate") == "P0"
+    assert "clocks not held back" in value_cell(page, "clocks_event_reasons")
+    assert "<title>GPU 1 · gpu-a-017 · Fleetwatch</title>" in page
+
+    api_index = get(server, "/api/v1/nodes/gpu-a-017/gpus/1").json()
+    api_uuid = get(server, f"/api/v1/nodes/gpu-a-017/gpus/{uuid.lower()}").json()
+    for answer in (api_index, api_uuid):
+        assert answer["hostname"] == "gpu-a-017"
+        assert answer["gpu"]["uuid"] == uuid and answer["gpu"]["index"] == 1
+        assert answer["gpu"]["latest"]["power_w"] == 350.5
+        assert answer["gpu"]["latest"]["util_gpu_pct"] == 50
+        assert answer["gpu"]["latest"]["fan_pct"] is None
+        assert answer["health"]["state"] == "healthy" and answer["health"]["reasons"] == []
+        assert answer["node_freshness"] == "fresh"
+        assert answer["driver_version"] == "570.133.20"
+        assert answer["nvlinks"] == [] and answer["events"] == []
+
+
+def test_the_node_page_links_each_gpu_to_its_page(server: LiveServer) -> None:
+    gpus = [gpu(i, hostname="gpu-a-017") for i in range(2)]
+    ingest(server, batch("gpu-a-017", gpus=gpus))
+
+    node_page = get(server, "/nodes/gpu-a-017").text
+
+    for g in gpus:
+        assert f'<a href="/nodes/gpu-a-017/gpus/{g["uuid"]}"' in node_page
+
+
+def test_an_unknown_gpu_or_node_is_a_404_naming_it(server: LiveServer) -> None:
+    ingest(server, batch("gpu-a-017", gpus=2))
+
+    on_node = " (index or UUID) on node &#39;gpu-a-017&#39;"
+    for path, named in (
+        ("/nodes/gpu-a-017/gpus/7", "no GPU &#39;7&#39;" + on_node),
+        ("/nodes/gpu-a-017/gpus/GPU-nope", "no GPU &#39;GPU-nope&#39;" + on_node),
+        ("/nodes/nowhere/gpus/0", "no node named &#39;nowhere&#39;"),
+    ):
+        page = get(server, path)
+        api = get(server, "/api/v1" + path)
+        samples = get(server, "/api/v1" + path + "/samples")
+        assert page.status_code == 404 and "text/html" in page.headers["content-type"]
+        assert named in page.text
+        assert api.status_code == 404 and samples.status_code == 404
+        assert api.json()["detail"] == named.replace("&#39;", "'")
+
+
+def test_a_bad_range_is_a_4xx_naming_the_parameter(server: LiveServer) -> None:
+    ingest(server, batch("gpu-a-017", gpus=1))
+    base = "/nodes/gpu-a-017/gpus/0"
+
+    unknown = get(server, base, params={"range": "2y"})
+    backwards = get(server, base, params={"start": "2026-11-29T10:00", "end": "2026-11-29T09:00"})
+    garbage = get(server, "/api/v1" + base, params={"start": "yesterday"})
+    metric = get(server, "/api/v1" + base + "/samples", params={"metrics": "temp_c,bogus"})
+    step = get(server, "/api/v1" + base + "/samples", params={"step_s": "-1"})
+
+    assert unknown.status_code == 400 and "unknown range &#39;2y&#39;" in unknown.text
+    assert backwards.status_code == 400 and "start must be before end" in backwards.text
+    assert garbage.status_code == 400 and garbage.json()["detail"].startswith("start: not a time")
+    assert metric.status_code == 422 and metric.json()["detail"][0]["loc"] == ["query", "metrics"]
+    assert step.status_code == 422 and step.json()["detail"][0]["loc"] == ["query", "step_s"]
+
+
+def test_values_not_reported_are_na_with_the_reason_never_zero(server: LiveServer) -> None:
+    start = datetime.now(UTC) - timedelta(seconds=20)
+    g = gpu(0, hostname="na-node", unavailable={"util_gpu_pct": "NOT_SUPPORTED"})
+    s = sample(g, start, util_gpu_pct=None, temp_c=None, power_limit_w=None)
+    ingest(server, batch("na-node", gpus=[g], samples=[s]))
+
+    page = get(server, "/nodes/na-node/gpus/0").text
+
+    assert value_cell(page, "util_gpu_pct") == (
+        '<span class="na" title="not available: NOT_SUPPORTED">N/A</span>'
+    )
+    assert value_cell(page, "temp_c") == (
+        '<span class="na" title="not reported by the agent">N/A</span>'
+    )
+    assert value_cell(page, "power_w").endswith(
+        '/ <span class="na" title="not reported by the agent">N/A</span>'
+    )
+    assert ">N/A<" in value_cell(page, "ecc_corrected_volatile_count")
+    assert ">N/A<" in value_cell(page, "pcie_link_gen")
+    assert ">0 %<" not in page and ">0 °C<" not in page
+
+
+def test_hostile_strings_are_escaped(server: LiveServer) -> None:
+    now = datetime.now(UTC)
+    evil = "<script>alert(1)</script>"
+    g = dict(gpu(0, hostname="evil-node", name=evil), **gpu_extras())
+    g["processes"] = [{"pid": 1, "used_memory_bytes": 1, "name": evil, "user": "<b>x</b>"}]
+    event = {
+        "occurred_at": iso(now - timedelta(seconds=30)),
+        "kind": "xid",
+        "gpu_uuid": g["uuid"],
+        "xid": 79,
+        "message": '<img src=x onerror="alert(2)">',
+    }
+    ingest(server, batch("evil-node", gpus=[g], events=[event]))
+
+    for path in ("/nodes/evil-node/gpus/0", "/nodes/evil-node/gpus/0/_live"):
+        html = get(server, path).text
+        assert "<script>alert" not in html and "<img src=x" not in html and "<b>x</b>" not in html
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+        assert "&lt;img src=x onerror=&#34;alert(2)&#34;&gt;" in html
+
+
+def test_events_of_this_gpu_in_the_range_with_the_xid_meaning(server: LiveServer) -> None:
+    now = datetime.now(UTC)
+    gpus = [gpu(i, hostname="xid-node") for i in range(2)]
+
+    def xid(index: int, code: int, age: timedelta) -> dict[str, Any]:
+        return {
+            "occurred_at": iso(now - age),
+            "kind": "xid",
+            "gpu_uuid": gpus[index]["uuid"],
+            "xid": code,
+            "message": f"NVRM: Xid {code} on GPU {index}",
+        }
+
+    events = [
+        xid(1, 79, timedelta(minutes=5)),
+        xid(1, 31, timedelta(hours=3)),
+        xid(0, 48, timedelta(minutes=1)),
+        {
+            "occurred_at": iso(now - timedelta(minutes=2)),
+            "kind": "xid",
+            "pci_bus_id": gpus[1]["pci_bus_id"].lower(),
+            "xid": 999,
+            "message": "by PCI address only",
+        },
+    ]
+    ingest(server, batch("xid-node", gpus=gpus, events=events))
+
+    hour = get(server, "/api/v1/nodes/xid-node/gpus/1").json()
+    six = get(server, "/api/v1/nodes/xid-node/gpus/1", params={"range": "6h"}).json()
+    page = get(server, "/nodes/xid-node/gpus/1", params={"range": "6h"}).text
+
+    assert [(e["xid"], e["xid_meaning"]) for e in hour["events"]] == [
+        (999, None),
+        (79, "GPU has fallen off the bus"),
+    ]
+    assert [e["xid"] for e in six["events"]] == [999, 79, 31]
+    assert six["events"][2]["xid_meaning"] == "GPU memory page fault (application)"
+    assert "GPU has fallen off the bus" in page and "not in the catalog" in page
+    assert "NVRM: Xid 48" not in page  # GPU 0's
+    assert hour["health"]["state"] == "unhealthy"
+    assert [r["code"] for r in hour["health"]["reasons"]] == ["xid_79", "xid_999"]
