@@ -3,6 +3,7 @@ ingest API (tests/factories.py values: util 50 %, 40 GiB used, 350.5 W of 700 W,
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -211,3 +212,113 @@ def test_events_of_this_gpu_in_the_range_with_the_xid_meaning(server: LiveServer
     assert "NVRM: Xid 48" not in page  # GPU 0's
     assert hour["health"]["state"] == "unhealthy"
     assert [r["code"] for r in hour["health"]["reasons"]] == ["xid_79", "xid_999"]
+
+
+def test_nvlinks_processes_and_mig_instances_of_the_gpu(server: LiveServer) -> None:
+    at = datetime.now(UTC) - timedelta(seconds=10)
+    gpus = [gpu(i, hostname="hgx-node") for i in range(2)]
+    gpus[0] = dict(gpus[0], **gpu_extras())
+    to_gpu1 = dict(
+        nvlinks(gpus[0], at, links=1)[0],
+        link=2,
+        state="down",
+        remote_pci_bus_id=gpus[1]["pci_bus_id"],
+        remote_device_type="gpu",
+        crc_errors=7,
+    )
+    links = [*nvlinks(gpus[0], at, links=2), to_gpu1]
+    ingest(server, batch("hgx-node", gpus=gpus, nvlinks=links + nvlinks(gpus[1], at, links=1)))
+
+    page = get(server, "/nodes/hgx-node/gpus/0").text
+    answer = get(server, "/api/v1/nodes/hgx-node/gpus/0").json()
+
+    table = re.search(r'<table class="data nvlinks gpu-nvlinks">(.*?)</table>', page, re.S)
+    assert table is not None
+    link_rows = re.findall(r"<tr class=\"[^\"]*\">(.*?)</tr>", table.group(1), re.S)
+    assert len(link_rows) == 3
+    assert "nvswitch <code>00000000:C7:00.0</code>" in link_rows[0]
+    assert "1.2 GiB/s" in link_rows[0] and "1.4 GiB/s" in link_rows[0]
+    assert f'<a href="/nodes/hgx-node/gpus/{gpus[1]["uuid"]}">GPU 1</a>' in link_rows[2]
+    assert "✕</span> down" in link_rows[2] and ">7</span>" in link_rows[2]
+    assert [(n["link"], n["state"], n["crc_errors"]) for n in answer["nvlinks"]] == [
+        (0, "up", 0),
+        (1, "up", 0),
+        (2, "down", 7),
+    ]
+    assert "<code>python3</code>" in page and "alice" in page and "57.0 GiB" in page
+    assert "1g.10gb" in page and "MIG-5b1f5f1c-0000-4000-8000-000000000001" in page
+    assert answer["gpu"]["processes"][1] == {
+        "pid": 777,
+        "used_memory_bytes": 1048576,
+        "name": None,
+        "user": None,
+    }
+    assert answer["health"]["state"] == "unhealthy"
+    assert [r["code"] for r in answer["health"]["reasons"]] == ["nvlink_down"]
+
+
+def test_the_samples_api_and_ecc_history_of_one_gpu(server: LiveServer) -> None:
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=3)
+    gpus = [gpu(i, hostname="ecc-node") for i in range(2)]
+    counts = [0, 0, 3, 3, 5]
+    samples = [
+        sample(
+            gpus[1],
+            start + timedelta(seconds=10 * i),
+            temp_c=60 + i,
+            ecc_corrected_volatile_count=c,
+        )
+        for i, c in enumerate(counts)
+    ] + [sample(gpus[0], start, temp_c=40)]
+    ingest(server, batch("ecc-node", gpus=gpus, samples=samples))
+
+    raw = get(
+        server,
+        f"/api/v1/nodes/ecc-node/gpus/{gpus[1]['uuid']}/samples",
+        params={"metrics": "temp_c,ecc_corrected_volatile_count", "step_s": "0"},
+    ).json()
+    default = get(server, "/api/v1/nodes/ecc-node/gpus/1/samples").json()
+    page = get(server, "/nodes/ecc-node/gpus/1", params={"range": "15m"}).text
+
+    assert [s["gpu_index"] for s in raw["series"]] == [1]
+    assert raw["series"][0]["values"] == {
+        "temp_c": [60, 61, 62, 63, 64],
+        "ecc_corrected_volatile_count": counts,
+    }
+    assert raw["step_s"] == 0 and len(raw["series"][0]["t"]) == 5
+    assert "nvlink_rx_bytes_per_s" in default["metrics"]
+    assert "ecc_uncorrected_aggregate_count" in default["metrics"]
+    history = re.search(r'<table class="data ecc-history">(.*?)</table>', page, re.S)
+    assert history is not None
+    added = re.findall(r"\+(\d+)</span>", history.group(1))
+    assert added == ["2", "3"]
+    assert "ECC corrected (volatile)" in history.group(1)
+    boot = re.search(r'<script type="application/json" id="chart-boot">(.*?)</script>', page, re.S)
+    assert boot is not None
+    figures = json.loads(boot.group(1))["figures"]
+    temps = next(f for f in figures if f["metric"] == "temp_c")["figure"]["data"][0]["y"]
+    assert temps == [60.0, 61.0, 62.0, 63.0, 64.0]
+    assert f'"samples_url": "/api/v1/nodes/ecc-node/gpus/{gpus[1]["uuid"]}/samples"' in (
+        boot.group(1)
+    )
+
+
+def test_the_live_partial_comes_alone_and_keeps_the_range(server: LiveServer) -> None:
+    lost = [gpu(0, hostname="lost-node", state="lost", state_reason="NVML_ERROR_GPU_IS_LOST")]
+    ingest(server, batch("lost-node", gpus=lost))
+
+    page = get(server, "/nodes/lost-node/gpus/0", params={"range": "6h"}).text
+    partial = get(
+        server,
+        "/nodes/lost-node/gpus/0/_live",
+        params={"range": "6h"},
+        headers={"HX-Request": "true"},
+    )
+
+    hx = f'hx-get="/nodes/lost-node/gpus/{lost[0]["uuid"]}/_live?range=6h"'
+    assert hx in page and 'hx-trigger="every 5s"' in page
+    assert 'aria-controls="gpu-live"' in page
+    assert partial.status_code == 200 and "<html" not in partial.text
+    assert 'id="gpu-identity"' in partial.text and "Events from" in partial.text
+    assert "Unhealthy" in partial.text and "gpu_lost" in partial.text
+    assert "NVML_ERROR_GPU_IS_LOST" in partial.text
