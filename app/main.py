@@ -31,6 +31,7 @@ from app.nvlinks import router as nvlink_router
 from app.retention.jobs import prune_job
 from app.storage import router as storage_router
 from app.topology import drift_router as topology_drift_router
+from app.topology import pages as topology_pages
 from app.topology import router as topology_router
 from app.web import render_error_page
 
@@ -112,6 +113,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     for feature in (storage_router, nic_router, nvlink_router, topology_router, health_router):
         app.include_router(feature.router)
     app.include_router(fleet_pages.router)
+    app.include_router(topology_pages.router)
     app.include_router(gpu_router.router)
     app.include_router(topology_drift_router.router)
 
