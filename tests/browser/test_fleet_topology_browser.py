@@ -74,7 +74,7 @@ def test_paused_refresh_keeps_the_list_until_resumed(page: Tab, live: LiveServer
     tab.get_by_role("button", name="Pause refresh").click()
 
     add(live, node_payload("dgx-04", labels=POD, down_nics=("mlx5_2",)))
-    tab.wait_for_timeout(11_000)
+    tab.wait_for_timeout(6_000)
     expect(tab.locator(".drift-list")).to_have_count(0)
     tab.get_by_role("button", name="Resume refresh").click()
 
