@@ -45,7 +45,7 @@ def test_fleet_page_lists_nodes_with_labels_freshness_and_latest_values(
     labels = {"cluster": "a", "ib_pod": "pod-2", "rack": "r07", "team": "llm"}
     ingest(server, batch("gpu-a-017", gpus=4, labels=labels))
 
-    response = get(server, "/")
+    response = get(server, "/", params={"view": "table"})
 
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
@@ -73,8 +73,8 @@ def test_a_node_whose_gpus_report_no_utilization_shows_na_not_zero(server: LiveS
         ),
     )
 
-    fleet_row = rows(get(server, "/").text)["mig-node"]
-    partial_row = rows(get(server, "/fleet/_nodes").text)["mig-node"]
+    fleet_row = rows(get(server, "/?view=table").text)["mig-node"]
+    partial_row = rows(get(server, "/fleet/_nodes?view=table").text)["mig-node"]
     node_page = get(server, "/nodes/mig-node").text
 
     for row in (fleet_row, partial_row):
@@ -91,9 +91,12 @@ def test_label_filters_and_search_narrow_the_list_and_partial(server: LiveServer
     ingest(server, batch("gpu-a-002", gpus=1, labels={"cluster": "a", "rack": "r02"}))
     ingest(server, batch("gpu-b-001", gpus=1, labels={"cluster": "b", "rack": "r01"}))
 
-    cluster_a = get(server, "/", params={"label": "cluster=a"}).text
-    a_and_r01 = get(server, "/fleet/_nodes", params=[("label", "cluster=a"), ("label", "rack=r01")])
-    searched = get(server, "/", params={"q": "b-0"}).text
+    table = ("view", "table")
+    cluster_a = get(server, "/", params=[("label", "cluster=a"), table]).text
+    a_and_r01 = get(
+        server, "/fleet/_nodes", params=[("label", "cluster=a"), ("label", "rack=r01"), table]
+    )
+    searched = get(server, "/", params=[("q", "b-0"), table]).text
 
     assert set(rows(cluster_a)) == {"gpu-a-001", "gpu-a-002"}
     assert set(rows(a_and_r01.text)) == {"gpu-a-001"}
@@ -107,11 +110,17 @@ def test_the_partial_comes_alone_and_a_filter_change_sets_the_page_url(
 ) -> None:
     ingest(server, batch("gpu-a-001", gpus=1))
 
-    polled = get(server, "/fleet/_nodes", headers={"HX-Request": "true"})
+    polled = get(server, "/fleet/_nodes?view=table", headers={"HX-Request": "true"})
     changed = get(
         server,
         "/fleet/_nodes",
-        params=[("q", "gpu"), ("label", "cluster=test"), ("label", ""), ("push", "1")],
+        params=[
+            ("q", "gpu"),
+            ("label", "cluster=test"),
+            ("label", ""),
+            ("view", "table"),
+            ("push", "1"),
+        ],
         headers={"HX-Request": "true"},
     )
 
@@ -119,7 +128,7 @@ def test_the_partial_comes_alone_and_a_filter_change_sets_the_page_url(
     assert "<html" not in polled.text and "<tbody>" in polled.text
     assert "gpu-a-001" in polled.text
     assert "hx-push-url" not in polled.headers
-    assert changed.headers["hx-push-url"] == "/?q=gpu&label=cluster%3Dtest"
+    assert changed.headers["hx-push-url"] == "/?q=gpu&label=cluster%3Dtest&view=table"
 
 
 def test_unhealthy_first_sorts_lost_gpus_then_stale_nodes_to_the_top(server: LiveServer) -> None:
@@ -138,8 +147,8 @@ def test_unhealthy_first_sorts_lost_gpus_then_stale_nodes_to_the_top(server: Liv
     finally:
         engine.dispose()
 
-    by_name = get(server, "/").text
-    by_health = get(server, "/", params={"sort": "health"}).text
+    by_name = get(server, "/", params={"view": "table"}).text
+    by_health = get(server, "/", params={"sort": "health", "view": "table"}).text
 
     assert list(rows(by_name)) == ["node-a", "node-b", "node-c"]
     assert list(rows(by_health)) == ["node-c", "node-b", "node-a"]
