@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     health_throttle_min_fraction: float = Field(default=0.8, gt=0, le=1)
     health_disk_wait_s: float = Field(default=0.05, gt=0, le=3600)
     health_nfs_rtt_s: float = Field(default=0.1, gt=0, le=3600)
+    alerts_enabled: bool = Field(default=True, description="run the alert rule evaluator")
+    alert_eval_interval_s: float = Field(
+        default=10.0, ge=1, le=3600, description="seconds between alert rule evaluations"
+    )
 
     @field_validator("database_url")
     @classmethod

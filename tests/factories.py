@@ -95,3 +95,44 @@ def batch(
     }
     payload.update(overrides)
     return payload
+
+
+# --- alerts (issue 5) -----------------------------------------------------------------------
+
+
+def store_payload(url: str, payload: dict[str, Any], *, received_at: datetime) -> None:
+    """Store ``payload`` through the ingest service as if received at ``received_at`` (the node
+    and its token created on first use), so alert tests control the server's clock."""
+    from app.fleet import service as fleet_service
+    from app.ingest import service as ingest_service
+    from app.ingest.schemas import IngestBatchIn
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            node = fleet_service.get_or_create_node(session, hostname=payload["node"]["hostname"])
+            ingest_service.store_batch(
+                session,
+                node=node,
+                batch=IngestBatchIn.model_validate(payload),
+                received_at=received_at,
+                future_tolerance_s=300.0,
+                retention_days=30.0,
+            )
+    finally:
+        engine.dispose()
+
+
+def wipe_alerts(url: str) -> None:
+    """Delete every alerting row (``tests.dbs.wipe`` leaves these tables alone)."""
+    from sqlalchemy import delete
+
+    from app.alerts.models import AlertRule, AlertSilence, Runbook
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            for model in (AlertRule, AlertSilence, Runbook):  # instances, events, acks cascade
+                session.execute(delete(model))
+    finally:
+        engine.dispose()

@@ -1,0 +1,196 @@
+"""What one evaluation reads once and every rule shares: the fleet inventory (nodes and GPUs,
+without samples), scope resolution, and the lazily computed fleet health and drift."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.alerts.spec import Scope
+from app.fleet.models import Gpu, Node
+from app.health.rules import HealthRules
+from app.health.schemas import NodeHealthOut
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node's identity, labels and receive times (server clock)."""
+
+    id: int
+    hostname: str
+    labels: dict[str, str]
+    created_at: datetime
+    last_seen_at: datetime | None
+    last_sample_at: datetime | None
+    clock_skew_s: float | None
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """A GPU's identity and last reported state (``ok``, ``lost``, ``unknown_error``,
+    ``missing``)."""
+
+    id: int
+    node_id: int
+    index: int
+    uuid: str
+    name: str | None
+    state: str
+    last_seen_at: datetime
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One entity's reading for a rule: ``value`` (None: none) and ``met`` — True/False, or
+    None for no data (decided by the rule's ``no_data``)."""
+
+    labels: dict[str, str]
+    identity: tuple[str, ...]
+    value: float | None
+    met: bool | None
+    entity: str
+
+
+@dataclass
+class EvalContext:
+    """Per-evaluation shared state. ``fresh_node_ids``: nodes with a batch received within
+    ``stale_after_s``; sample-based kinds only look at those (a stale node is the ``absence``
+    kind's business, so a dead node does not also make a no-data storm)."""
+
+    session: Session
+    now: datetime
+    health_rules: HealthRules
+    nodes: dict[int, NodeInfo]
+    gpus: dict[int, GpuInfo]
+    fresh_node_ids: set[int]
+    _scopes: dict[str, set[int] | None] = field(default_factory=dict)
+    _health: dict[str, NodeHealthOut] | None = None
+    _drift: list[Any] | None = None
+
+    @property
+    def stale_after_s(self) -> float:
+        """The freshness window of a node, seconds."""
+        return self.health_rules.stale_after_s
+
+    def scoped_nodes(self, scope: Scope) -> set[int] | None:
+        """Node ids within ``scope`` (None: every node), cached per distinct scope."""
+        if not scope.labels and not scope.nodes:
+            return None
+        key = scope.model_dump_json()
+        if key not in self._scopes:
+            patterns = [re.compile(fnmatch.translate(p), re.IGNORECASE) for p in scope.nodes]
+            self._scopes[key] = {
+                n.id
+                for n in self.nodes.values()
+                if all(n.labels.get(k) == v for k, v in scope.labels.items())
+                and (not patterns or any(p.match(n.hostname) for p in patterns))
+            }
+        return self._scopes[key]
+
+    def node_in(self, scope: Scope, node_id: int) -> bool:
+        """Whether ``node_id`` is within ``scope``."""
+        ids = self.scoped_nodes(scope)
+        return ids is None or node_id in ids
+
+    def gpu_in(self, scope: Scope, gpu_id: int) -> bool:
+        """Whether GPU ``gpu_id`` is within ``scope`` (its node and its model)."""
+        gpu = self.gpus.get(gpu_id)
+        if gpu is None or not self.node_in(scope, gpu.node_id):
+            return False
+        if not scope.gpu_models:
+            return True
+        return any(fnmatch.fnmatchcase(gpu.name or "", p) for p in scope.gpu_models)
+
+    def health(self) -> dict[str, NodeHealthOut]:
+        """Fleet health by hostname (``app.health``), computed once per evaluation."""
+        if self._health is None:
+            from app.fleet import service as fleet_service
+            from app.health import service as health_service
+
+            views = fleet_service.list_nodes(
+                self.session, stale_after_s=self.stale_after_s, now=self.now
+            )
+            self._health = health_service.evaluate_views(
+                self.session, views=views, rules=self.health_rules, now=self.now
+            )
+        return self._health
+
+    def drift(self) -> list[Any]:
+        """Fleet drift findings (``app.topology.drift.find_drift``), once per evaluation."""
+        if self._drift is None:
+            from app.topology.drift import find_drift
+
+            self._drift = find_drift(self.session, now=self.now)
+        return self._drift
+
+    def node_labels(self, node_id: int) -> dict[str, str]:
+        """``hostname`` and the node's labels."""
+        node = self.nodes[node_id]
+        return {**{k: str(v) for k, v in node.labels.items()}, "hostname": node.hostname}
+
+    def gpu_labels(self, gpu_id: int) -> dict[str, str]:
+        """The node's labels plus ``gpu_index``, ``gpu_uuid`` and ``gpu_model``."""
+        gpu = self.gpus[gpu_id]
+        return {
+            **self.node_labels(gpu.node_id),
+            "gpu_index": str(gpu.index),
+            "gpu_uuid": gpu.uuid,
+            "gpu_model": gpu.name or "",
+        }
+
+    def gpu_entity(self, gpu_id: int) -> str:
+        """``node-a GPU 3``."""
+        gpu = self.gpus[gpu_id]
+        return f"{self.nodes[gpu.node_id].hostname} GPU {gpu.index}"
+
+
+def load_context(session: Session, *, now: datetime, health_rules: HealthRules) -> EvalContext:
+    """Read the inventory (two queries) for one evaluation at ``now``."""
+    nodes = {
+        n.id: NodeInfo(
+            n.id,
+            n.hostname,
+            dict(n.labels or {}),
+            n.created_at,
+            n.last_seen_at,
+            n.last_sample_at,
+            n.clock_skew_s,
+        )
+        for n in session.execute(
+            select(
+                Node.id,
+                Node.hostname,
+                Node.labels,
+                Node.created_at,
+                Node.last_seen_at,
+                Node.last_sample_at,
+                Node.clock_skew_s,
+            )
+        )
+    }
+    gpus = {
+        g.id: GpuInfo(g.id, g.node_id, g.index, g.uuid, g.name, g.state, g.last_seen_at)
+        for g in session.execute(
+            select(Gpu.id, Gpu.node_id, Gpu.index, Gpu.uuid, Gpu.name, Gpu.state, Gpu.last_seen_at)
+        )
+    }
+    cutoff = now - timedelta(seconds=health_rules.stale_after_s)
+    fresh = {
+        n.id for n in nodes.values() if n.last_seen_at is not None and n.last_seen_at >= cutoff
+    }
+    return EvalContext(session, now, health_rules, nodes, gpus, fresh)
+
+
+def fingerprint(rule_name: str, identity: tuple[str, ...]) -> str:
+    """A stable 16-hex-digit id of (rule, entity): SHA-256 of the rule name and the entity's
+    identity (hostname, GPU UUID, device …), independent of values and label order."""
+    raw = json.dumps([rule_name, *identity], separators=(",", ":"))
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]

@@ -1,0 +1,189 @@
+"""Rules as YAML files: ``fleetwatch rules apply FILE|DIR`` and ``fleetwatch rules export``.
+
+A file holds ``rules:`` followed by a list of rule documents (:class:`RuleSpec`), or the list
+alone. Errors name the file and line: the YAML is composed into nodes (PyYAML keeps each node's
+start mark) and each validation error's location is walked down that tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from app.alerts import store
+from app.alerts.spec import RuleSpec
+
+DEFAULT_RULES_DIR = Path(__file__).resolve().parent / "default_rules"
+
+
+@dataclass(frozen=True)
+class RuleFileError:
+    """One problem at ``path:line`` (1-based); ``where`` is the field path in the document."""
+
+    path: str
+    line: int
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.where}: " if self.where else ""
+        return f"{self.path}:{self.line}: {where}{self.message}"
+
+
+class RuleFilesInvalid(Exception):
+    """Rule files that do not validate; ``errors`` lists every problem found."""
+
+    def __init__(self, errors: list[RuleFileError]) -> None:
+        super().__init__("\n".join(str(e) for e in errors))
+        self.errors = errors
+
+
+def rule_files(path: Path) -> list[Path]:
+    """``path`` itself, or the ``*.yaml``/``*.yml`` files of a directory, sorted.
+
+    Raises:
+        RuleFilesInvalid: ``path`` does not exist.
+    """
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    if path.is_file():
+        return [path]
+    raise RuleFilesInvalid([RuleFileError(str(path), 0, "", "no such file or directory")])
+
+
+def _node_at(node: yaml.Node, loc: tuple[Any, ...]) -> yaml.Node:
+    """The deepest node along a pydantic error location (tags of unions are skipped)."""
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = [v for k, v in node.value if getattr(k, "value", None) == part]
+            if found:
+                node = found[0]
+        elif (
+            isinstance(node, yaml.SequenceNode)
+            and isinstance(part, int)
+            and 0 <= part < len(node.value)
+        ):
+            node = node.value[part]
+    return node
+
+
+def _duplicate_keys(node: yaml.Node, path: str) -> list[RuleFileError]:
+    errors = []
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key, value in node.value:
+            if key.value in seen:
+                errors.append(
+                    RuleFileError(path, key.start_mark.line + 1, str(key.value), "duplicate key")
+                )
+            seen.add(key.value)
+            errors += _duplicate_keys(value, path)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            errors += _duplicate_keys(item, path)
+    return errors
+
+
+def load_file(path: Path) -> list[RuleSpec]:
+    """The rules of one YAML file.
+
+    Raises:
+        RuleFilesInvalid: with one error per problem (YAML syntax, shape, field), each with its
+            line.
+    """
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleFilesInvalid([RuleFileError(name, 0, "", f"cannot read: {exc}")]) from None
+    except yaml.MarkedYAMLError as exc:
+        line = (exc.problem_mark or exc.context_mark).line + 1 if exc.problem_mark else 0
+        message = f"YAML syntax: {exc.problem or exc}"
+        raise RuleFilesInvalid([RuleFileError(name, line, "", message)]) from None
+    if root is None:
+        return []
+    if errors := _duplicate_keys(root, name):
+        raise RuleFilesInvalid(errors)
+    items_node: yaml.Node = root
+    if isinstance(data, dict):
+        if set(data) != {"rules"}:
+            raise RuleFilesInvalid(
+                [RuleFileError(name, 1, "", "a rule file has one top-level key: rules")]
+            )
+        data = data["rules"]
+        items_node = next(v for k, v in root.value if k.value == "rules")
+    if not isinstance(data, list):
+        line = items_node.start_mark.line + 1
+        raise RuleFilesInvalid([RuleFileError(name, line, "rules", "must be a list of rules")])
+    specs, errors = [], []
+    for i, item in enumerate(data):
+        item_node = items_node.value[i]
+        try:
+            specs.append(RuleSpec.model_validate(item))
+        except ValidationError as exc:
+            for err in exc.errors():
+                node = _node_at(item_node, tuple(err["loc"]))
+                where = ".".join(str(p) for p in err["loc"])
+                msg = err["msg"].removeprefix("Value error, ")
+                errors.append(
+                    RuleFileError(name, node.start_mark.line + 1, f"rules[{i}].{where}", msg)
+                )
+    if errors:
+        raise RuleFilesInvalid(errors)
+    return specs
+
+
+def load_path(path: Path, *, source_prefix: str = "file") -> list[tuple[RuleSpec, str]]:
+    """Every rule under ``path`` with its source (``file:<name>``), all validated first.
+
+    Raises:
+        RuleFilesInvalid: every error of every file, and rule names defined twice.
+    """
+    loaded: list[tuple[RuleSpec, str]] = []
+    errors: list[RuleFileError] = []
+    seen: dict[str, str] = {}
+    for file in rule_files(path):
+        try:
+            specs = load_file(file)
+        except RuleFilesInvalid as exc:
+            errors += exc.errors
+            continue
+        for spec in specs:
+            if spec.name in seen:
+                errors.append(
+                    RuleFileError(
+                        str(file), 0, spec.name, f"rule name already defined in {seen[spec.name]}"
+                    )
+                )
+            seen[spec.name] = str(file)
+            loaded.append((spec, f"{source_prefix}:{file.name}"))
+    if errors:
+        raise RuleFilesInvalid(errors)
+    return loaded
+
+
+def apply_path(session: Session, *, path: Path, defaults: bool = False) -> store.ApplyReport:
+    """Validate every rule under ``path``, then create or update them (nothing is applied when
+    any file has an error).
+
+    Raises:
+        RuleFilesInvalid: see :func:`load_path`.
+    """
+    specs = load_path(path, source_prefix="defaults" if defaults else "file")
+    return store.apply_specs(session, specs=specs)
+
+
+def export_yaml(session: Session) -> str:
+    """Every stored rule as one YAML document that ``apply`` takes back unchanged."""
+    docs = []
+    for rule in store.list_rules(session):
+        doc = store.spec_of(rule).document()
+        docs.append({k: v for k, v in doc.items() if v is not None})
+    return yaml.safe_dump({"rules": docs}, sort_keys=False, allow_unicode=True, width=100)

@@ -1,0 +1,170 @@
+"""Alert instances (list, detail with transitions), acknowledgements and silences."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.alerts.models import AlertAck, AlertEvent, AlertInstance, AlertRule, AlertSilence
+from app.alerts.silences import matches
+from app.db import utcnow
+from app.errors import BadRequest, NotFound
+
+
+def list_alerts(
+    session: Session,
+    *,
+    states: list[str] | None = None,
+    rule: str | None = None,
+    severity: str | None = None,
+    owner_team: str | None = None,
+    limit: int = 500,
+) -> list[tuple[AlertInstance, AlertRule]]:
+    """Instances with their rule, newest change first; ``states`` defaults to pending and
+    firing."""
+    stmt = (
+        select(AlertInstance, AlertRule)
+        .join(AlertRule, AlertRule.id == AlertInstance.rule_id)
+        .where(AlertInstance.state.in_(states or ["pending", "firing"]))
+    )
+    if rule:
+        stmt = stmt.where(AlertRule.name == rule)
+    if severity:
+        stmt = stmt.where(AlertRule.severity == severity)
+    if owner_team:
+        stmt = stmt.where(AlertRule.owner_team == owner_team)
+    stmt = stmt.order_by(AlertInstance.last_evaluated_at.desc(), AlertInstance.id).limit(limit)
+    return [(i, r) for i, r in session.execute(stmt).tuples()]
+
+
+def get_alert(session: Session, *, alert_id: int) -> tuple[AlertInstance, AlertRule]:
+    """One instance and its rule.
+
+    Raises:
+        NotFound: no such instance.
+    """
+    row = session.execute(
+        select(AlertInstance, AlertRule)
+        .join(AlertRule, AlertRule.id == AlertInstance.rule_id)
+        .where(AlertInstance.id == alert_id)
+    ).first()
+    if row is None:
+        raise NotFound(f"no alert with id {alert_id}")
+    return row[0], row[1]
+
+
+def list_events(session: Session, *, alert_id: int) -> list[AlertEvent]:
+    """The transitions of one instance, oldest first."""
+    return list(
+        session.scalars(
+            select(AlertEvent)
+            .where(AlertEvent.instance_id == alert_id)
+            .order_by(AlertEvent.at, AlertEvent.id)
+        )
+    )
+
+
+def list_acks(session: Session, *, alert_id: int) -> list[AlertAck]:
+    """The acknowledgements of one instance, oldest first."""
+    return list(
+        session.scalars(
+            select(AlertAck).where(AlertAck.instance_id == alert_id).order_by(AlertAck.at)
+        )
+    )
+
+
+def ack(session: Session, *, alert_id: int, owner: str, note: str) -> AlertAck:
+    """Acknowledge a pending or firing instance: it stays acknowledged until it resolves.
+
+    Raises:
+        NotFound: no such instance. BadRequest: it is not pending or firing.
+    """
+    inst, _ = get_alert(session, alert_id=alert_id)
+    if inst.state not in ("pending", "firing"):
+        raise BadRequest(f"alert {alert_id} is {inst.state}; only pending or firing alerts")
+    record = AlertAck(instance_id=inst.id, owner=owner, note=note, at=utcnow())
+    inst.acked = True
+    session.add(record)
+    session.flush()
+    return record
+
+
+def create_silence(
+    session: Session,
+    *,
+    matchers: list[dict[str, str]],
+    starts_at: datetime,
+    ends_at: datetime,
+    created_by: str,
+    comment: str,
+) -> AlertSilence:
+    """A silence; active instances it matches are marked silenced now (the evaluator keeps the
+    mark up to date afterwards).
+
+    Raises:
+        BadRequest: ``ends_at`` is not after ``starts_at``.
+    """
+    if ends_at <= starts_at:
+        raise BadRequest("ends_at must be after starts_at")
+    silence = AlertSilence(
+        matchers=matchers,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        created_by=created_by,
+        comment=comment,
+        created_at=utcnow(),
+    )
+    session.add(silence)
+    if starts_at <= utcnow():
+        for inst in _active(session):
+            if matches(matchers, inst.labels):
+                inst.silenced = True
+    session.flush()
+    return silence
+
+
+def _active(session: Session) -> list[AlertInstance]:
+    return list(
+        session.scalars(select(AlertInstance).where(AlertInstance.state.in_(("pending", "firing"))))
+    )
+
+
+def list_silences(session: Session, *, include_expired: bool = False) -> list[AlertSilence]:
+    """Silences, newest first (only those not yet ended unless ``include_expired``)."""
+    stmt = select(AlertSilence).order_by(AlertSilence.created_at.desc(), AlertSilence.id.desc())
+    if not include_expired:
+        stmt = stmt.where(AlertSilence.ends_at > utcnow())
+    return list(session.scalars(stmt))
+
+
+def expire_silence(session: Session, *, silence_id: int) -> AlertSilence:
+    """End a silence now (``ends_at`` = now); instances it alone muted are unmarked.
+
+    Raises:
+        NotFound: no such silence.
+    """
+    silence = session.get(AlertSilence, silence_id)
+    if silence is None:
+        raise NotFound(f"no silence with id {silence_id}")
+    now = utcnow()
+    if silence.ends_at > now:
+        silence.ends_at = now
+    session.flush()
+    others = [
+        s.matchers
+        for s in session.scalars(
+            select(AlertSilence).where(AlertSilence.starts_at <= now, AlertSilence.ends_at > now)
+        )
+    ]
+    for inst in _active(session):
+        inst.silenced = any(matches(m, inst.labels) for m in others)
+    session.flush()
+    return silence
+
+
+def silence_matches(session: Session, *, matchers: list[dict[str, Any]]) -> list[int]:
+    """Ids of the active instances ``matchers`` would mute (for a silence preview)."""
+    return [i.id for i in _active(session) if matches(matchers, i.labels)]
