@@ -17,6 +17,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__
+from app.alerts import router as alerts_router
+from app.alerts.scheduler import AlertEvaluator
 from app.config import PROJECT_ROOT, Settings, get_settings
 from app.db import make_engine, make_session_factory
 from app.errors import FleetwatchError
@@ -24,6 +26,7 @@ from app.fleet import pages as fleet_pages
 from app.fleet import router as fleet_router
 from app.gpus import router as gpu_router
 from app.health import router as health_router
+from app.health.rules import rules_from_settings
 from app.ingest import router as ingest_router
 from app.migrate import is_up_to_date
 from app.nics import router as nic_router
@@ -76,12 +79,29 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 coalesce=True,
                 max_instances=1,
             )
+            if settings.alerts_enabled:
+                evaluator = AlertEvaluator(
+                    engine,
+                    app.state.session_factory,
+                    health_rules=rules_from_settings(settings),
+                )
+                app.state.alert_evaluator = evaluator
+                scheduler.add_job(
+                    evaluator.job,
+                    "interval",
+                    seconds=settings.alert_eval_interval_s,
+                    id="alert-evaluation",
+                    coalesce=True,
+                    max_instances=1,
+                )
             scheduler.start()
         try:
             yield
         finally:
             if scheduler.running:
                 scheduler.shutdown(wait=False)
+            if getattr(app.state, "alert_evaluator", None) is not None:
+                app.state.alert_evaluator.close()
             engine.dispose()
 
     app = FastAPI(
@@ -112,6 +132,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(fleet_router.router)
     for feature in (storage_router, nic_router, nvlink_router, topology_router, health_router):
         app.include_router(feature.router)
+    app.include_router(alerts_router.router)
     app.include_router(fleet_pages.router)
     app.include_router(topology_pages.router)
     app.include_router(gpu_router.router)
