@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.topology.graph import GraphEdge, GraphNode, TopologyGraph
+    from app.topology.graph_model import GraphEdge, GraphNode, TopologyGraph
 
 MARGIN = 20.0
 SLOT = 100.0
