@@ -7,6 +7,7 @@ NVSwitch systems."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from app.topology.schemas import TopologyIn
 from app.topology.service import topology_document
 from tests.shared_fixtures import fixture_names, fixture_path
 
-SWITCHED = "they go through NVSwitches"
+BEYOND_18 = "NVLinks to its peers in all, more than one GPU has (18): they go through NVSwitches"
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ EXPECTED: dict[str, Expected] = {
         groups=[("NUMA 0", None, "GPU0 GPU1 GPU2 GPU3"), ("NUMA 1", None, "GPU4 GPU5 GPU6 GPU7")],
         switches={},
         edges={"nvlink NV12": 8, "pcie PHB": 8, "smp SYS": 1},
-        nvswitch=f"GPU0 has 84 NVLinks to its peers in all, more than one GPU has (18): {SWITCHED}",
+        nvswitch=f"GPU0 has 84 {BEYOND_18}",
     ),
     # GPUs NODE to each other (separate host bridges), NIC pairs PIX: one switch per pair.
     "asus-esc8000a-e12-4gpu-4nic-2numa-amd.txt": Expected(
@@ -106,7 +107,7 @@ EXPECTED: dict[str, Expected] = {
             "pcie-5": "NIC8 NIC9",
         },
         edges={"nvlink NV12": 8, "pcie PHB": 5, "pcie PIX": 2, "pcie PXB": 16, "smp SYS": 4},
-        nvswitch=f"GPU0 has 84 NVLinks to its peers in all, more than one GPU has (18): {SWITCHED}",
+        nvswitch=f"GPU0 has 84 {BEYOND_18}",
     ),
     # One NV2 pair (an NVLink bridge): a direct edge.
     "dual-gpu-nv2-no-legend.txt": Expected(
@@ -128,7 +129,7 @@ EXPECTED: dict[str, Expected] = {
         groups=[("NUMA 0", None, "GPU0 GPU1 GPU2 GPU3"), ("NUMA 1", None, "GPU4 GPU5 GPU6 GPU7")],
         switches={},
         edges={"nvlink NV18": 8, "pcie PHB": 8, "smp SYS": 1},
-        nvswitch=f"GPU0 has 126 NVLinks to its peers in all, more than one GPU has (18): {SWITCHED}",
+        nvswitch=f"GPU0 has 126 {BEYOND_18}",
     ),
     # GPU0/2/4/6 share a PCIe switch (PIX) with two NICs each; GPU1/3/5/7 hang off the CPU.
     "h100-8gpu-8nic-2nics-per-gpu-pair-sglang-env.txt": Expected(
@@ -144,14 +145,14 @@ EXPECTED: dict[str, Expected] = {
             "pcie-4": "GPU6 NIC6 NIC7",
         },
         edges={"nvlink NV18": 8, "pcie PHB": 8, "pcie PIX": 12, "smp SYS": 1},
-        nvswitch=f"GPU0 has 126 NVLinks to its peers in all, more than one GPU has (18): {SWITCHED}",
+        nvswitch=f"GPU0 has 126 {BEYOND_18}",
     ),
     "h100-8gpu-nv18-condensed.txt": Expected(
         counts={"cpu": 2, "pcie_switch": 0, "nvswitch": 1, "gpu": 8, "nic": 0},
         groups=[("NUMA 0", None, "GPU0 GPU1 GPU2 GPU3"), ("NUMA 1", None, "GPU4 GPU5 GPU6 GPU7")],
         switches={},
         edges={"nvlink NV18": 8, "pcie PHB": 8, "smp SYS": 1},
-        nvswitch=f"GPU0 has 126 NVLinks to its peers in all, more than one GPU has (18): {SWITCHED}",
+        nvswitch=f"GPU0 has 126 {BEYOND_18}",
     ),
     "h100-single-gpu-vm-ansi-header.txt": Expected(
         counts={"cpu": 1, "pcie_switch": 0, "nvswitch": 0, "gpu": 1, "nic": 0},
@@ -194,7 +195,7 @@ EXPECTED: dict[str, Expected] = {
             "pcie-12": "GPU4 GPU5 pcie-10 pcie-11",
         },
         edges={"nvlink NV12": 8, "pcie PHB": 6, "pcie PIX": 16, "pcie PXB": 16, "smp SYS": 5},
-        nvswitch=f"GPU0 has 84 NVLinks to its peers in all, more than one GPU has (18): {SWITCHED}",
+        nvswitch=f"GPU0 has 84 {BEYOND_18}",
     ),
     # Two 4-GPU PIX switches joined by PXB (an upstream switch); mlx5_0 is SOC (SYS) to every
     # GPU: on the other socket. No NUMA column, so the CPU is named by its CPU Affinity.
@@ -262,14 +263,14 @@ def test_capture_is_drawn_per_nvidia_smi_semantics(name: str) -> None:
 def test_capture_layout_keeps_boxes_apart_and_inside_the_drawing(name: str) -> None:
     graph = build_graph(stored_document(name))
     for node in graph.nodes:
-        assert 0 < node.x and node.x + node.w <= graph.width, node.id
-        assert 0 < node.y and node.y + node.h <= graph.height, node.id
+        assert node.x > 0 and node.x + node.w <= graph.width, node.id
+        assert node.y > 0 and node.y + node.h <= graph.height, node.id
     rows: dict[float, list[tuple[float, float]]] = {}
     for node in graph.nodes:
         rows.setdefault(node.y, []).append((node.x, node.x + node.w))
     for spans in rows.values():
         spans.sort()
-        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     assert all(e.path.startswith("M") for e in graph.edges)
 
 
@@ -281,7 +282,7 @@ def test_p2p_matrices_are_refused_by_ingest_as_topology() -> None:
                 parse_topo_matrix(text)
             continue
         body = topology_section(parse_topo_matrix(text))
-        with pytest.raises(ValidationError, match="links.0.type"):
+        with pytest.raises(ValidationError, match=r"links\.0\.type"):
             TopologyIn.model_validate({"collected_at": "2026-11-29T12:00:00Z", **body})
 
 
