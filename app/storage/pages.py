@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.db import SessionDep, utcnow
@@ -157,10 +157,14 @@ def storage_page(
     match: str | None = None,
     top: str | None = None,
     by: str | None = None,
-) -> HTMLResponse:
+) -> Response:
     """Charts of disk, NFS and IB traffic, latency and errors over the range, and the "now"
-    tables. 400 page for a bad parameter (named)."""
+    tables. 400 page for a bad parameter (named). A URL with blank or default parameters (what
+    the filter form submits) is redirected to its short form, so links stay readable."""
     f = _filters(range_, start, end, q, label, match, top, by)
+    canonical = f.query()
+    if request.url.query and f"?{request.url.query}" != canonical:
+        return RedirectResponse(f"/storage{canonical}", status_code=303)
     context = _context(request, session, f)
     window: ChartRange = context["window"]
     query = _chart_query(context["scope"], window, f)

@@ -80,6 +80,11 @@ def seed(live: LiveServer) -> datetime:
     return t0
 
 
+def get(url: str) -> httpx.Response:
+    """GET following the page's redirect to its short URL."""
+    return httpx.get(url, follow_redirects=True)
+
+
 def figures(page: str) -> dict[str, Any]:
     found = re.search(r'<script type="application/json" id="chart-boot">(.*?)</script>', page, re.S)
     assert found is not None
@@ -105,7 +110,7 @@ def rows(page: str, css_class: str) -> list[list[str]]:
 
 def test_charts_and_tables_have_exact_values(server: LiveServer, db_url: str) -> None:
     seed(server)
-    response = httpx.get(f"{server.url}/storage?range=1h&top=5")
+    response = get(f"{server.url}/storage?range=1h&top=5")
     assert response.status_code == 200
     page = response.text
     assert '<a href="/storage" aria-current="page">Storage</a>' in page
@@ -145,7 +150,7 @@ def test_charts_and_tables_have_exact_values(server: LiveServer, db_url: str) ->
 
 def test_hostile_mount_paths_are_escaped(server: LiveServer, db_url: str) -> None:
     seed(server)
-    page = httpx.get(f"{server.url}/storage?match=script").text
+    page = get(f"{server.url}/storage?match=script").text
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;x" in page
     (trace,) = figures(page)["nfs_avg_rtt_s"]
@@ -154,7 +159,7 @@ def test_hostile_mount_paths_are_escaped(server: LiveServer, db_url: str) -> Non
 
 def test_filters_narrow_everything_and_stay_in_the_links(server: LiveServer, db_url: str) -> None:
     seed(server)
-    page = httpx.get(f"{server.url}/storage?label=cluster=b&range=6h&match=sd").text
+    page = get(f"{server.url}/storage?label=cluster=b&range=6h&match=sd").text
     charts = figures(page)
     assert [t["name"] for t in charts["disk_read_bytes_per_s"]] == ["node-b sda"]
     assert charts["nfs_retransmits"] == [] and charts["ib_errors"] == []
@@ -162,7 +167,7 @@ def test_filters_narrow_everything_and_stay_in_the_links(server: LiveServer, db_
     assert 'hx-get="/storage/_now?range=6h&amp;label=cluster%3Db&amp;match=sd"' in page
     assert 'href="/storage?range=24h&amp;label=cluster%3Db&amp;match=sd"' in page
 
-    partial = httpx.get(f"{server.url}/storage/_now?q=NODE-A&match=nvme")
+    partial = get(f"{server.url}/storage/_now?q=NODE-A&match=nvme")
     assert partial.status_code == 200
     assert "<html" not in partial.text
     assert rows(partial.text, "busiest-devices")[0][:2] == ["node-a", "nvme0n1"]
@@ -179,7 +184,7 @@ def test_top_n_draws_the_rest_as_one_summary_line(server: LiveServer, db_url: st
             {"disks": [disk(t0, "sda", read_bytes_per_s=rate * MIB)]},
         )
     for top, by in ((5, "mean"), (5, "max")):
-        traces = figures(httpx.get(f"{server.url}/storage?top={top}&by={by}").text)
+        traces = figures(get(f"{server.url}/storage?top={top}&by={by}").text)
         assert [t["name"] for t in traces["disk_read_bytes_per_s"]] == [
             "node-0 sda",
             "node-1 sda",
@@ -189,9 +194,17 @@ def test_top_n_draws_the_rest_as_one_summary_line(server: LiveServer, db_url: st
     # 12 disks would be drawn as 10 lines + the mean of the other 2
     for i, rate in enumerate([0.5, 0.25] * 4):
         send(server, f"more-{i}", {}, {"disks": [disk(t0, "sdb", read_bytes_per_s=rate * MIB)]})
-    traces = figures(httpx.get(f"{server.url}/storage").text)["disk_read_bytes_per_s"]
+    traces = figures(get(f"{server.url}/storage").text)["disk_read_bytes_per_s"]
     assert len(traces) == 11
     assert traces[-1]["name"] == "mean of 2 others" and traces[-1]["y"] == [0.25]
+
+
+def test_form_urls_redirect_to_their_short_form(server: LiveServer, db_url: str) -> None:
+    url = f"{server.url}/storage?q=&label=&label=rack%3Dr1&match=+nvme+&top=10&by=mean&range=6h"
+    response = httpx.get(url)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/storage?range=6h&label=rack%3Dr1&match=nvme"
+    assert httpx.get(f"{server.url}{response.headers['location']}").status_code == 200
 
 
 def test_bad_parameters_are_400_pages_naming_them(server: LiveServer, db_url: str) -> None:
@@ -202,14 +215,14 @@ def test_bad_parameters_are_400_pages_naming_them(server: LiveServer, db_url: st
         ("range=2y", "range"),
         ("start=soon", "start"),
     ):
-        response = httpx.get(f"{server.url}/storage?{query}")
+        response = get(f"{server.url}/storage?{query}")
         assert response.status_code == 400, query
         assert word in response.text and "<html" in response.text
 
 
 def test_no_storage_data_state(server: LiveServer, db_url: str) -> None:
     send(server, "gpu-only", {"cluster": "a"}, {})
-    page = httpx.get(f"{server.url}/storage").text
+    page = get(f"{server.url}/storage").text
     assert 'id="no-storage-data"' in page
     assert "No storage data: no node reported" in page
     assert all(traces == [] for traces in figures(page).values())
