@@ -39,7 +39,7 @@ DAY = 86400
 
 
 def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+    return datetime(*parts, tzinfo=UTC)  # type: ignore[arg-type,misc]
 
 
 def bucket_starts(zone: ZoneInfo, first: datetime, hours: int, step_s: int) -> list[datetime]:
