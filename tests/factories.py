@@ -136,3 +136,57 @@ def wipe_alerts(url: str) -> None:
                 session.execute(delete(model))
     finally:
         engine.dispose()
+
+
+def add_rules(url: str, *docs: dict[str, Any]) -> None:
+    """Create alert rules from their documents (``RuleSpec`` JSON)."""
+    from app.alerts import store
+    from app.alerts.spec import RuleSpec
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            for doc in docs:
+                store.create_rule(session, spec=RuleSpec.model_validate(doc))
+    finally:
+        engine.dispose()
+
+
+def evaluate_at(url: str, now: datetime) -> Any:
+    """One alert evaluation at ``now`` (default health rules); returns its report and fails
+    the test if a rule failed."""
+    from app.alerts.evaluator import evaluate
+    from app.health.rules import DEFAULT_RULES
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            report = evaluate(session, now=now, health_rules=DEFAULT_RULES)
+        assert report.failed == {}, report.failed
+        return report
+    finally:
+        engine.dispose()
+
+
+def alert_states(url: str) -> dict[tuple[str, str], tuple[str, float | None]]:
+    """(rule, entity) → (state, value) of every alert instance; the entity is
+    ``hostname[/gpu_index][/device…]`` from the instance labels."""
+    from sqlalchemy import select
+
+    from app.alerts.models import AlertInstance, AlertRule
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            rows = session.execute(select(AlertRule.name, AlertInstance).join(AlertRule))
+            out = {}
+            for name, inst in rows:
+                parts = [inst.labels.get(k) for k in ("hostname", "gpu_index", "device")]
+                parts += [inst.labels.get("mountpoint"), inst.labels.get("port")]
+                out[(name, "/".join(str(p) for p in parts if p is not None))] = (
+                    inst.state,
+                    inst.value,
+                )
+            return out
+    finally:
+        engine.dispose()

@@ -37,7 +37,7 @@ def list_alerts(
     if owner_team:
         stmt = stmt.where(AlertRule.owner_team == owner_team)
     stmt = stmt.order_by(AlertInstance.last_evaluated_at.desc(), AlertInstance.id).limit(limit)
-    return [(i, r) for i, r in session.execute(stmt).tuples()]
+    return [(i, r) for i, r in session.execute(stmt)]
 
 
 def get_alert(session: Session, *, alert_id: int) -> tuple[AlertInstance, AlertRule]:
