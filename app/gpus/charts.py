@@ -51,7 +51,8 @@ def build_gpu_figures(
     page passes its one GPU's series), in the shape of :func:`app.fleet.charts.build_figures`
     (``{"id", "metric", "title", "meta", "overlay", "figure"}``) and drawn by its trace and
     layout builders: times on the wall clock of ``zone``, ``marks`` in the range as vertical
-    lines plus one ``Events`` marker trace."""
+    lines (``layout.shapes``) plus one ``Events`` marker trace in ``overlay``, which
+    ``charts.js`` draws after the GPU's trace."""
     in_range = [m for m in marks if samples.start <= m.at <= samples.end]
     to_x = functools.partial(fleet_charts.plotly_time, zone=zone)
     overlay = [mark_trace(in_range, to_x, zone)] if in_range else []
@@ -71,8 +72,7 @@ def build_gpu_figures(
             },
             "overlay": overlay,
             "figure": {
-                "data": [fleet_charts._trace(s, spec, gaps[s.gpu_uuid], zone) for s in series]
-                + overlay,
+                "data": [fleet_charts._trace(s, spec, gaps[s.gpu_uuid], zone) for s in series],
                 "layout": fleet_charts._layout(spec, samples, zone, in_range),
             },
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
+from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
@@ -17,7 +18,7 @@ from app.gpus import service as gpu_service
 from app.gpus.detail import get_gpu_detail
 from app.health.rules import rules_from_settings, xid_text
 from app.metrics.catalog import METRICS_BY_NAME
-from app.viewer_time import viewer_tz
+from app.viewer_time import TZ_PARAM, viewer_tz
 from app.web import render
 
 router = APIRouter(include_in_schema=False)
@@ -25,19 +26,26 @@ router = APIRouter(include_in_schema=False)
 RangeParam = Annotated[str | None, Query(alias="range")]
 
 
-def range_query(window: fleet_charts.ChartRange) -> str:
-    """The URL query (``?range=6h`` or ``?start=…&end=…``) that asks for ``window`` again; the
-    live partial is fetched with it so its error history covers the page's range."""
-    if window.preset:
-        return "?" + urlencode({"range": window.preset})
-    return "?" + urlencode({"start": window.start.isoformat(), "end": window.end.isoformat()})
+def range_query(window: fleet_charts.ChartRange, zone: ZoneInfo) -> str:
+    """The URL query (``?range=6h`` or ``?start=…&end=…``, plus ``tz`` outside UTC) that asks
+    for ``window`` again; the live partial is fetched with it so its error history covers the
+    page's range in the page's zone."""
+    params = (
+        {"range": window.preset}
+        if window.preset
+        else {"start": window.start.isoformat(), "end": window.end.isoformat()}
+    )
+    if zone.key != "UTC":
+        params[TZ_PARAM] = zone.key
+    return "?" + urlencode(params)
 
 
 def _context(
     request: Request, session: Session, hostname: str, gpu: str, window_args: dict[str, Any]
 ) -> dict[str, Any]:
     now = utcnow()
-    window = fleet_charts.resolve_chart_range(now=now, **window_args)
+    zone = viewer_tz(request)
+    window = fleet_charts.resolve_chart_range(now=now, zone=zone, **window_args)
     detail = get_gpu_detail(
         session,
         hostname=hostname,
@@ -55,7 +63,8 @@ def _context(
         "g": detail.gpu,
         "health": detail.health,
         "window": window,
-        "range_query": range_query(window),
+        "range_query": range_query(window, zone),
+        "zone": zone,
         "gpu_url": base,
         "metrics": METRICS_BY_NAME,
         "xid_text": xid_text,
@@ -83,7 +92,7 @@ def gpu_page(
     context = _context(request, session, hostname, gpu, _window_args(range_, start, end))
     window: fleet_charts.ChartRange = context["window"]
     detail = context["detail"]
-    zone = viewer_tz(request)
+    zone = context["zone"]
     gpu_index = {detail.gpu.gpu.id: detail.gpu.gpu.index}
     marks = [event_mark(e, gpu_index) for e in detail.events]
     marks += dst_marks(window.start, window.end, zone)
@@ -95,6 +104,7 @@ def gpu_page(
         start=window.start,
         end=window.end,
         step_s=window.step_s,
+        zone=zone,
     )
     return render(
         request,
@@ -104,8 +114,8 @@ def gpu_page(
             "presets": list(fleet_charts.PRESETS),
             "figures": gpu_charts.build_gpu_figures(samples, zone=zone, marks=marks),
             "ecc_increases": gpu_charts.counter_increases(samples),
-            "custom_start": window.start.strftime("%Y-%m-%dT%H:%M"),
-            "custom_end": window.end.strftime("%Y-%m-%dT%H:%M"),
+            "custom_start": fleet_charts.local_input(window.start, zone),
+            "custom_end": fleet_charts.local_input(window.end, zone),
         },
     )
 

@@ -106,9 +106,14 @@ def get_gpu_samples(
     step_s: Annotated[
         int | None, Query(ge=0, le=86400, description="0 = raw; default: from range")
     ] = None,
+    tz: Annotated[
+        str | None, Query(description="IANA zone whose midnight buckets of 2 h+ align to; UTC")
+    ] = None,
 ) -> SamplesOut:
     """The GPU's samples, downsampled like ``/api/v1/nodes/{hostname}/samples`` (the GPU page's
-    charts refresh from here); one series, or none when the GPU has no samples in the range."""
+    charts refresh from here, with the viewer's ``tz``); one series, or none when the GPU has no
+    samples in the range. 422 naming ``metrics``, ``step_s``, ``start``, ``end`` or ``tz``."""
+    zone = fleet_router.parse_zone_param(tz)
     names = list(GPU_CHART_METRICS) if metrics is None else fleet_router.parse_metrics(metrics)
     start, end = fleet_router.resolve_range(start, end)
     step = metrics_service.choose_step_s(start, end) if step_s is None else step_s
@@ -122,6 +127,7 @@ def get_gpu_samples(
         start=start,
         end=end,
         step_s=step,
+        zone=zone,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
@@ -75,16 +75,18 @@ def gpu_samples(
     start: datetime,
     end: datetime,
     step_s: int,
+    zone: tzinfo = UTC,
 ) -> SamplesOut:
     """``metrics`` of ``gpu`` over ``[start, end]`` (bucket averages, or maxima for integer
     metrics, per :func:`app.metrics.service.node_series`), shaped as the node samples API answers
-    with the one series of this GPU (empty ``t`` when it has no samples in the range).
+    with the one series of this GPU (empty ``t`` when it has no samples in the range); buckets of
+    2 h and more start at midnight of ``zone``.
 
     Raises:
         KeyError: an unknown metric name (callers validate names first).
     """
     series = metrics_service.node_series(
-        session, node=node, metrics=metrics, start=start, end=end, step_s=step_s
+        session, node=node, metrics=metrics, start=start, end=end, step_s=step_s, zone=zone
     )
     return SamplesOut(
         hostname=node.hostname,

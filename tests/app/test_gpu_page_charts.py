@@ -4,6 +4,7 @@ index or UUID names."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -71,7 +72,7 @@ def test_one_figure_per_gpu_chart_with_the_gpus_values_scaled_to_the_axis_unit()
     assert set(GPU_CHART_METRICS) >= {spec.metric for spec in GPU_CHARTS}
 
 
-def test_marks_in_the_range_become_one_events_trace_after_the_gpu_trace() -> None:
+def test_marks_in_the_range_become_lines_and_one_events_overlay_trace() -> None:
     samples = one_gpu({"temp_c": [50, 51, 52]})
     marks = [
         ChartMark(T0 + timedelta(minutes=2), "xid", "Xid 79 on GPU 1"),
@@ -80,11 +81,25 @@ def test_marks_in_the_range_become_one_events_trace_after_the_gpu_trace() -> Non
 
     temp = next(f for f in build_gpu_figures(samples, marks=marks) if f["metric"] == "temp_c")
 
-    data = temp["figure"]["data"]
-    assert [trace["name"] for trace in data] == ["GPU 1", "Events"]
-    assert data[1]["x"] == ["2026-11-29 16:02:00"]
-    assert data[1]["text"] == ["2026-11-29 16:02:00Z · Xid 79 on GPU 1"]
-    assert len(temp["figure"]["layout"]["shapes"]) == 1
+    assert [trace["name"] for trace in temp["figure"]["data"]] == ["GPU 1"]
+    [events] = temp["overlay"]
+    assert events["name"] == "Events" and events["x"] == ["2026-11-29 16:02:00"]
+    assert events["text"] == ["2026-11-29 16:02:00Z · Xid 79 on GPU 1"]
+    assert [s["x0"] for s in temp["figure"]["layout"]["shapes"]] == ["2026-11-29 16:02:00"]
+    assert temp["meta"]["tz"] == "UTC"
+
+
+def test_times_are_written_on_the_viewers_wall_clock() -> None:
+    samples = one_gpu({"temp_c": [50, 51, 52]})
+
+    temp = next(
+        f
+        for f in build_gpu_figures(samples, zone=ZoneInfo("Europe/Berlin"))
+        if f["metric"] == "temp_c"
+    )
+
+    assert temp["figure"]["data"][0]["x"][0] == "2026-11-29T17:00:00+01:00"
+    assert temp["meta"]["tz"] == "Europe/Berlin"
 
 
 def test_an_empty_range_gives_empty_figures_with_the_no_samples_note() -> None:
