@@ -120,12 +120,16 @@ def test_a_bad_range_is_a_4xx_naming_the_parameter(server: LiveServer) -> None:
     garbage = get(server, "/api/v1" + base, params={"start": "yesterday"})
     metric = get(server, "/api/v1" + base + "/samples", params={"metrics": "temp_c,bogus"})
     step = get(server, "/api/v1" + base + "/samples", params={"step_s": "-1"})
+    zone = get(server, "/api/v1" + base + "/samples", params={"tz": "Mars/Olympus"})
+    page_zone = get(server, base, params={"tz": "Mars/Olympus"})
 
     assert unknown.status_code == 400 and "unknown range &#39;2y&#39;" in unknown.text
     assert backwards.status_code == 400 and "start must be before end" in backwards.text
     assert garbage.status_code == 400 and garbage.json()["detail"].startswith("start: not a time")
     assert metric.status_code == 422 and metric.json()["detail"][0]["loc"] == ["query", "metrics"]
     assert step.status_code == 422 and step.json()["detail"][0]["loc"] == ["query", "step_s"]
+    assert zone.status_code == 422 and zone.json()["detail"][0]["loc"] == ["query", "tz"]
+    assert page_zone.status_code == 400 and "unknown time zone" in page_zone.text
 
 
 def test_values_not_reported_are_na_with_the_reason_never_zero(server: LiveServer) -> None:
@@ -322,3 +326,15 @@ def test_the_live_partial_comes_alone_and_keeps_the_range(server: LiveServer) ->
     assert 'id="gpu-identity"' in partial.text and "Events from" in partial.text
     assert "Unhealthy" in partial.text and "gpu_lost" in partial.text
     assert "NVML_ERROR_GPU_IS_LOST" in partial.text
+
+
+def test_in_the_viewers_zone_the_range_inputs_and_refresh_keep_it(server: LiveServer) -> None:
+    ingest(server, batch("tz-node", gpus=1))
+
+    page = get(server, "/nodes/tz-node/gpus/0", params={"range": "6h", "tz": "Asia/Kolkata"}).text
+
+    uuid = gpu(0, hostname="tz-node")["uuid"]
+    assert f'hx-get="/nodes/tz-node/gpus/{uuid}/_live?range=6h&amp;tz=Asia%2FKolkata"' in page
+    assert 'href="?range=24h&amp;tz=Asia%2FKolkata"' in page
+    assert "From (Asia/Kolkata)" in page
+    assert '"tz": "Asia/Kolkata"' in page
