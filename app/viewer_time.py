@@ -20,7 +20,7 @@ Zone names and rules come from the IANA tz database through ``zoneinfo`` (``tzda
 from __future__ import annotations
 
 from datetime import UTC, datetime, tzinfo
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import Request
@@ -88,7 +88,8 @@ def viewer_tz(request: Request) -> ZoneInfo:
             raise BadRequest(f"{TZ_PARAM}: {exc}") from None
     else:
         try:
-            zone = parse_zone(request.cookies.get(TZ_COOKIE, ""))
+            # The picker writes the cookie percent-encoded (encodeURIComponent).
+            zone = parse_zone(unquote(request.cookies.get(TZ_COOKIE, "")))
         except ValueError:
             zone = DEFAULT_ZONE
     setattr(request.state, _STATE_KEY, zone)

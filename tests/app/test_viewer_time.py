@@ -197,6 +197,7 @@ def request(query: str = "", cookie: str | None = None) -> Request:
 def test_the_url_wins_over_the_cookie_which_wins_over_utc() -> None:
     assert viewer_tz(request()).key == "UTC"
     assert viewer_tz(request(cookie="fw_tz=Asia/Tokyo")).key == "Asia/Tokyo"
+    assert viewer_tz(request(cookie="fw_tz=Asia%2FTokyo")).key == "Asia/Tokyo"
     assert viewer_tz(request("tz=Europe%2FBerlin", "fw_tz=Asia/Tokyo")).key == "Europe/Berlin"
     assert viewer_tz(request(cookie="fw_tz=Nowhere/Land")).key == "UTC"  # stale cookie ignored
     assert viewer_tz(request("tz=", "fw_tz=Asia/Tokyo")).key == "Asia/Tokyo"
