@@ -59,6 +59,7 @@ class GraphEdge:
     path: str = ""
     label_x: float = 0.0
     label_y: float = 0.0
+    label_anchor: str = "middle"
 
 
 @dataclass

@@ -82,7 +82,7 @@ def test_an_hgx_node_is_drawn_with_an_nvswitch_fabric_and_its_down_link_named_do
     assert ">NV18 · 1 down</text>" in html
     assert html.count(">NV18</text>") == 7
     assert "4 NVSwitches" in html  # remote ends 00000000:C7..CA:00.0 in the NVLink readings
-    assert "1 link(s) down" in html
+    assert ">NVLink 7 down</text>" in html
     assert "NVLink down on GPU3–nvswitch" in html
     assert ">PIX</text>" in html  # NIC0 shares GPU0's PCIe switch
     assert "Partial topology" not in html
