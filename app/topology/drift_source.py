@@ -10,8 +10,9 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from app.fleet import service as fleet_service
+from app.fleet.models import Gpu
 from app.nics.models import NicPortSample
-from app.nvlinks import service as nvlink_service
+from app.nvlinks.models import NvlinkSample
 from app.timeseries import latest_per_key
 from app.topology.models import TopologyChange
 from app.topology.signature import GpuFacts, NodeSignature, build_signature
@@ -48,6 +49,36 @@ def latest_documents(session: Session, *, now: datetime) -> dict[int, dict]:
     return documents
 
 
+def nvlinks_up(
+    session: Session, *, gpus_by_node: dict[int, list[Gpu]], oldest: datetime
+) -> dict[int, dict[int, int]]:
+    """Node id → GPU index → NVLinks whose state is ``up`` in the node's newest NVLink reading
+    (at or after ``oldest``). A GPU that did not report at that time is left out. Two queries
+    per node: a per-link lookup would be one per GPU."""
+    found: dict[int, dict[int, int]] = {}
+    for node_id, gpus in gpus_by_node.items():
+        index = {g.id: g.index for g in gpus}
+        if not index:
+            continue
+        newest = session.scalar(
+            select(func.max(NvlinkSample.sampled_at)).where(
+                NvlinkSample.gpu_id.in_(index), NvlinkSample.sampled_at >= oldest
+            )
+        )
+        if newest is None:
+            continue
+        rows = session.execute(
+            select(NvlinkSample.gpu_id, NvlinkSample.state).where(
+                NvlinkSample.gpu_id.in_(index), NvlinkSample.sampled_at == newest
+            )
+        )
+        per_gpu: dict[int, int] = {}
+        for gpu_id, state in rows:
+            per_gpu[index[gpu_id]] = per_gpu.get(index[gpu_id], 0) + (state == "up")
+        found[node_id] = per_gpu
+    return found
+
+
 def load_signatures(session: Session, *, now: datetime) -> dict[str, NodeSignature]:
     """Hostname → :class:`NodeSignature` of every node that has stored a topology by ``now``.
 
@@ -62,16 +93,9 @@ def load_signatures(session: Session, *, now: datetime) -> dict[str, NodeSignatu
         if v.node.id in documents
     ]
     oldest = now - timedelta(seconds=READING_MAX_AGE_S)
-    gpus = [g.gpu for v in views for g in v.gpus]
-    index_of = {g.id: g.index for g in gpus}
-    nvlinks: dict[int, dict[int, int]] = defaultdict(dict)
-    node_of = {g.id: g.node_id for g in gpus}
-    for link in nvlink_service.list_latest_links(session, gpus=gpus):
-        if link.sampled_at < oldest:
-            continue
-        per_gpu = nvlinks[node_of[link.gpu_id]]
-        index = index_of[link.gpu_id]
-        per_gpu[index] = per_gpu.get(index, 0) + (link.state == "up")
+    nvlinks = nvlinks_up(
+        session, gpus_by_node={v.node.id: [g.gpu for g in v.gpus] for v in views}, oldest=oldest
+    )
     ports: dict[int, dict[str, list[str | None]]] = defaultdict(lambda: defaultdict(list))
     for port in latest_per_key(
         session,

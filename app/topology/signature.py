@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from app.timeseries import natural_key
@@ -89,6 +90,7 @@ def fabric_of(labels: Mapping[str, Any]) -> str:
     return UNGROUPED
 
 
+@lru_cache(maxsize=65536)
 def pair(a: str, b: str) -> tuple[str, str]:
     """The key of an unordered device pair, in natural order (``GPU2`` before ``GPU10``)."""
     return (a, b) if natural_key(a) <= natural_key(b) else (b, a)

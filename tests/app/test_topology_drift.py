@@ -236,3 +236,35 @@ def test_signature_of_the_real_dgx_capture() -> None:
     assert sig.links[("GPU3", "GPU5")] == "NV12"
     assert sig.links[("mlx5_8", "mlx5_9")] == "PIX"
     assert len(sig.links) == 18 * 17 // 2
+
+
+def test_more_nvlinks_than_the_majority_is_a_different_link_type_not_fewer() -> None:
+    odd = stored("dgx-a100-8gpu-10nic-tabs.txt")
+    link(odd, "GPU0", "GPU7")["type"] = "NV18"
+
+    assert [(f.kind, f.detail) for f in compare_group(fleet(odd, count=3))] == [
+        ("link_type", "GPU0↔GPU7: NV12 expected (3 of 4 nodes), NV18 here"),
+    ]
+
+
+def test_a_node_that_lists_seven_gpus_is_still_compared_with_its_eight_gpu_peers() -> None:
+    odd = stored("dgx-a100-8gpu-10nic-tabs.txt")
+    odd["devices"] = [d for d in odd["devices"] if d["id"] != "GPU6"]
+    odd["links"] = [x for x in odd["links"] if "GPU6" not in (x["a"], x["b"])]
+    nodes = fleet(stored("dgx-a100-8gpu-10nic-tabs.txt"), count=2)
+    nodes["dgx-odd"] = node("dgx-odd", odd, gpus=inventory(A100, 7))
+
+    assert nodes["dgx-odd"].group == GROUP
+    assert [(f.hostname, f.kind, f.detail) for f in compare_group(nodes)] == [
+        ("dgx-odd", "gpu_missing", "GPU6 missing (present on 2 of 3 nodes)"),
+    ]
+
+
+def test_a_different_machine_in_the_same_pod_differs_from_the_dgx_majority() -> None:
+    oci = stored("oci-bm-gpu4-8-a100-8gpu-18nic.txt")
+    findings = compare_group(fleet(oci, count=3))
+
+    assert {f.hostname for f in findings} == {"dgx-odd"}
+    extra = [f.detail for f in findings if f.kind == "nic_extra"]
+    assert extra == [f"mlx5_{i} present here (missing on 3 of 4 nodes)" for i in range(10, 18)]
+    assert "GPU0↔mlx5_0: PXB expected (3 of 4 nodes), SYS here" in [f.detail for f in findings]
