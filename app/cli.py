@@ -1,4 +1,5 @@
-"""``fleetwatch`` command line: ``migrate``, ``serve``, ``token create|revoke``, ``demo``."""
+"""``fleetwatch`` command line: ``migrate``, ``serve``, ``token create|revoke``, ``rules
+apply|export``, ``demo``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ cli = typer.Typer(
 )
 token_cli = typer.Typer(help="Per-node ingest tokens.", no_args_is_help=True)
 cli.add_typer(token_cli, name="token")
+rules_cli = typer.Typer(help="Alert rules as YAML files.", no_args_is_help=True)
+cli.add_typer(rules_cli, name="rules")
 
 DatabaseOpt = Annotated[
     str | None,
@@ -158,6 +161,74 @@ def token_revoke(hostname: str, database_url: DatabaseOpt = None) -> None:
     finally:
         engine.dispose()
     typer.echo(f"revoked {count} token(s) of {hostname}")
+
+
+@rules_cli.command("apply")
+def rules_apply(
+    path: Annotated[
+        Path | None, typer.Argument(help="a rule file, or a directory of *.yaml / *.yml files")
+    ] = None,
+    defaults: Annotated[
+        bool, typer.Option("--defaults", help="apply the default rule pack shipped with Fleetwatch")
+    ] = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Create or update rules by name (idempotent); reports created / updated / unchanged.
+    Nothing is applied when any file has an error; errors give file and line (exit 1)."""
+    from app.alerts.rulefiles import DEFAULT_RULES_DIR, RuleFilesInvalid, apply_path
+    from app.db import make_engine, make_session_factory, session_scope
+
+    if (path is None) == (not defaults):
+        typer.echo("fleetwatch: give a FILE|DIR or --defaults (one of them)", err=True)
+        raise typer.Exit(2)
+    settings = _settings(database_url=database_url)
+    _require_migrated(settings)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            report = apply_path(session, path=path or DEFAULT_RULES_DIR, defaults=defaults)
+    except RuleFilesInvalid as exc:
+        for error in exc.errors:
+            typer.echo(str(error), err=True)
+        raise typer.Exit(1) from None
+    finally:
+        engine.dispose()
+    for word, names in (
+        ("created", report.created),
+        ("updated", report.updated),
+        ("unchanged", report.unchanged),
+    ):
+        for name in names:
+            typer.echo(f"{word}: {name}")
+    typer.echo(
+        f"{len(report.created)} created, {len(report.updated)} updated, "
+        f"{len(report.unchanged)} unchanged"
+    )
+
+
+@rules_cli.command("export")
+def rules_export(
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="write here instead of stdout")
+    ] = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Print every stored rule as YAML that ``rules apply`` takes back unchanged."""
+    from app.alerts.rulefiles import export_yaml
+    from app.db import make_engine, make_session_factory, session_scope
+
+    settings = _settings(database_url=database_url)
+    _require_migrated(settings)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            text = export_yaml(session)
+    finally:
+        engine.dispose()
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
 
 
 @cli.command()

@@ -146,6 +146,21 @@ def run_fleet(
         stop_process(proc)
 
 
+def apply_default_rules(settings: Settings) -> None:
+    """Create or update the default alert rule pack, so the demo fleet's faults fire alerts."""
+    from app.alerts.rulefiles import DEFAULT_RULES_DIR, apply_path
+
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            report = apply_path(session, path=DEFAULT_RULES_DIR, defaults=True)
+    finally:
+        engine.dispose()
+    log.info(
+        "default alert rules: %d created, %d updated", len(report.created), len(report.updated)
+    )
+
+
 def run_demo(
     settings: Settings,
     *,
@@ -157,6 +172,7 @@ def run_demo(
 ) -> int:
     """Run until Ctrl-C (SIGINT) or SIGTERM; returns the process exit code."""
     upgrade(settings.effective_database_url)
+    apply_default_rules(settings)
     fleet_file = work_dir / "fleet.json"
     write_fleet_file(settings, demo_fleet(nodes, gpus_per_node), fleet_file)
 

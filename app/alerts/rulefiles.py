@@ -60,6 +60,9 @@ def _node_at(node: yaml.Node, loc: tuple[Any, ...]) -> yaml.Node:
     """The deepest node along a pydantic error location (tags of unions are skipped)."""
     for part in loc:
         if isinstance(node, yaml.MappingNode):
+            kind = [v.value for k, v in node.value if k.value == "kind"]
+            if kind == [part]:
+                continue  # the union's tag (``condition.threshold.…``), not a key
             found = [v for k, v in node.value if getattr(k, "value", None) == part]
             if found:
                 node = found[0]

@@ -141,17 +141,18 @@ class RateCondition(_Strict):
 class AbsenceCondition(_Strict):
     """Nothing received for ``after``: a node (no batch, by ``node.last_seen_at``, the server's
     receive time), a GPU (no sample received) or a GPU ``metric`` (no non-null value received).
-    Judged by server receive time, so agent clock skew cannot make a node look dead."""
+    Judged by server receive time, so agent clock skew cannot make a node look dead. Without
+    ``after``, the server's ``stale_after_s`` setting (what makes a node stale everywhere else)."""
 
     kind: Literal["absence"]
     target: Literal["node", "gpu", "metric"]
     metric: str | None = None
-    after: Duration
+    after: Duration | None = None
 
     @field_validator("after", mode="before")
     @classmethod
-    def _dur(cls, v: Any) -> float:
-        return parse_duration(v)
+    def _dur(cls, v: Any) -> float | None:
+        return None if v is None else parse_duration(v)
 
     @model_validator(mode="after")
     def _metric_given(self) -> AbsenceCondition:

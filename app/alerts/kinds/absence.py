@@ -20,12 +20,13 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
     cond = spec.condition
     assert isinstance(cond, AbsenceCondition)
     now, out = ctx.now, []
+    after = cond.after if cond.after is not None else ctx.stale_after_s
     if cond.target == "node":
         for node in ctx.nodes.values():
             if not ctx.node_in(spec.scope, node.id):
                 continue
             age = (now - (node.last_seen_at or node.created_at)).total_seconds()
-            if age > cond.after:
+            if age > after:
                 out.append(
                     Observation(
                         ctx.node_labels(node.id), (node.hostname,), age, True, node.hostname
@@ -39,10 +40,10 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
     ]
     if cond.target == "gpu":
         ages = {g.id: (now - g.last_seen_at).total_seconds() for g in gpus}
-        absent = {gid: age for gid, age in ages.items() if age > cond.after}
+        absent = {gid: age for gid, age in ages.items() if age > after}
     else:
         assert cond.metric is not None
-        since = now - timedelta(seconds=cond.after)
+        since = now - timedelta(seconds=after)
         skews = [abs(ctx.nodes[g.node_id].clock_skew_s or 0.0) for g in gpus]
         # sampled_at bounds the index scan; received_at (server time) decides.
         lower = since - timedelta(seconds=max(skews, default=0.0) + 60.0)
