@@ -184,3 +184,13 @@ def test_page_with_no_topology_yet_says_so(server: LiveServer) -> None:
     assert page.status_code == 200
     assert "No node has reported a topology yet." in page.text
     assert "Every node matches its group." in page.text
+
+
+def test_label_values_are_escaped_on_the_page(server: LiveServer) -> None:
+    ingest(server, node_payload("dgx-01", labels={"ib_pod": "<i>pod</i>"}))
+
+    html = httpx.get(f"{server.url}/topology").text
+
+    assert "<i>pod</i>" not in html
+    assert "ib_pod=&lt;i&gt;pod&lt;/i&gt;" in html
+    assert 'href="/topology?group=ib_pod%3D%3Ci%3Epod%3C%2Fi%3E+%C2%B7+8%C3%97+NVIDIA' in html
