@@ -150,7 +150,9 @@ def test_values_not_reported_are_na_with_the_reason_never_zero(server: LiveServe
         '/ <span class="na" title="not reported by the agent">N/A</span>'
     )
     assert ">N/A<" in value_cell(page, "ecc_corrected_volatile_count")
-    assert ">N/A<" in value_cell(page, "pcie_link_gen")
+    assert value_cell(page, "pcie_link_gen") == (
+        '<span class="na" title="not reported by the agent">N/A</span>'
+    )
     assert ">0 %<" not in page and ">0 °C<" not in page
 
 
@@ -338,3 +340,45 @@ def test_in_the_viewers_zone_the_range_inputs_and_refresh_keep_it(server: LiveSe
     assert 'href="?range=24h&amp;tz=Asia%2FKolkata"' in page
     assert "From (Asia/Kolkata)" in page
     assert '"tz": "Asia/Kolkata"' in page
+
+
+def test_pcie_link_throttle_reasons_ecc_and_remapped_rows_are_shown_by_name(
+    server: LiveServer,
+) -> None:
+    at = datetime.now(UTC) - timedelta(seconds=5)
+    g = gpu(0, hostname="sick-node")
+    s = sample(
+        g,
+        at,
+        pcie_link_gen=4,
+        pcie_link_gen_max=5,
+        pcie_link_width=16,
+        pcie_link_width_max=16,
+        clocks_event_reasons=0x44,
+        ecc_corrected_volatile_count=12,
+        ecc_uncorrected_aggregate_count=0,
+        remapped_rows_correctable_count=2,
+        remapped_rows_uncorrectable_count=1,
+        remapped_rows_pending=1,
+        retired_pages_pending=0,
+        pcie_tx_bytes_per_s=3 * 2**30,
+    )
+    ingest(server, batch("sick-node", gpus=[g], samples=[s]))
+
+    page = get(server, "/nodes/sick-node/gpus/0").text
+
+    link = value_cell(page, "pcie_link_gen")
+    assert "▼</span> Gen4 x16</span>" in link and "(max Gen5 x16)" in link
+    reasons = value_cell(page, "clocks_event_reasons")
+    assert 'title="bitmask 0x44"' in reasons
+    assert re.findall(r'<span class="chip chip-warn">(\w+)</span>', reasons) == [
+        "SwPowerCap",
+        "HwThermalSlowdown",
+    ]
+    assert value_cell(page, "ecc_corrected_volatile_count") == "12"
+    assert value_cell(page, "ecc_uncorrected_aggregate_count") == "0"
+    assert value_cell(page, "retired_pages_pending") == "no"
+    assert value_cell(page, "pcie_tx_bytes_per_s") == "3.0 GiB/s"
+    rows = value_cell(page, "remapped_rows_correctable_count")
+    assert rows.startswith('2 / <span class="status status-warn">1</span>')
+    assert ">pending</span>" in rows
