@@ -177,8 +177,8 @@ def load_context(session: Session, *, now: datetime, health_rules: HealthRules) 
         )
     }
     gpus = {
-        g.id: GpuInfo(g.id, g.node_id, g.index, g.uuid, g.name, g.state, g.last_seen_at)
-        for g in session.execute(
+        row[0]: GpuInfo(*row)
+        for row in session.execute(
             select(Gpu.id, Gpu.node_id, Gpu.index, Gpu.uuid, Gpu.name, Gpu.state, Gpu.last_seen_at)
         )
     }

@@ -107,7 +107,8 @@ def load_file(path: Path) -> list[RuleSpec]:
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleFilesInvalid([RuleFileError(name, 0, "", f"cannot read: {exc}")]) from None
     except yaml.MarkedYAMLError as exc:
-        line = (exc.problem_mark or exc.context_mark).line + 1 if exc.problem_mark else 0
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 0
         message = f"YAML syntax: {exc.problem or exc}"
         raise RuleFilesInvalid([RuleFileError(name, line, "", message)]) from None
     if root is None:

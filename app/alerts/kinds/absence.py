@@ -40,7 +40,7 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
     ]
     if cond.target == "gpu":
         ages = {g.id: (now - g.last_seen_at).total_seconds() for g in gpus}
-        absent = {gid: age for gid, age in ages.items() if age > after}
+        absent: dict[int, float | None] = {gid: age for gid, age in ages.items() if age > after}
     else:
         assert cond.metric is not None
         since = now - timedelta(seconds=after)
@@ -59,13 +59,13 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
             )
         )
         absent = {g.id: None for g in gpus if g.id not in present}
-    for gpu_id, age in sorted(absent.items()):
+    for gpu_id, seconds in sorted(absent.items()):
         gpu = ctx.gpus[gpu_id]
         out.append(
             Observation(
                 ctx.gpu_labels(gpu_id),
                 (ctx.nodes[gpu.node_id].hostname, gpu.uuid),
-                age,
+                seconds,
                 True,
                 ctx.gpu_entity(gpu_id),
             )

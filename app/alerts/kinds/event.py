@@ -30,6 +30,7 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
         stmt = stmt.where(NodeEvent.node_id.in_(sorted(scoped)))
     stmt = stmt.group_by(NodeEvent.node_id, NodeEvent.gpu_id).having(count >= cond.min_count)
     out = []
+    identity: tuple[str, ...]
     for node_id, gpu_id, n in ctx.session.execute(stmt):
         node = ctx.nodes[node_id]
         if gpu_id is not None and gpu_id in ctx.gpus:

@@ -5,6 +5,7 @@ condition holds — or that have no data, when the rule's ``no_data`` is not ``o
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select
@@ -17,7 +18,11 @@ from app.alerts.targets import GPU_STATE_METRICS, TARGETS
 from app.health.rules import LOST_GPU_STATES
 from app.timeseries import LATEST_WINDOW_S
 
-AGGREGATES = {"avg": func.avg, "min": func.min, "max": func.max}
+AGGREGATES: dict[str, Callable[[Any], Any]] = {
+    "avg": func.avg,
+    "min": func.min,
+    "max": func.max,
+}
 
 
 def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
