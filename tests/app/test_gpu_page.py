@@ -9,7 +9,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+from sqlalchemy import update
 
+from app.db import make_engine, make_session_factory, session_scope
+from app.fleet.models import Node
 from tests.app.section_factories import gpu_extras, nvlinks
 from tests.factories import batch, create_token, gpu, iso, sample
 from tests.live_server import LiveServer
@@ -382,3 +385,26 @@ def test_pcie_link_throttle_reasons_ecc_and_remapped_rows_are_shown_by_name(
     rows = value_cell(page, "remapped_rows_correctable_count")
     assert rows.startswith('2 / <span class="status status-warn">1</span>')
     assert ">pending</span>" in rows
+
+
+def test_a_stale_node_makes_its_gpu_unknown_with_the_nodes_reason(server: LiveServer) -> None:
+    ingest(server, batch("quiet-node", gpus=1))
+    engine = make_engine(server.settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            session.execute(
+                update(Node)
+                .where(Node.hostname == "quiet-node")
+                .values(last_seen_at=datetime.now(UTC) - timedelta(hours=1))
+            )
+    finally:
+        engine.dispose()
+
+    answer = get(server, "/api/v1/nodes/quiet-node/gpus/0").json()
+    page = get(server, "/nodes/quiet-node/gpus/0").text
+
+    assert answer["node_freshness"] == "stale"
+    assert answer["health"]["state"] == "unknown" and answer["node_state"] == "unknown"
+    assert [r["code"] for r in answer["node_reasons"]] == ["stale"]
+    assert "Unknown" in page and "no telemetry received for more than 120 s" in page
+    assert "Healthy" not in page

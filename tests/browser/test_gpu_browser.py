@@ -59,6 +59,28 @@ def test_gpu_page_draws_its_charts_without_errors(page: Tab, live: LiveServer) -
     assert_clean(problems)
 
 
+def test_charts_refresh_from_the_gpu_samples_api(page: Tab, live: LiveServer) -> None:
+    tab, problems = page
+    token = add_node(live, "gpu-a-001", gpus=2)
+    tab.goto(live.url + "/nodes/gpu-a-001/gpus/1?range=15m")
+    expect(tab.locator("#chart-temp_c svg.main-svg").first).to_be_attached()
+    before = tab.evaluate("document.getElementById('chart-temp_c').data[0].y.length")
+
+    g = gpu(1, hostname="gpu-a-001")
+    at = datetime.now(UTC) - timedelta(seconds=1)  # inside the window the refresh asks for
+    post_batch(live.url, token, batch("gpu-a-001", gpus=[g], samples=[sample(g, at, temp_c=91)]))
+    with tab.expect_response(
+        lambda r: f"/api/v1/nodes/gpu-a-001/gpus/{g['uuid']}/samples" in r.url
+    ):
+        tab.get_by_role("button", name="Pause refresh").click()
+        tab.get_by_role("button", name="Resume refresh").click()
+
+    tab.wait_for_function(f"document.getElementById('chart-temp_c').data[0].y.length > {before}")
+    assert tab.evaluate("document.getElementById('chart-temp_c').data[0].y.slice(-1)[0]") == 91
+    assert tab.evaluate("document.getElementById('chart-temp_c').data.length") == 1
+    assert_clean(problems)
+
+
 def test_live_values_refresh_without_a_reload_unless_paused(page: Tab, live: LiveServer) -> None:
     tab, problems = page
     token = add_node(live, "gpu-a-001", gpus=1)
