@@ -108,9 +108,7 @@ def auckland_tab(browser: Browser, live: LiveServer) -> Iterator[Tab]:
     context.close()
 
 
-def test_the_browser_zone_is_offered_and_can_be_chosen(
-    auckland_tab: Tab, live: LiveServer
-) -> None:
+def test_the_browser_zone_is_offered_and_can_be_chosen(auckland_tab: Tab, live: LiveServer) -> None:
     tab, problems = auckland_tab
     add_node_with_xid(live)
     tab.goto(f"{live.url}/nodes/{HOST}")
