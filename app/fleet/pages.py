@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -14,13 +13,10 @@ from sqlalchemy.orm import Session
 
 from app.db import SessionDep, utcnow
 from app.events import service as event_service
-from app.fleet import charts, node_charts
+from app.fleet import node_charts
 from app.fleet import service as fleet_service
-from app.fleet.schemas import SamplesOut, SeriesOut
-from app.fleet.service import NodeView
 from app.health import service as health_service
 from app.health.rules import rules_from_settings
-from app.metrics import service as metrics_service
 from app.nics import service as nic_service
 from app.nvlinks import service as nvlink_service
 from app.overview.context import overview_context
@@ -207,36 +203,6 @@ def _node_context(request: Request, session: Session, hostname: str) -> dict[str
     }
 
 
-def node_samples(session: Session, *, view: NodeView, window: charts.ChartRange) -> SamplesOut:
-    """The chart metrics of every GPU of the node over ``window``, shaped as the samples API
-    answers (so the embedded first paint and the refreshes read the same thing)."""
-    series = metrics_service.node_series(
-        session,
-        node=view.node,
-        metrics=list(charts.CHART_METRICS),
-        start=window.start,
-        end=window.end,
-        step_s=window.step_s,
-    )
-    return SamplesOut(
-        hostname=view.node.hostname,
-        start=window.start,
-        end=window.end,
-        step_s=window.step_s,
-        metrics=list(charts.CHART_METRICS),
-        series=[
-            SeriesOut(
-                gpu_uuid=s.gpu_uuid,
-                gpu_index=s.gpu_index,
-                gpu_name=s.gpu_name,
-                t=s.times,
-                values=s.values,
-            )
-            for s in series
-        ],
-    )
-
-
 @router.get("/nodes/{hostname}", response_class=HTMLResponse)
 def node_page(
     request: Request,
@@ -259,11 +225,6 @@ def node_page(
         end=end,
     )
     return render(request, "fleet/node.html", {**context, **chart})
-
-
-def _local_input(value: datetime) -> str:
-    """A ``datetime-local`` input value (UTC wall time to the minute)."""
-    return value.strftime("%Y-%m-%dT%H:%M")
 
 
 @router.get("/nodes/{hostname}/_live", response_class=HTMLResponse)
