@@ -84,7 +84,9 @@ def place(graph: TopologyGraph) -> None:
         elif edge.b == "nvswitch":
             x = a.x + a.w / 2
             _line(edge, x, a.y + a.h, x, b.y, dy=0)
-            edge.label_x, edge.label_y, edge.label_anchor = x + 6, a.y + a.h + 28, "start"
+            # A longer "down"/"of NV18" label sits lower than its neighbours' "NV18".
+            below = 28 if edge.state == "up" else 52
+            edge.label_x, edge.label_y, edge.label_anchor = x + 6, a.y + a.h + below, "start"
     graph.width, graph.height = round(width, 1), round(height, 1)
 
 

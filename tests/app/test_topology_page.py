@@ -201,3 +201,33 @@ def test_hostile_hostnames_device_names_and_errors_are_escaped(
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
     assert "Topology of evil&lt;img src=x onerror=alert(1)&gt;&#34;&#39;&amp;</title>" in html
     assert f'href="/nodes/{quote(hostname, safe="/")}/gpus/0"'.replace("&", "&amp;") in html
+
+
+def test_the_matrix_shows_a_gpu_numa_id_column_only_when_a_gpu_has_one(
+    server: LiveServer, db_url: str
+) -> None:
+    store_document(
+        db_url,
+        "node-f",
+        {
+            "devices": [
+                {
+                    "id": "GPU0",
+                    "kind": "gpu",
+                    "numa_node": 0,
+                    "cpu_affinity": "0-71",
+                    "gpu_numa_id": 4,
+                },
+                {"id": "GPU1", "kind": "gpu", "numa_node": 1, "cpu_affinity": "72-143"},
+            ],
+            "links": [{"a": "GPU0", "b": "GPU1", "type": "NV18"}],
+        },
+    )
+    html = page(server, "node-f").text
+    assert '<th scope="col">GPU NUMA ID</th>' in html
+    row = html[html.index('<th scope="row" title="">GPU0</th>') :]
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row[: row.index("</tr>")])
+    assert cells == ["X", "NV18", "0-71", "0", "4"]
+    create_token(db_url, "node-g")
+    store_document(db_url, "node-g", {"devices": [{"id": "GPU0", "kind": "gpu"}], "links": []})
+    assert "GPU NUMA ID" not in page(server, "node-g").text
