@@ -3,18 +3,24 @@ and their URL."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.errors import BadRequest
+from app.fleet import service as fleet_service
 from app.fleet.models import Gpu, Node
 from app.fleet.pages import FleetFilters
 from app.fleet.service import GpuView, NodeView
+from app.health import checks
 from app.health.rules import State
 from app.health.schemas import GpuHealthOut, NodeHealthOut, ReasonOut, StateCounts
+from app.metrics.catalog import METRIC_NAMES
 from app.overview import tiles
 from app.overview.filters import OverviewFilters
+from app.overview.service import LATEST_METRICS
 
 H100 = "NVIDIA H100 80GB HBM3"
 GiB = 2**30
@@ -267,3 +273,16 @@ def test_filters_round_trip_through_the_url_leaving_defaults_out() -> None:
 def test_an_unknown_choice_is_a_bad_request_naming_the_parameter(field: str, value: str) -> None:
     with pytest.raises(BadRequest, match=f"^{field}: expected one of"):
         OverviewFilters.parse(FleetFilters.parse(None, [], None), **{field: value})
+
+
+def test_the_overview_reads_every_latest_metric_the_health_checks_and_table_use() -> None:
+    sources = [Path(checks.__file__).read_text(), Path(fleet_service.__file__).read_text()]
+    used = {
+        name
+        for text in sources
+        for name in re.findall(r'"([a-z0-9_]+)"', text)
+        if name in METRIC_NAMES
+    }
+
+    assert used and used <= set(LATEST_METRICS)
+    assert {name for name in LATEST_METRICS if name not in METRIC_NAMES} == set()
