@@ -88,6 +88,10 @@ class TopologyGraph:
                 return node
         raise KeyError(node_id)
 
+    def name(self, node_id: str) -> str:
+        """What a reader calls node ``node_id`` (its label, e.g. ``NUMA 0``), else the id."""
+        return next((n.label for n in self.nodes if n.id == node_id), node_id)
+
     def edge(self, a: str, b: str) -> GraphEdge:
         """The edge between ``a`` and ``b`` (either order). Raises KeyError when absent."""
         for edge in self.edges:

@@ -44,7 +44,9 @@ def describe(graph: TopologyGraph) -> str:
         text += "; GPUs connected through an NVSwitch fabric"
     down = [e for e in graph.edges if e.state == "down"]
     if down:
-        text += "; NVLink down on " + ", ".join(f"{e.a}–{e.b}" for e in down)
+        text += "; NVLink down on " + ", ".join(
+            f"{graph.name(e.a)}–{graph.name(e.b)}" for e in down
+        )
     return text + "."
 
 

@@ -64,7 +64,7 @@ def test_a_down_link_to_an_nvswitch_marks_that_gpus_fabric_edge_down() -> None:
     assert not any(e.b.startswith("GPU") for e in graph.edges if e.kind == "nvlink")
     assert describe(graph) == (
         "8 GPU(s), 0 NIC(s), 2 CPU/NUMA node(s), 0 PCIe switch node(s); GPUs connected through "
-        "an NVSwitch fabric; NVLink down on GPU3–nvswitch."
+        "an NVSwitch fabric; NVLink down on GPU3–NVSwitch."
     )
 
 

@@ -83,7 +83,11 @@ def test_an_hgx_node_is_drawn_with_an_nvswitch_fabric_and_its_down_link_named_do
     assert html.count(">NV18</text>") == 7
     assert "4 NVSwitches" in html  # remote ends 00000000:C7..CA:00.0 in the NVLink readings
     assert ">NVLink 7 down</text>" in html
-    assert "NVLink down on GPU3–nvswitch" in html
+    assert "NVLink down on GPU3–NVSwitch" in html
+    assert (
+        "<title>GPU3 – NVSwitch: NV18 · 1 down "
+        "(Connection traversing a bonded set of 18 NVLinks)</title>"
+    ) in html
     assert ">PIX</text>" in html  # NIC0 shares GPU0's PCIe switch
     assert "Partial topology" not in html
     assert '<th scope="col">CPU Affinity</th>' in html  # the matrix below
