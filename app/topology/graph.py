@@ -26,6 +26,12 @@ links cannot be direct cables; every pair sees all of both GPUs' links, which on
 give. Such a system (or one whose NVLink section names an NVSwitch as a link's remote end) is
 drawn as each GPU connected to one NVSwitch fabric node by ``NV<its links>``, not as a full mesh.
 A 4-GPU board with direct ``NV4`` pairs (3 × 4 = 12) stays a mesh of direct edges.
+
+NVLink state comes from the node's NVLink readings (``nvmlDeviceGetNvLinkState``): a GPU with a
+link ``down`` makes its fabric edge (or the direct edge to the GPU whose PCI bus id is the link's
+remote end) ``down``; a GPU whose pairs show fewer links than the others (``NV17`` among
+``NV18``) is ``degraded``. The fabric node counts the distinct NVSwitch PCI bus ids named as
+remote ends (4 on HGX H100).
 """
 
 from __future__ import annotations

@@ -40,16 +40,13 @@ def add_nvlinks(
         if match and a in counts and b in counts:
             counts[a][b] = counts[b][a] = int(match[1])
     down: dict[str, list[NvlinkState]] = {}
-    switches = {
-        _bus_key(s.remote_pci_bus_id) or s.remote_pci_bus_id
-        for s in nvlinks
-        if s.remote_device_type == "nvswitch"
-    }
+    switched = [s for s in nvlinks if s.remote_device_type == "nvswitch"]
+    switches = {_bus_key(s.remote_pci_bus_id) or s.remote_pci_bus_id for s in switched} - {None}
     for state in nvlinks:
         if state.state == "down":
             down.setdefault(f"GPU{state.gpu_index}", []).append(state)
     heaviest = max(counts, key=lambda g: sum(counts[g].values()), default=None)
-    if switches:
+    if switched:
         graph.nvswitch_reason = "the NVLink readings name NVSwitches as the links' remote ends"
     elif heaviest is not None and sum(counts[heaviest].values()) > MAX_NVLINKS_PER_GPU:
         total = sum(counts[heaviest].values())
@@ -69,7 +66,8 @@ def _fabric(
     down: dict[str, list[NvlinkState]],
     switch_count: int,
 ) -> None:
-    detail = f"{switch_count} NVSwitches" if switch_count else "NVLink fabric"
+    plural = "NVSwitch" if switch_count == 1 else "NVSwitches"
+    detail = f"{switch_count} {plural}" if switch_count else "NVLink fabric"
     graph.nodes.append(
         GraphNode(
             "nvswitch", "nvswitch", "NVSwitch", 4, detail=detail, title=graph.nvswitch_reason or ""

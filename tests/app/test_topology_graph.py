@@ -220,3 +220,16 @@ def test_edge_tooltips_use_nvidia_smis_legend() -> None:
     assert edge_meaning("NV12") == "Connection traversing a bonded set of 12 NVLinks"
     assert edge_meaning("PIX") == "Connection traversing at most a single PCIe bridge"
     assert edge_meaning("XYZ") == ""
+
+
+def test_nvswitch_remote_ends_without_a_bus_id_make_a_fabric_of_unknown_size() -> None:
+    document = {"devices": [gpu(0), gpu(1)], "links": mesh(2, "NV18")}
+    states = [NvlinkState(i, n, "up", "nvswitch", None) for i in range(2) for n in range(18)]
+    graph = build_graph(document, states)
+    assert graph.node("nvswitch").detail == "NVLink fabric"
+    assert [(e.a, e.b, e.label) for e in graph.edges if e.kind == "nvlink"] == [
+        ("GPU0", "nvswitch", "NV18"),
+        ("GPU1", "nvswitch", "NV18"),
+    ]
+    one = build_graph(document, [NvlinkState(0, 0, "up", "nvswitch", "0000:c7:00.0")])
+    assert one.node("nvswitch").detail == "1 NVSwitch"
