@@ -178,6 +178,10 @@ def test_hostile_strings_are_escaped(server: LiveServer) -> None:
         assert "<script>alert" not in html and "<img src=x" not in html and "<b>x</b>" not in html
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
         assert "&lt;img src=x onerror=&#34;alert(2)&#34;&gt;" in html
+    not_found = get(server, "/nodes/evil-node/gpus/<img src=x onerror=alert(3)>")
+    assert not_found.status_code == 404
+    assert "<img" not in not_found.text
+    assert "no GPU &#39;&lt;img src=x onerror=alert(3)&gt;&#39;" in not_found.text
 
 
 def test_events_of_this_gpu_in_the_range_with_the_xid_meaning(server: LiveServer) -> None:
