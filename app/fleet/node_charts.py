@@ -60,7 +60,8 @@ def chart_context(
     end: str | None,
 ) -> dict[str, Any]:
     """``window``, ``presets``, ``figures``, ``custom_start``/``custom_end`` (inputs in the
-    viewer's zone) and ``zone`` for ``fleet/node.html``.
+    viewer's zone), ``zone`` and ``tz_fixed`` for ``fleet/node.html``. ``tz_fixed`` gives the
+    zone pickers a custom range as UTC instants, so switching zones keeps the same window.
 
     Raises:
         BadRequest: a bad ``?tz=``, range preset or start/end (the page answers 400).
@@ -85,4 +86,7 @@ def chart_context(
         "custom_start": charts.local_input(window.start, zone),
         "custom_end": charts.local_input(window.end, zone),
         "zone": zone,
+        "tz_fixed": {}
+        if window.live
+        else {"start": window.start.isoformat(), "end": window.end.isoformat()},
     }

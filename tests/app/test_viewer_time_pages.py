@@ -115,6 +115,17 @@ def test_the_cookie_is_remembered_but_the_url_wins(server: LiveServer) -> None:
     assert occurred.strftime("%Y-%m-%d %H:%M:%SZ") in linked and "All times UTC" in linked
 
 
+def test_switching_zones_keeps_a_custom_range_on_the_same_instants(server: LiveServer) -> None:
+    node_with_xid(server)
+    params = {"start": "2026-11-29T10:00", "end": "2026-11-29T12:00", "tz": "Europe/Berlin"}
+    html = httpx.get(f"{server.url}/nodes/{HOST}", params=params).text
+    assert "2026-11-29 10:00:00 CET → 2026-11-29 12:00:00 CET" in html
+    # Both pickers (charts and footer) send the range as UTC instants: a new zone keeps it.
+    assert html.count('<input type="hidden" name="start" value="2026-11-29T09:00:00+00:00">') == 2
+    assert html.count('<input type="hidden" name="end" value="2026-11-29T11:00:00+00:00">') == 2
+    assert 'value="2026-11-29T10:00" required' in html
+
+
 def test_the_live_partial_keeps_the_zone_of_its_url(server: LiveServer) -> None:
     occurred = node_with_xid(server)
     response = httpx.get(
