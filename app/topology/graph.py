@@ -37,6 +37,7 @@ remote ends (4 on HGX H100).
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -87,12 +88,8 @@ def build_graph(
 def _check_missing_pairs(
     devices: list[Device], pairs: dict[frozenset[str], str], warnings: list[str]
 ) -> None:
-    missing = sum(
-        1
-        for i, a in enumerate(devices)
-        for b in devices[i + 1 :]
-        if frozenset((a.id, b.id)) not in pairs
-    )
+    # ``pairs`` holds only distinct pairs of drawn devices (see read_links).
+    missing = len(devices) * (len(devices) - 1) // 2 - len(pairs)
     if missing:
         warnings.append(f"{missing} device pair(s) have no link code: their connection is unknown")
 
@@ -111,68 +108,91 @@ def _place_pcie(
         if keys[device.id] not in order:
             order.append(keys[device.id])
     order.sort(key=lambda k: (_GROUP_RANK[k[0]], k[1] if k[0] == "numa" else 0))
-    switch_count = 0
-    cpu_ids = []
-    for number, key in enumerate(order):
+    within: dict[tuple[Any, ...], list[tuple[str, str, str]]] = {k: [] for k in order}
+    for pair, code in pairs.items():
+        a, b = sorted(pair)
+        if keys[a] == keys[b]:
+            within[keys[a]].append((a, b, code))
+    switches = 0
+    cpu_ids = [f"cpu-{number}" for number in range(len(order))]
+    for cpu_id, key in zip(cpu_ids, order, strict=True):
         members = [d for d in devices if keys[d.id] == key]
-        cpu_id = f"cpu-{number}"
-        cpu_ids.append(cpu_id)
-        leaf = UnionFind([d.id for d in members])
-        for a in members:
-            for b in members:
-                if a.id < b.id and pairs.get(frozenset((a.id, b.id))) == "PIX":
-                    leaf.union(a.id, b.id)
-        units: list[tuple[str, list[str]]] = []
-        for group in leaf.groups():
-            if len(group) == 1:
-                units.append((group[0], group))
-                continue
-            switch_count += 1
-            switch_id = f"pcie-{switch_count}"
-            graph.nodes.append(_switch(switch_id, cpu_id, 2, "PIX: one PCIe switch"))
-            graph.children[switch_id] = group
-            graph.edges += [GraphEdge(switch_id, m, "pcie", "PIX", "PIX") for m in group]
-            units.append((switch_id, group))
-        upstream = UnionFind([u for u, _ in units])
-        for u, u_members in units:
-            for v, v_members in units:
-                if u < v and any(
-                    pairs.get(frozenset((x, y))) == "PXB" for x in u_members for y in v_members
-                ):
-                    upstream.union(u, v)
-        members_of = dict(units)
-        top: list[tuple[str, list[str]]] = []
-        for group in upstream.groups():
-            if len(group) == 1:
-                top.append((group[0], members_of[group[0]]))
-                continue
-            switch_count += 1
-            switch_id = f"pcie-{switch_count}"
-            graph.nodes.append(_switch(switch_id, cpu_id, 1, "PXB: several PCIe bridges"))
-            graph.children[switch_id] = group
-            graph.edges += [GraphEdge(switch_id, u, "pcie", "PXB", "PXB") for u in group]
-            top.append((switch_id, [m for u in group for m in members_of[u]]))
-        graph.children[cpu_id] = [t for t, _ in top]
-        graph.edges += [GraphEdge(cpu_id, t, "pcie", "PHB", "PHB") for t, _ in top]
-        graph.nodes.append(_cpu(cpu_id, key, members, _host_bridges(top, pairs)))
-        for device in members:
-            graph.nodes.append(_device_node(device, cpu_id))
+        switches = _place_group(graph, cpu_id, key, members, within[key], switches)
     for left, right in itertools.pairwise(cpu_ids):
         graph.edges.append(GraphEdge(left, right, "smp", "SYS", "SYS"))
 
 
-def _host_bridges(top: list[tuple[str, list[str]]], pairs: dict[frozenset[str], str]) -> int | None:
+def _place_group(
+    graph: TopologyGraph,
+    cpu_id: str,
+    key: tuple[Any, ...],
+    members: list[Device],
+    links: list[tuple[str, str, str]],
+    switches: int,
+) -> int:
+    """One NUMA node's tree: PIX switches, PXB upstream switches, PHB edges to the CPU node;
+    ``links`` are the codes between its members. Returns the switch count so far."""
+    ids = [d.id for d in members]
+    leaf = UnionFind(ids)
+    for a, b, code in links:
+        if code == "PIX":
+            leaf.union(a, b)
+    unit_of: dict[str, str] = {}
+    units = []
+    for group in leaf.groups():
+        unit = group[0]
+        if len(group) > 1:
+            switches += 1
+            unit = f"pcie-{switches}"
+            graph.nodes.append(_switch(unit, cpu_id, 2, "PIX: one PCIe switch"))
+            graph.children[unit] = group
+            graph.edges += [GraphEdge(unit, m, "pcie", "PIX", "PIX") for m in group]
+        units.append(unit)
+        unit_of.update({m: unit for m in group})
+    upstream = UnionFind(units)
+    for a, b, code in links:
+        if code == "PXB" and unit_of[a] != unit_of[b]:
+            upstream.union(unit_of[a], unit_of[b])
+    top_of: dict[str, str] = {}
+    top = []
+    for group in upstream.groups():
+        unit = group[0]
+        if len(group) > 1:
+            switches += 1
+            unit = f"pcie-{switches}"
+            graph.nodes.append(_switch(unit, cpu_id, 1, "PXB: several PCIe bridges"))
+            graph.children[unit] = group
+            graph.edges += [GraphEdge(unit, u, "pcie", "PXB", "PXB") for u in group]
+        top.append(unit)
+        top_of.update({u: unit for u in group})
+    device_top = {d: top_of[unit_of[d]] for d in ids}
+    graph.children[cpu_id] = top
+    graph.edges += [GraphEdge(cpu_id, t, "pcie", "PHB", "PHB") for t in top]
+    graph.nodes.append(_cpu(cpu_id, key, members, _host_bridges(top, device_top, links)))
+    graph.nodes += [_device_node(device, cpu_id) for device in members]
+    return switches
+
+
+def _host_bridges(
+    top: list[str], device_top: dict[str, str], links: list[tuple[str, str, str]]
+) -> int | None:
     """PCIe host bridges under one CPU: top-level units joined by ``PHB`` share one, ``NODE``
-    separates them. None when a pair of units has no PCIe code (``NV#`` hides the PCIe path)."""
-    bridges = UnionFind([t for t, _ in top])
-    for i, (t, t_members) in enumerate(top):
-        for s, s_members in top[i + 1 :]:
-            codes = {pairs.get(frozenset((x, y))) for x in t_members for y in s_members}
-            if not codes <= PCIE_CODES:
-                return None
-            if "PHB" in codes:
-                bridges.union(t, s)
-    return len(bridges.groups())
+    separates them. None when a pair of devices under different units has no PCIe code
+    (``NV#`` hides the PCIe path, or the pair is missing)."""
+    sizes = Counter(device_top.values())
+    count = len(device_top)
+    cross = count * (count - 1) // 2 - sum(n * (n - 1) // 2 for n in sizes.values())
+    bridges = UnionFind(top)
+    seen = 0
+    for a, b, code in links:
+        if device_top[a] == device_top[b]:
+            continue
+        if code not in PCIE_CODES:
+            return None
+        seen += 1
+        if code == "PHB":
+            bridges.union(device_top[a], device_top[b])
+    return len(bridges.groups()) if seen == cross else None
 
 
 def _switch(node_id: str, group: str, level: int, title: str) -> GraphNode:
