@@ -1,0 +1,275 @@
+"""Alert evaluation time: 500 rules over 1,000 nodes × 8 GPUs on Postgres.
+
+Seeds a fresh Postgres database the way ``bench/page_times.py`` does (current state of every
+node through the real ingest API with a few faults, then ``--hours`` of GPU and host history
+server-side), creates the default rule pack plus generated rules up to ``--rules`` (a mix of
+every kind: GPU/disk/NFS/NIC thresholds with last/avg/min/max over 1–10 min windows, scoped to
+clusters, pods and racks; Xid and any-event counts; node, GPU and metric absence; ECC and PCIe
+replay rates; health and drift), then runs the evaluator ``--repeat`` times and prints the
+median and worst wall time of one evaluation (all rules, one transaction), the transitions
+written and the slowest rule kinds.
+
+    python bench/alert_evaluation.py                       # full size, ~5-10 min of seeding
+    python bench/alert_evaluation.py --nodes 50 --hours 0.5
+    python bench/alert_evaluation.py --db-url URL          # re-measure a seeded database
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from page_times import seed_current, seed_history, start_server  # noqa: E402
+
+from app.alerts import store  # noqa: E402
+from app.alerts.context import load_context  # noqa: E402
+from app.alerts.evaluator import evaluate  # noqa: E402
+from app.alerts.kinds import observe  # noqa: E402
+from app.alerts.rulefiles import DEFAULT_RULES_DIR, load_path  # noqa: E402
+from app.alerts.spec import RuleSpec  # noqa: E402
+from app.db import make_engine, make_session_factory, session_scope, utcnow  # noqa: E402
+from app.health.rules import DEFAULT_RULES  # noqa: E402
+from app.migrate import upgrade  # noqa: E402
+from tests.dbs import admin_url  # noqa: E402
+from tests.live_server import free_port  # noqa: E402
+
+#: The seeded readings are not refreshed while measuring: keep the nodes fresh.
+RULES = DEFAULT_RULES.__class__(**{**DEFAULT_RULES.__dict__, "stale_after_s": 7200.0})
+
+GPU_METRICS = [
+    ("temp_c", ">", 80),
+    ("power_w", ">", 650),
+    ("util_gpu_pct", "<", 5),
+    ("mem_temp_c", ">", 85),
+    ("sm_clock_mhz", "<", 800),
+    ("thermal_throttled", "==", 1),
+    ("power_throttled", "==", 1),
+    ("pcie_width_downtrained", "==", 1),
+    ("fan_pct", ">", 95),
+]
+SCOPES = [
+    {},
+    {"labels": {"cluster": "demo"}},
+    {"labels": {"ib_pod": "pod-01"}},
+    {"labels": {"team": "inference"}},
+    {"nodes": ["gpu-0*"]},
+    {"gpu_models": ["*H100*"]},
+]
+
+
+def generated_rules(count: int) -> list[dict[str, Any]]:
+    """``count`` rule documents cycling through every kind and several scopes."""
+    out: list[dict[str, Any]] = []
+    i = 0
+    while len(out) < count:
+        scope = SCOPES[i % len(SCOPES)]
+        metric, op, threshold = GPU_METRICS[i % len(GPU_METRICS)]
+        agg = ("last", "avg", "min", "max")[i % 4]
+        window = f"{1 + i % 10}m"
+        kinds = [
+            {
+                "kind": "threshold",
+                "target": "gpu",
+                "metric": metric,
+                "aggregation": agg,
+                "window": window,
+                "op": op,
+                "threshold": threshold,
+            },
+            {
+                "kind": "threshold",
+                "target": "gpu",
+                "metric": metric,
+                "aggregation": agg,
+                "window": window,
+                "op": op,
+                "threshold": threshold,
+            },
+            {
+                "kind": "threshold",
+                "target": "gpu",
+                "metric": metric,
+                "aggregation": agg,
+                "window": window,
+                "op": op,
+                "threshold": threshold,
+            },
+            {
+                "kind": "threshold",
+                "target": "disk",
+                "metric": "avg_wait_s",
+                "aggregation": agg,
+                "window": window,
+                "op": ">",
+                "threshold": 0.05,
+            },
+            {
+                "kind": "threshold",
+                "target": "nfs",
+                "metric": "avg_rtt_s",
+                "aggregation": agg,
+                "window": window,
+                "op": ">",
+                "threshold": 0.1,
+            },
+            {
+                "kind": "threshold",
+                "target": "nic",
+                "metric": "port_active",
+                "op": "==",
+                "threshold": 0,
+            },
+            {
+                "kind": "event",
+                "xids": [48, 79, 94 + i % 3],
+                "min_count": 1 + i % 2,
+                "window": window,
+            },
+            {"kind": "event", "event_kinds": ["*"], "min_count": 3, "window": "1h"},
+            {
+                "kind": "absence",
+                "target": ("node", "gpu", "metric")[i % 3],
+                **({"metric": "power_w"} if i % 3 == 2 else {}),
+                "after": "2m",
+            },
+            {
+                "kind": "rate",
+                "metric": ("ecc_corrected_volatile_count", "pcie_replay_count")[i % 2],
+                "window": "1h",
+                "per": "h",
+                "op": ">",
+                "threshold": 10,
+            },
+            {"kind": "health", "target": ("node", "gpu")[i % 2], "states": ["unhealthy"]},
+        ]
+        if i % 97 == 0:
+            kinds.append({"kind": "drift"})
+        cond = kinds[i % len(kinds)]
+        out.append(
+            {
+                "name": f"gen-{i:04d}-{cond['kind']}",
+                "scope": scope,
+                "for": f"{i % 5}m",
+                "condition": cond,
+            }
+        )
+        i += 1
+    return out
+
+
+def create_rules(url: str, count: int) -> None:
+    """The default pack plus generated rules, ``count`` in all."""
+    defaults = [spec for spec, _ in load_path(DEFAULT_RULES_DIR)]
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            for spec in defaults:
+                store.create_rule(session, spec=spec)
+            for doc in generated_rules(count - len(defaults)):
+                store.create_rule(session, spec=RuleSpec.model_validate(doc))
+    finally:
+        engine.dispose()
+
+
+def measure(url: str, repeat: int) -> None:
+    """Time whole evaluations, then each kind's observation queries."""
+    engine = make_engine(url)
+    factory = make_session_factory(engine)
+    times, transitions = [], []
+    try:
+        for _ in range(repeat):
+            with session_scope(factory) as session:
+                began = time.perf_counter()
+                report = evaluate(session, now=utcnow(), health_rules=RULES)
+                times.append(time.perf_counter() - began)
+            transitions.append(report.transitions)
+            assert not report.failed, report.failed
+        print(f"rules evaluated: {report.rules}; transitions per run: {transitions}")
+        print(
+            f"one evaluation (all rules, one transaction): median {statistics.median(times):.2f} s,"
+            f" worst {max(times):.2f} s, first {times[0]:.2f} s"
+        )
+        per_kind: dict[str, list[float]] = defaultdict(list)
+        with session_scope(factory) as session:
+            ctx = load_context(session, now=utcnow(), health_rules=RULES)
+            for rule in store.list_rules(session):
+                spec = store.spec_of(rule)
+                began = time.perf_counter()
+                observe(ctx, spec)
+                per_kind[spec.condition.kind].append(time.perf_counter() - began)
+        for kind, spent in sorted(per_kind.items(), key=lambda kv: -sum(kv[1])):
+            print(
+                f"  {kind:9} {len(spent):4} rules: total {sum(spent):6.2f} s, median "
+                f"{statistics.median(spent) * 1000:7.1f} ms, worst {max(spent) * 1000:7.1f} ms"
+            )
+    finally:
+        engine.dispose()
+
+
+def main() -> None:
+    """Seed (unless ``--db-url``), create rules and measure; see the module docstring."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--rules", type=int, default=500)
+    parser.add_argument("--hours", type=float, default=1.0)
+    parser.add_argument("--step-s", type=int, default=10, help="GPU sample interval")
+    parser.add_argument("--host-step-s", type=int, default=60, help="disk/NFS/NIC interval")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--keep", action="store_true", help="keep the seeded database")
+    parser.add_argument("--db-url", help="measure this already seeded database (rules included)")
+    args = parser.parse_args()
+    print(
+        f"machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}"
+    )
+    if args.db_url:
+        measure(args.db_url, args.repeat)
+        return
+    name = f"fleetwatch_bench_{uuid.uuid4().hex[:8]}"
+    admin = make_engine(admin_url()).execution_options(isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(admin_url()).set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade(url)
+        port = free_port()
+        server = start_server(url, port)
+        try:
+            began = time.monotonic()
+            with tempfile.TemporaryDirectory() as work:
+                seed_current(url, f"http://127.0.0.1:{port}", args.nodes, Path(work))
+            print(
+                f"current state of {args.nodes} nodes ingested in {time.monotonic() - began:.0f} s"
+            )
+        finally:
+            server.terminate()
+            server.wait(timeout=15)
+        seed_history(url, args.hours, args.step_s, args.host_step_s)
+        create_rules(url, args.rules)
+        measure(url, args.repeat)
+    finally:
+        if args.keep:
+            print(f"\nkept: --db-url {url}")
+        else:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+if __name__ == "__main__":
+    main()
