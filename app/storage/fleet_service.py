@@ -135,46 +135,78 @@ def _bucket_time(raw: Any, step_s: int) -> datetime:
 def gauge_chart(session: Session, metric: Metric, q: Query) -> ChartData:
     """The ``q.top_n`` series of ``metric`` with the highest mean (or max) over the window,
     bucket means, and the per-bucket mean of all the other series."""
-    model = metric.model
-    value = getattr(model, metric.columns[0])
-    keys = metric.key_columns()
-    where = _where(metric, q)
-    rank = func.avg(value) if q.by == "mean" else func.max(value)
-    measures: dict[SeriesKey, float | None] = {}
-    for row in session.execute(
-        select(model.node_id, *keys, rank).where(*where).group_by(model.node_id, *keys)
-    ):
-        if row[-1] is not None and row[0] in q.scope.hostnames:
-            measures[(row[0], item_label(row[1:-1]))] = float(row[-1])
-    top = pick_top(measures, q.top_n)
-    empty = ChartData(metric.name, q.start, q.end, q.step_s, [])
-    if not top:
-        return empty
-    bucket = _bucket(metric, q.step_s)
-    sums = (func.sum(value), func.count(value))
-    wanted = set(top)
-    per_series: dict[SeriesKey, dict[datetime, tuple[float, int]]] = {k: {} for k in top}
+    return gauge_charts(session, [metric], q)[metric.name]
+
+
+Buckets = dict[datetime, tuple[float, int]]
+
+
+def gauge_charts(session: Session, metrics: Sequence[Metric], q: Query) -> dict[str, ChartData]:
+    """:func:`gauge_chart` of several gauges of one table (same model and keys) with three
+    scans of the window for all of them: the ranking, the top series' buckets, and the bucket
+    sums and counts of every series (for the rest's mean).
+
+    Raises:
+        ValueError: the metrics are not of one table, or not gauges.
+    """
+    first = metrics[0]
+    if any(m.model is not first.model or m.counter for m in metrics):
+        raise ValueError("gauges of one table only")
+    model = first.model
+    values = [getattr(model, m.columns[0]) for m in metrics]
+    keys = first.key_columns()
+    where = _where(first, q)
+    agg = func.avg if q.by == "mean" else func.max
+    measures: list[dict[SeriesKey, float | None]] = [{} for _ in metrics]
+    ranking = select(model.node_id, *keys, *(agg(v) for v in values)).group_by(model.node_id, *keys)
+    for row in session.execute(ranking.where(*where)):
+        if row[0] not in q.scope.hostnames:
+            continue
+        key = (row[0], item_label(row[1 : 1 + len(keys)]))
+        for i, value in enumerate(row[1 + len(keys) :]):
+            if value is not None:
+                measures[i][key] = float(value)
+    tops = [pick_top(m, q.top_n) for m in measures]
+    charts = {m.name: ChartData(m.name, q.start, q.end, q.step_s, []) for m in metrics}
+    wanted = set().union(*tops)
+    if not wanted:
+        return charts
+    bucket = _bucket(first, q.step_s)
+    sums = [agg for v in values for agg in (func.sum(v), func.count(v))]
+    per_series: list[dict[SeriesKey, Buckets]] = [{k: {} for k in top} for top in tops]
     stmt = (
         select(model.node_id, *keys, bucket, *sums)
-        .where(*where, model.node_id.in_({k[0] for k in top}))
+        .where(*where, model.node_id.in_({k[0] for k in wanted}))
         .group_by(model.node_id, *keys, bucket)
     )
     for row in session.execute(stmt):
         key = (row[0], item_label(row[1 : 1 + len(keys)]))
-        if key in wanted and row[-1]:
-            per_series[key][_bucket_time(row[-3], q.step_s)] = (float(row[-2]), int(row[-1]))
-    series = [_mean_series(q.scope.hostnames[k[0]], k[1], per_series[k], measures[k]) for k in top]
-    rest_count = len(measures) - len(top)
-    if not rest_count:
-        return ChartData(metric.name, q.start, q.end, q.step_s, series)
-    all_buckets = {
-        _bucket_time(b, q.step_s): (float(s), int(n))
-        for b, s, n in session.execute(select(bucket, *sums).where(*where).group_by(bucket))
-        if n
-    }
-    points = rest_means(all_buckets, list(per_series.values()))
-    rest = Series("", "", [t for t, _ in points], [v for _, v in points])
-    return ChartData(metric.name, q.start, q.end, q.step_s, series, rest, rest_count)
+        when = _bucket_time(row[1 + len(keys)], q.step_s)
+        for i, buckets in enumerate(per_series):
+            total, count = row[2 + len(keys) + 2 * i], row[3 + len(keys) + 2 * i]
+            if key in buckets and count:
+                buckets[key][when] = (float(total), int(count))
+    needs_rest = any(len(m) > len(t) for m, t in zip(measures, tops, strict=True))
+    all_buckets: list[Buckets] = [{} for _ in metrics]
+    if needs_rest:
+        for row in session.execute(select(bucket, *sums).where(*where).group_by(bucket)):
+            when = _bucket_time(row[0], q.step_s)
+            for i, rest_buckets in enumerate(all_buckets):
+                total, count = row[1 + 2 * i], row[2 + 2 * i]
+                if count:
+                    rest_buckets[when] = (float(total), int(count))
+    for i, metric in enumerate(metrics):
+        host = q.scope.hostnames
+        series = [_mean_series(host[k[0]], k[1], per_series[i][k], measures[i][k]) for k in tops[i]]
+        rest_count = len(measures[i]) - len(tops[i])
+        rest = None
+        if rest_count:
+            points = rest_means(all_buckets[i], list(per_series[i].values()))
+            rest = Series("", "", [t for t, _ in points], [v for _, v in points])
+        charts[metric.name] = ChartData(
+            metric.name, q.start, q.end, q.step_s, series, rest, rest_count
+        )
+    return charts
 
 
 def _mean_series(

@@ -19,6 +19,7 @@ from app.fleet.charts import PRESETS, ChartRange
 from app.fleet.pages import LABEL_COLUMNS, SLOW_IO_S
 from app.storage import charts, fleet_now
 from app.storage import fleet_service as fs
+from app.storage.series import ChartData
 from app.web import render
 
 router = APIRouter(include_in_schema=False)
@@ -117,32 +118,61 @@ def _chart_query(scope: fs.NodeScope, window: ChartRange, f: StorageFilters) -> 
 
 
 def _now_context(
-    session: Session, scope: fs.NodeScope, window: ChartRange, f: StorageFilters, now: datetime
+    session: Session,
+    scope: fs.NodeScope,
+    f: StorageFilters,
+    now: datetime,
+    totals: dict[str, list[fs.CounterTotal]],
 ) -> dict[str, Any]:
-    query = replace(_chart_query(scope, window, f), top_n=0)
-    _, retransmits = fs.counter_chart(session, fs.METRICS["nfs_retransmits"], query)
-    _, port_errors = fs.counter_chart(session, fs.METRICS["ib_errors"], query)
     return {
         "slowest": fleet_now.slowest_mounts(session, scope, now, match=f.match),
         "busiest": fleet_now.busiest_devices(session, scope, now, match=f.match),
-        "retransmits": [t for t in retransmits if t.total > 0],
-        "ports": fleet_now.port_problems(session, scope, now, port_errors, match=f.match),
+        "retransmits": [t for t in totals["nfs_retransmits"] if t.total > 0],
+        "ports": fleet_now.port_problems(session, scope, now, totals["ib_errors"], match=f.match),
         "slow_io_s": SLOW_IO_S,
         "now": now,
     }
 
 
-def _context(request: Request, session: Session, f: StorageFilters) -> dict[str, Any]:
+def _context(
+    session: Session, f: StorageFilters, *, with_charts: bool
+) -> tuple[dict[str, Any], dict[str, ChartData]]:
+    """The template context, and the charts' data when ``with_charts`` (else only the counter
+    totals the tables need are read)."""
     now = utcnow()
     window = charts.resolve_range(preset=f.range, start=f.start, end=f.end, now=now)
     scope = fs.select_nodes(session, labels=dict(f.labels), search=f.q)
-    return {
+    query = _chart_query(scope, window, f)
+    if not with_charts:
+        query = replace(query, top_n=0)
+    data, totals = chart_data(session, query, gauges=with_charts)
+    context = {
         "filters": f,
         "window": window,
         "scope": scope,
         "nav": "storage",
-        **_now_context(session, scope, window, f, now),
+        **_now_context(session, scope, f, now, totals),
     }
+    return context, data
+
+
+def chart_data(
+    session: Session, query: fs.Query, *, gauges: bool = True
+) -> tuple[dict[str, ChartData], dict[str, list[fs.CounterTotal]]]:
+    """Every chart's data by metric (the gauges of a table read together; none when not
+    ``gauges``), and each counter metric's per-series totals."""
+    by_table: dict[Any, list[fs.Metric]] = {}
+    data: dict[str, ChartData] = {}
+    totals: dict[str, list[fs.CounterTotal]] = {}
+    for spec in charts.CHARTS:
+        metric = fs.METRICS[spec.metric]
+        if metric.counter:
+            data[metric.name], totals[metric.name] = fs.counter_chart(session, metric, query)
+        elif gauges:
+            by_table.setdefault(metric.model, []).append(metric)
+    for metrics in by_table.values():
+        data.update(fs.gauge_charts(session, metrics, query))
+    return data, totals
 
 
 @router.get("/storage", response_class=HTMLResponse)
@@ -165,19 +195,10 @@ def storage_page(
     canonical = f.query()
     if request.url.query and f"?{request.url.query}" != canonical:
         return RedirectResponse(f"/storage{canonical}", status_code=303)
-    context = _context(request, session, f)
+    context, data = _context(session, f, with_charts=True)
     window: ChartRange = context["window"]
-    query = _chart_query(context["scope"], window, f)
-    figures = []
-    has_data = False
-    for spec in charts.CHARTS:
-        metric = fs.METRICS[spec.metric]
-        if metric.counter:
-            data, _ = fs.counter_chart(session, metric, query)
-        else:
-            data = fs.gauge_chart(session, metric, query)
-        has_data = has_data or not data.empty
-        figures.append(charts.build_figure(spec, data))
+    figures = [charts.build_figure(spec, data[spec.metric]) for spec in charts.CHARTS]
+    has_data = any(not d.empty for d in data.values())
     return render(
         request,
         "storage/page.html",
@@ -210,4 +231,5 @@ def storage_now_partial(
 ) -> HTMLResponse:
     """The "now" tables alone, for the 5 s htmx refresh."""
     f = _filters(range_, start, end, q, label, match, top, by)
-    return render(request, "storage/_now.html", _context(request, session, f))
+    context, _ = _context(session, f, with_charts=False)
+    return render(request, "storage/_now.html", context)
