@@ -1,0 +1,1 @@
+"""Alert notifications: channels, routing, the delivery outbox and its worker."""

@@ -1,0 +1,1 @@
+"""Notification channel kinds (one module each) behind ``base.ChannelKind``."""

@@ -1,0 +1,180 @@
+"""The one small interface every notification channel kind implements.
+
+A channel kind turns a :class:`NoticeGroup` (alerts that changed state, grouped by the team's
+route) into the HTTP requests its service expects (:meth:`ChannelKind.build`), and reads that
+service's answer into an :class:`Outcome` (:meth:`ChannelKind.interpret`). It never sends
+anything itself: the delivery worker (``app.notify.worker``) sends, applies the SSRF guard,
+timeouts, retries with backoff and the delivery deadline, so every kind gets them the same way.
+
+Kinds are pure: no database, no network, no clock (times come in the notices), which is what
+lets their payloads be checked field by field in unit tests.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar, Literal
+
+NoticeStatus = Literal["firing", "resolved"]
+
+
+@dataclass(frozen=True)
+class AlertNotice:
+    """One alert instance's state to tell a channel about.
+
+    ``labels`` are the instance's labels (``alertname``, ``severity``, ``team``, ``hostname``,
+    ``gpu`` …, Prometheus style); ``annotations`` hold at least ``summary`` and ``description``
+    (already filled from the rule's templates). ``fingerprint`` is stable per rule × entity (the
+    PagerDuty ``dedup_key``, Alertmanager's fingerprint). URLs are absolute: ``dashboard_url``
+    is the alert's page, ``entity_url`` the node or GPU page, ``ack_url`` the signed one-click
+    acknowledgement (``None`` for resolved notices), ``runbook_url`` the rule's runbook
+    (external ``runbook_url`` or the in-app page). ``value`` is the value that made the rule
+    fire, in the metric's unit (``None`` for event and absence rules).
+    """
+
+    alert_id: int
+    fingerprint: str
+    rule_name: str
+    status: NoticeStatus
+    severity: str
+    team: str | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    value: float | None
+    starts_at: datetime
+    ends_at: datetime | None
+    dashboard_url: str
+    entity_url: str | None = None
+    ack_url: str | None = None
+    runbook_url: str | None = None
+
+    @property
+    def summary(self) -> str:
+        """The ``summary`` annotation, or the rule name when the rule has none."""
+        return self.annotations.get("summary") or self.rule_name
+
+
+@dataclass(frozen=True)
+class NoticeGroup:
+    """Notices sent together in one message (Alertmanager's group): same route and
+    ``group_key`` (by default rule + cluster). ``status`` is ``firing`` when any notice fires.
+    ``is_test`` marks the "send test message" button's group. ``external_url`` is Fleetwatch's
+    own base URL (for links back and Alertmanager's ``externalURL``)."""
+
+    group_key: str
+    receiver: str
+    notices: tuple[AlertNotice, ...]
+    external_url: str
+    group_labels: Mapping[str, str] = field(default_factory=dict)
+    is_test: bool = False
+
+    @property
+    def status(self) -> NoticeStatus:
+        """``firing`` when at least one notice fires, else ``resolved``."""
+        return "firing" if any(n.status == "firing" for n in self.notices) else "resolved"
+
+
+@dataclass(frozen=True)
+class ChannelConfig:
+    """A channel's settings, secrets already decrypted: ``url`` is the webhook / API endpoint
+    (a secret: never logged), ``secret`` the HMAC key for signed kinds or the routing/
+    integration key (PagerDuty ``routing_key``), ``options`` kind-specific extras (strings)."""
+
+    url: str
+    secret: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OutboundRequest:
+    """One HTTP POST to make: ``body`` is the exact bytes sent (what a signature covers)."""
+
+    url: str
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    method: str = "POST"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a service's answer means.
+
+    ``ok``: delivered. Otherwise ``retryable`` (timeout-like: 429, 5xx, a body that says
+    "throttled") with ``retry_after_s`` when the service said how long to wait (RFC 9110
+    ``Retry-After``), or permanent; ``broken`` marks the channel itself as broken (404/410: the
+    webhook was deleted). ``detail`` is a short, secret-free description for the delivery log.
+    """
+
+    ok: bool
+    detail: str
+    retryable: bool = False
+    retry_after_s: float | None = None
+    broken: bool = False
+
+
+class ChannelKind(ABC):
+    """A notification service (Slack, Microsoft Teams, Discord, PagerDuty, generic webhook,
+    Alertmanager). Subclasses set ``kind`` (the name stored on the channel) and implement
+    :meth:`build` and :meth:`interpret`; :meth:`validate` checks a channel's settings when it is
+    created."""
+
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
+        """The requests that tell ``group`` to the service, in order. More than one when the
+        service's size limits require splitting; never fewer notices than ``group`` holds
+        (a message is truncated or split, never dropped)."""
+
+    def interpret(self, status_code: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+        """Read the service's answer. The default: 2xx ok; 404/410 broken; 408, 425, 429 and
+        5xx retryable (honouring ``Retry-After`` in seconds or as an HTTP date); other 4xx
+        permanent. Kinds whose services answer differently (Teams: 200 with an error in the
+        body) override it."""
+        return default_interpret(status_code, headers, body)
+
+    def validate(self, config: ChannelConfig) -> None:  # noqa: B027 - optional hook
+        """Raise ``ValueError`` naming the wrong setting (``"options.severity_map: …"``); the
+        default accepts any config (the URL is checked by the SSRF guard)."""
+
+
+def default_interpret(status_code: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+    """The HTTP status rules of :meth:`ChannelKind.interpret` (RFC 9110 §15)."""
+    snippet = body[:200].decode("utf-8", "replace").strip()
+    detail = f"HTTP {status_code}" + (f": {snippet}" if snippet else "")
+    if 200 <= status_code < 300:
+        return Outcome(ok=True, detail=f"HTTP {status_code}")
+    if status_code in (404, 410):
+        return Outcome(ok=False, detail=detail, broken=True)
+    if status_code in (408, 425, 429) or status_code >= 500:
+        return Outcome(
+            ok=False, detail=detail, retryable=True, retry_after_s=retry_after_s(headers)
+        )
+    return Outcome(ok=False, detail=detail)
+
+
+def retry_after_s(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP-date, RFC 9110
+    §10.2.3), at least 0; ``None`` when absent or unreadable. Header names are matched
+    case-insensitively."""
+    from email.utils import parsedate_to_datetime
+
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    from datetime import UTC
+
+    reference = now or datetime.now(UTC)
+    return max(0.0, (when - reference).total_seconds())
