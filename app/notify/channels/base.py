@@ -15,7 +15,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import ClassVar, Literal
 
 NoticeStatus = Literal["firing", "resolved"]
@@ -160,8 +161,6 @@ def retry_after_s(headers: Mapping[str, str], *, now: datetime | None = None) ->
     """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP-date, RFC 9110
     §10.2.3), at least 0; ``None`` when absent or unreadable. Header names are matched
     case-insensitively."""
-    from email.utils import parsedate_to_datetime
-
     value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
     if value is None:
         return None
@@ -174,7 +173,5 @@ def retry_after_s(headers: Mapping[str, str], *, now: datetime | None = None) ->
         return None
     if when.tzinfo is None:
         return None
-    from datetime import UTC
-
     reference = now or datetime.now(UTC)
     return max(0.0, (when - reference).total_seconds())
