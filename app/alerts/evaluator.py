@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from app.alerts.context import EvalContext, Observation, fingerprint, load_context
+from app.alerts.context import Observation, fingerprint, load_context
 from app.alerts.kinds import observe
 from app.alerts.lifecycle import InstanceState, Timing, step
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule, AlertSilence
@@ -84,13 +84,19 @@ def condition_of(spec: RuleSpec, obs: Observation | None) -> bool | None:
     return {"ok": False, "firing": True, "keep": None}[spec.no_data]
 
 
-def evaluate_rule(
-    ctx: EvalContext, rule: AlertRule, spec: RuleSpec, silences: list[AlertSilence]
+def apply_rule(
+    session: Session,
+    *,
+    rule_id: int,
+    spec: RuleSpec,
+    observations: list[Observation],
+    silences: list[AlertSilence],
+    now: datetime,
 ) -> int:
-    """Evaluate one rule at ``ctx.now``; returns the number of transitions written."""
-    session, now = ctx.session, ctx.now
-    observed = {fingerprint(spec.name, o.identity): o for o in observe(ctx, spec)}
-    query = select(AlertInstance).where(AlertInstance.rule_id == rule.id)
+    """Step every instance of one rule with this evaluation's ``observations``, writing each
+    transition and its event; returns the number of transitions written."""
+    observed = {fingerprint(spec.name, o.identity): o for o in observations}
+    query = select(AlertInstance).where(AlertInstance.rule_id == rule_id)
     known = or_(AlertInstance.state.in_(("pending", "firing")))
     if observed:
         known = or_(known, AlertInstance.fingerprint.in_(sorted(observed)))
@@ -104,7 +110,7 @@ def evaluate_rule(
         if inst is None:
             if transition is None or obs is None:
                 continue
-            inst = AlertInstance(rule_id=rule.id, fingerprint=fp, silenced=False, acked=False)
+            inst = AlertInstance(rule_id=rule_id, fingerprint=fp, silenced=False, acked=False)
             session.add(inst)
         if obs is not None:
             inst.labels = instance_labels(spec, obs)
@@ -122,7 +128,7 @@ def evaluate_rule(
             session.add(
                 AlertEvent(
                     instance_id=inst.id,
-                    rule_id=rule.id,
+                    rule_id=rule_id,
                     at=now,
                     from_state=transition.from_state,
                     to_state=transition.to_state,
@@ -150,22 +156,55 @@ def _state_of(inst: AlertInstance | None) -> InstanceState:
     )
 
 
-def evaluate(session: Session, *, now: datetime, health_rules: HealthRules) -> EvaluationReport:
-    """Evaluate every enabled rule at ``now``. A rule whose stored spec no longer validates, or
-    whose queries fail, is reported and skipped (in a savepoint), never stopping the others."""
+def evaluate(
+    session: Session,
+    *,
+    now: datetime,
+    health_rules: HealthRules,
+    read_session: Session | None = None,
+) -> EvaluationReport:
+    """Evaluate every enabled rule at ``now``: first every rule's observations (reads only, in
+    ``read_session`` when given), then the transitions in ``session``. On SQLite the scheduler
+    passes a read-only session, so the write lock is held only while transitions are written,
+    not while the fleet is queried; on Postgres one session does both.
+
+    A rule whose stored spec no longer validates, or whose queries fail, is reported and
+    skipped (its writes in a savepoint), never stopping the others.
+    """
     started = time.perf_counter()
     report = EvaluationReport()
-    ctx = load_context(session, now=now, health_rules=health_rules)
-    silences = active_silences(session, now=now)
-    rules = session.scalars(select(AlertRule).where(AlertRule.enabled).order_by(AlertRule.id))
-    for rule in list(rules):
+    reader = read_session or session
+    ctx = load_context(reader, now=now, health_rules=health_rules)
+    rules = reader.execute(
+        select(AlertRule.id, AlertRule.name, AlertRule.spec)
+        .where(AlertRule.enabled)
+        .order_by(AlertRule.id)
+    ).all()
+    observed: list[tuple[int, RuleSpec, list[Observation]]] = []
+    for rule_id, name, document in rules:
         try:
-            spec = RuleSpec.model_validate(rule.spec)
-            with session.begin_nested():
-                report.transitions += evaluate_rule(ctx, rule, spec, silences)
-            report.rules += 1
+            spec = RuleSpec.model_validate(document)
+            observed.append((rule_id, spec, observe(ctx, spec)))
         except Exception as exc:  # one bad rule must not stop the rest
-            log.exception("alert rule %s failed", rule.name)
-            report.failed[rule.name] = str(exc).splitlines()[0]
+            log.exception("alert rule %s failed", name)
+            report.failed[name] = str(exc).splitlines()[0]
+    if read_session is not None:
+        read_session.rollback()  # end the read snapshot before writing
+    silences = active_silences(session, now=now)
+    for rule_id, spec, observations in observed:
+        try:
+            with session.begin_nested():
+                report.transitions += apply_rule(
+                    session,
+                    rule_id=rule_id,
+                    spec=spec,
+                    observations=observations,
+                    silences=silences,
+                    now=now,
+                )
+            report.rules += 1
+        except Exception as exc:
+            log.exception("alert rule %s failed", spec.name)
+            report.failed[spec.name] = str(exc).splitlines()[0]
     report.duration_s = time.perf_counter() - started
     return report

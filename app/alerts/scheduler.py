@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.evaluator import EvaluationReport, evaluate
-from app.db import session_scope, utcnow
+from app.db import make_session_factory, session_scope, utcnow
 from app.health.rules import HealthRules
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ class AlertEvaluator:
     ) -> None:
         self.engine = engine
         self.factory = factory
+        self.read_factory = make_session_factory(engine, read_only=True)
         self.health_rules = health_rules
         self.postgres = engine.dialect.name == "postgresql"
         self._conn: Connection | None = None
@@ -85,10 +86,16 @@ class AlertEvaluator:
         with self._lock:
             if not self._lead():
                 return None
+            now = now or utcnow()
             with session_scope(self.factory) as session:
                 if self.postgres:
                     session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": EVAL_KEY})
-                report = evaluate(session, now=now or utcnow(), health_rules=self.health_rules)
+                    report = evaluate(session, now=now, health_rules=self.health_rules)
+                else:
+                    with session_scope(self.read_factory) as reader:
+                        report = evaluate(
+                            session, now=now, health_rules=self.health_rules, read_session=reader
+                        )
             self.last_report = report
             return report
 

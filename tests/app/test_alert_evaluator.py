@@ -293,3 +293,31 @@ def test_while_one_process_leads_the_other_evaluates_nothing(postgres_url: str) 
     finally:
         engine.dispose()
         assert ran(leader) > 0
+
+
+def test_the_scheduler_evaluates_on_sqlite_reading_before_it_takes_the_write_lock(
+    sqlite_url: str,
+) -> None:
+    from app.alerts.scheduler import AlertEvaluator
+    from tests.dbs import wipe
+
+    url = sqlite_url
+    engine = make_engine(url)
+    try:
+        store_payload(url, hot_batch(NOW), received_at=NOW)
+        add_rules(url, {"name": "hot", "for": "10s", "condition": HOT})
+        evaluator = AlertEvaluator(engine, make_session_factory(engine), health_rules=DEFAULT_RULES)
+
+        first = evaluator.run_once(now=NOW)
+        second = evaluator.run_once(now=NOW + timedelta(seconds=10))
+
+        assert evaluator.is_leader
+        assert (first and first.transitions, second and second.transitions) == (1, 1)
+        assert [(f, t) for f, t, _, _ in events(url)] == [
+            ("inactive", "pending"),
+            ("pending", "firing"),
+        ]
+    finally:
+        engine.dispose()
+        wipe_alerts(url)
+        wipe(url)

@@ -1,0 +1,209 @@
+"""Alert pages: ``/alerts`` (active tabs and resolved history, filters in the URL, 5 s htmx
+refresh), ``/alerts/{id}`` (labels, texts, transitions, acknowledgements, ack form), the nav
+badge and the fleet overview's firing summary. Silences and rules live in
+:mod:`app.alerts.page_silences` and :mod:`app.alerts.page_rules`, included here."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.alerts import page_rules, page_silences
+from app.alerts import service as alert_service
+from app.alerts.models import AlertInstance, AlertRule
+from app.alerts.page_forms import Form, read_form
+from app.alerts.page_views import (
+    HISTORY_RANGES,
+    SEVERITIES,
+    TABS,
+    AlertFilters,
+    AlertRow,
+    entity_of,
+    resolved_history,
+    row_of,
+    runbook_link,
+)
+from app.alerts.router import WriteSessionDep
+from app.db import SessionDep, utcnow
+from app.errors import BadRequest
+from app.viewer_time import tz_query
+from app.web import is_htmx, render
+
+router = APIRouter(include_in_schema=False)
+router.include_router(page_silences.router)
+router.include_router(page_rules.router)
+
+SEVERITY_ORDER = {s: i for i, s in enumerate(SEVERITIES)}
+STATES_OF_TAB = {"active": ["firing", "pending"], "firing": ["firing"], "pending": ["pending"]}
+SUMMARY_TOP = 8
+
+
+def _filters(
+    tab: str | None = None,
+    team: str | None = None,
+    severity: str | None = None,
+    rule: str | None = None,
+    q: str | None = None,
+    range_: Annotated[str | None, Query(alias="range")] = None,
+) -> AlertFilters:
+    return AlertFilters.parse(
+        {"tab": tab, "team": team, "severity": severity, "rule": rule, "q": q, "range": range_}
+    )
+
+
+FiltersDep = Annotated[AlertFilters, Depends(_filters)]
+
+
+def _sorted(rows: list[AlertRow]) -> list[AlertRow]:
+    """Firing before pending, then by severity, then oldest first."""
+    return sorted(
+        rows,
+        key=lambda r: (
+            r.state != "firing",
+            SEVERITY_ORDER.get(r.severity, 9),
+            r.since.timestamp() if r.since else 0.0,
+            r.id,
+        ),
+    )
+
+
+def list_context(session: Session, request: Request, f: AlertFilters) -> dict[str, Any]:
+    """The context of the list partial: filtered rows and counts per team and severity (of
+    the tab before the team/severity/rule/text filters)."""
+    now = utcnow()
+    if f.tab == "resolved":
+        every = resolved_history(session, since=f.history_start(now))
+    else:
+        pairs = alert_service.list_alerts(session, states=STATES_OF_TAB[f.tab], limit=5000)
+        every = _sorted([row_of(i, r) for i, r in pairs])
+    rows = [r for r in every if f.keep(r)]
+    return {
+        "filters": f,
+        "rows": rows,
+        "total": len(every),
+        "by_team": sorted(Counter(r.owner_team for r in every).items()),
+        "by_severity": [(s, n) for s in SEVERITIES if (n := sum(r.severity == s for r in every))],
+        "now": now,
+        "tz": tz_query(request),
+        "history_ranges": HISTORY_RANGES,
+    }
+
+
+@router.get("/alerts", response_class=HTMLResponse)
+def alerts_page(request: Request, session: SessionDep, f: FiltersDep) -> HTMLResponse:
+    """Firing/pending/resolved alerts with filters; every choice is in the URL."""
+    rules = list(session.scalars(select(AlertRule.name).order_by(AlertRule.name)))
+    context = list_context(session, request, f)
+    return render(
+        request,
+        "alerts/page.html",
+        {**context, "nav": "alerts", "tabs": TABS, "severities": SEVERITIES, "rule_names": rules},
+    )
+
+
+@router.get("/alerts/_list", response_class=HTMLResponse)
+def alerts_list(request: Request, session: SessionDep, f: FiltersDep) -> HTMLResponse:
+    """The list and counts alone (htmx refresh); pushes the page URL of these filters."""
+    response = render(request, "alerts/_list.html", list_context(session, request, f))
+    if is_htmx(request) and request.query_params.get("push"):
+        response.headers["HX-Push-Url"] = "/alerts" + f.query(tz_query(request))
+    return response
+
+
+@router.get("/alerts/_badge", response_class=HTMLResponse)
+def alerts_badge(session: SessionDep) -> HTMLResponse:
+    """The nav badge: the number of firing alerts (empty when none); one ``COUNT``."""
+    n = session.scalar(select(func.count()).where(AlertInstance.state == "firing")) or 0
+    text = f'<span class="nav-badge" title="{n} firing">{n}<span class="sr-only"> firing</span></span>'
+    return HTMLResponse(text if n else "")
+
+
+@router.get("/alerts/_summary", response_class=HTMLResponse)
+def alerts_summary(request: Request, session: SessionDep) -> HTMLResponse:
+    """The fleet overview's panel: firing alerts by severity, the top few, a link to all."""
+    pairs = alert_service.list_alerts(session, states=["firing"], limit=5000)
+    rows = _sorted([row_of(i, r) for i, r in pairs])
+    counts = [(s, n) for s in SEVERITIES if (n := sum(r.severity == s for r in rows))]
+    return render(
+        request,
+        "alerts/_summary.html",
+        {"rows": rows[:SUMMARY_TOP], "total": len(rows), "counts": counts, "now": utcnow()},
+    )
+
+
+@router.get("/alerts/{alert_id}", response_class=HTMLResponse)
+def alert_detail(request: Request, session: SessionDep, alert_id: int) -> HTMLResponse:
+    """One alert: labels, summary and description, transitions, acknowledgements, ack form
+    and a "silence like this" link."""
+    return _detail(request, session, alert_id)
+
+
+def _detail(
+    request: Request,
+    session: Session,
+    alert_id: int,
+    *,
+    errors: dict[str, str] | None = None,
+    typed: dict[str, str] | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    inst, rule = alert_service.get_alert(session, alert_id=alert_id)
+    matchers = [("alertname", rule.name)] + [
+        (k, str(inst.labels[k]))
+        for k in ("hostname", "gpu_uuid", "device", "mountpoint", "port")
+        if inst.labels.get(k)
+    ]
+    silence_query = urlencode([("matcher", f"{k}={v}") for k, v in matchers])
+    return render(
+        request,
+        "alerts/detail.html",
+        {
+            "nav": "alerts",
+            "row": row_of(inst, rule),
+            "inst": inst,
+            "rule": rule,
+            "entity": entity_of(inst.labels),
+            "runbook": runbook_link(rule.spec),
+            "events": alert_service.list_events(session, alert_id=alert_id),
+            "acks": alert_service.list_acks(session, alert_id=alert_id),
+            "silence_href": f"/silences?{silence_query}",
+            "errors": errors or {},
+            "typed": typed or {},
+            "now": utcnow(),
+        },
+        status_code,
+    )
+
+
+@router.post("/alerts/{alert_id}/ack", response_model=None)
+def ack_alert(
+    request: Request,
+    session: WriteSessionDep,
+    alert_id: int,
+    form: Annotated[Form, Depends(read_form)],
+) -> Response:
+    """Acknowledge (owner, note) and go back to the alert; 422 with the error beside the
+    field when the owner is missing or a field is too long."""
+    owner, note = form.one("owner"), (form.get("note") or [""])[0]
+    errors = {}
+    if not owner:
+        errors["owner"] = "who is handling this alert (required)"
+    elif len(owner) > 128:
+        errors["owner"] = "at most 128 characters"
+    if len(note) > 4096:
+        errors["note"] = "at most 4096 characters"
+    if errors:
+        typed = {"owner": owner, "note": note}
+        return _detail(request, session, alert_id, errors=errors, typed=typed, status_code=422)
+    try:
+        alert_service.ack(session, alert_id=alert_id, owner=owner, note=note)
+    except BadRequest as exc:
+        return _detail(request, session, alert_id, errors={"owner": exc.detail}, status_code=400)
+    tz = tz_query(request)
+    return RedirectResponse(f"/alerts/{alert_id}{'?' + tz if tz else ''}", status_code=303)
