@@ -38,7 +38,7 @@ MARKS = {State.UNHEALTHY: " x", State.DEGRADED: " w"}
 @dataclass(frozen=True)
 class Cell:
     """One GPU: ``css`` is the colour class (``s-<state>`` for health, ``v0``–``v4`` for a
-    value bucket, ``na`` for no value; plus `` x``/`` w`` for an unhealthy/degraded GPU in a
+    value bucket, ``nv`` for no value; plus `` x``/`` w`` for an unhealthy/degraded GPU in a
     numeric overlay); ``glyph`` the text shown in the cell."""
 
     index: int
@@ -72,11 +72,13 @@ class Group:
 
 @dataclass
 class Cluster:
-    """A cluster (``cluster`` label, else ``unlabelled``) with its groups, problems first."""
+    """A cluster (``cluster`` label; ``labelled`` False: the nodes without one, named
+    ``unlabelled``) with its groups, problems first."""
 
     name: str
     counts: StateCounts
     groups: list[Group] = field(default_factory=list)
+    labelled: bool = True
 
 
 def group_of(labels: dict[str, Any]) -> tuple[str, str]:
@@ -127,7 +129,7 @@ def legend(overlay: str) -> list[tuple[str, str]]:
     edges = [f"< {bounds[0]:g} {unit}"]
     edges += [f"{lo:g}–{hi:g} {unit}" for lo, hi in itertools.pairwise(bounds)]
     edges.append(f"≥ {bounds[-1]:g} {unit}")
-    return [(f"v{i}", text) for i, text in enumerate(edges)] + [("na", "N/A not reported")]
+    return [(f"v{i}", text) for i, text in enumerate(edges)] + [("nv", "N/A not reported")]
 
 
 def _value_text(overlay: str, g: GpuView, value: float | None) -> str:
@@ -150,7 +152,7 @@ def make_cell(overlay: str, g: GpuView, h: GpuHealthOut | None) -> Cell:
     else:
         value = overlay_value(overlay, g)
         parts.append(_value_text(overlay, g, value))
-        css = "na" if value is None else f"v{bucket(overlay, value)}"
+        css = "nv" if value is None else f"v{bucket(overlay, value)}"
         glyph = GLYPHS[state] if state in (State.UNHEALTHY, State.DEGRADED) else ""
         css += MARKS.get(state, "")
         if value is None and not glyph:
@@ -192,15 +194,15 @@ def build_grid(
     within a group worst first, then by hostname. With ``problems_only`` only nodes that are
     not Healthy are kept, and groups or clusters left empty are dropped; counts stay over all
     nodes."""
-    members: dict[str, dict[tuple[str, str], list[NodeView]]] = {}
+    members: dict[tuple[str, bool], dict[tuple[str, str], list[NodeView]]] = {}
     for v in views:
         labels = v.node.labels or {}
-        name = str(labels.get("cluster") or UNLABELLED)
-        members.setdefault(name, {}).setdefault(group_of(labels), []).append(v)
+        key = (str(labels["cluster"]), True) if labels.get("cluster") else (UNLABELLED, False)
+        members.setdefault(key, {}).setdefault(group_of(labels), []).append(v)
     clusters: list[Cluster] = []
-    for cluster_name, groups in members.items():
+    for (cluster_name, labelled), groups in members.items():
         states = [health[v.node.hostname].state for vs in groups.values() for v in vs]
-        cluster = Cluster(name=cluster_name, counts=count_states(states))
+        cluster = Cluster(name=cluster_name, counts=count_states(states), labelled=labelled)
         for (kind, name), vs in groups.items():
             group = Group(
                 cluster=cluster_name,

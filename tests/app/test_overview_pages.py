@@ -113,7 +113,7 @@ def test_overlay_colours_cells_by_value_with_a_legend(server: LiveServer) -> Non
     ]
     assert [(c, t) for c, _, t in cells_of(tiles_of(util)["gpu-a-2"])] == [
         ("v2", ""),
-        ("na x", "✕"),
+        ("nv x", "✕"),
     ]
     assert "20–40 %" in util and 'value="util" selected' in util
     # factory samples: 40 GiB used of an 80 GiB H100 (50 %), of a 48 GiB L40S (83 %)

@@ -115,7 +115,7 @@ def test_legend_names_each_colour_with_its_range() -> None:
         ("v2", "65–75 °C"),
         ("v3", "75–85 °C"),
         ("v4", "≥ 85 °C"),
-        ("na", "N/A not reported"),
+        ("nv", "N/A not reported"),
     ]
     assert [css for css, _ in tiles.legend("health")] == [
         "s-healthy",
@@ -157,9 +157,9 @@ def test_value_cells_show_the_value_and_still_mark_the_state() -> None:
         "GPU 1 · unknown model · 90 % of limit (630 W) · Degraded: power throttling",
         State.DEGRADED,
     )
-    assert (no_limit.css, no_limit.glyph) == ("na", "N/A")
+    assert (no_limit.css, no_limit.glyph) == ("nv", "N/A")
     assert no_limit.title == f"GPU 1 · {H100} · 300 W, limit not reported · Healthy"
-    assert (no_util.css, no_util.glyph) == ("na x", "✕")
+    assert (no_util.css, no_util.glyph) == ("nv x", "✕")
 
 
 def test_tile_title_sums_up_the_node() -> None:
@@ -208,6 +208,7 @@ def test_grid_groups_cluster_then_pod_then_rack_with_problems_first() -> None:
     assert [n.hostname for n in a.groups[0].nodes] == ["a-4", "a-3"]
     assert (a.counts.healthy, a.counts.degraded, a.counts.unhealthy) == (3, 1, 1)
     assert [(g.kind, g.name) for g in grid[1].groups] == [("none", "ungrouped")]
+    assert [c.labelled for c in grid] == [True, False, True]
     assert [(g.kind, g.name) for g in grid[2].groups] == [("pod", "q")]
 
 

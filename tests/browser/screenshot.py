@@ -36,8 +36,8 @@ def take(out_dir: Path) -> list[Path]:
                 page = browser.new_page(
                     viewport={"width": 1440, "height": 860}, color_scheme="light"
                 )
-                page.goto(server.url + "/?sort=health")
-                page.wait_for_selector("table.nodes tbody tr")
+                page.goto(server.url + "/")
+                page.wait_for_selector("#ov-grid .ov-node")
                 written.append(out_dir / "fleet-page.png")
                 page.screenshot(path=written[-1], full_page=True)
                 page.goto(server.url + "/nodes/gpu-a-003?range=1h")

@@ -37,7 +37,7 @@ def test_overlay_switch_recolours_the_cells_and_puts_it_in_the_url(
 
     tab.wait_for_url("**/?overlay=temp")
     expect(tab.locator(CELLS.format("gpu-a-001")).first).to_have_class(re.compile(r"^c v[0-4]$"))
-    assert cell_classes(page, "gpu-b-001")[1] == "c na x"
+    assert cell_classes(page, "gpu-b-001")[1] == "c nv x"
     expect(tab.locator(".ov-legend")).to_contain_text("≥ 85 °C")
     assert_clean(problems)
 
