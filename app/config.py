@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -73,6 +73,29 @@ class Settings(BaseSettings):
     alert_eval_interval_s: float = Field(
         default=10.0, ge=1, le=3600, description="seconds between alert rule evaluations"
     )
+    runbooks_dir: Path = Field(
+        default=PROJECT_ROOT / "runbooks",
+        description="folder of Markdown runbooks (<name>.md); edits in the UI override them",
+    )
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="key for webhook URLs at rest and signed ack links; default: a key file "
+        "created 0600 in data_dir",
+    )
+    external_url: str | None = Field(
+        default=None, description="this server's base URL in notification links"
+    )
+    notify_enabled: bool = Field(default=True, description="run the notification worker")
+    notify_worker_interval_s: float = Field(default=1.0, ge=0.1, le=60)
+    notify_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    notify_deadline_s: float = Field(default=3600.0, ge=1, le=7 * 86400)
+    notify_backoff_base_s: float = Field(default=1.0, gt=0, le=3600)
+    notify_backoff_cap_s: float = Field(default=300.0, gt=0, le=86400)
+    notify_allow_hosts: list[str] = Field(
+        default_factory=list,
+        description="hosts or CIDRs that webhooks may reach although loopback/link-local",
+    )
+    notify_ack_link_ttl_s: float = Field(default=86400.0, ge=60, le=30 * 86400)
 
     @field_validator("database_url")
     @classmethod

@@ -32,6 +32,7 @@ from app.migrate import is_up_to_date
 from app.nics import router as nic_router
 from app.nvlinks import router as nvlink_router
 from app.retention.jobs import prune_job
+from app.runbooks import router as runbooks_router
 from app.storage import pages as storage_pages
 from app.storage import router as storage_router
 from app.topology import drift_router as topology_drift_router
@@ -139,6 +140,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(storage_pages.router)
     app.include_router(gpu_router.router)
     app.include_router(topology_drift_router.router)
+    app.include_router(runbooks_router.router)
 
     @app.exception_handler(FleetwatchError)
     async def _domain_error(request: Request, exc: FleetwatchError) -> Response:

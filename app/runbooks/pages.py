@@ -1,0 +1,182 @@
+"""HTML pages of runbooks: ``/runbooks`` (list), ``/runbooks/{name}`` (rendered; ``?alert=ID``
+fills in that alert's values), ``/runbooks/{name}/edit`` (textarea, htmx preview, save, revert)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
+
+from app.db import SessionDep, session_scope
+from app.errors import BadRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
+from app.runbooks import service as runbook_service
+from app.runbooks.context import RunbookContext, context_for_alert
+from app.runbooks.render import render_markdown
+from app.runbooks.service import MAX_MARKDOWN_CHARS, RunbookDoc
+from app.web import render
+
+router = APIRouter(include_in_schema=False)
+
+AlertParam = Annotated[str | None, Query(alias="alert")]
+MAX_FORM_BYTES = 4 * MAX_MARKDOWN_CHARS
+
+
+def _write_session(request: Request) -> Iterator[Session]:
+    with session_scope(request.app.state.session_factory) as session:
+        yield session
+
+
+WriteSessionDep = Annotated[Session, Depends(_write_session)]
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The urlencoded form of a POST, first value per field.
+
+    Raises:
+        UnsupportedMediaType, PayloadTooLarge, BadRequest (not UTF-8).
+    """
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind not in ("application/x-www-form-urlencoded", ""):
+        raise UnsupportedMediaType(f"content-type: expected a form, got {kind!r}")
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise PayloadTooLarge(f"the form is over {MAX_FORM_BYTES} bytes")
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        raise BadRequest("the form is not UTF-8") from None
+    return {k: v[0] for k, v in parse_qs(text, keep_blank_values=True).items()}
+
+
+FormDep = Annotated[dict[str, str], Depends(read_form)]
+
+
+def _folder(request: Request) -> Path:
+    folder: Path = request.app.state.settings.runbooks_dir
+    return folder
+
+
+def _alert_context(session: Session, alert: str | None) -> RunbookContext | None:
+    if alert is None or alert.strip() == "":
+        return None
+    if not alert.strip().isdigit() or len(alert.strip()) > 12:
+        raise BadRequest(f"alert: expected an alert id (a whole number), got {alert[:40]!r}")
+    return context_for_alert(session, alert_id=int(alert))
+
+
+def _url(name: str, suffix: str = "") -> str:
+    return f"/runbooks/{quote(name, safe='')}{suffix}"
+
+
+@router.get("/runbooks", response_class=HTMLResponse)
+def runbooks_page(request: Request, session: SessionDep) -> HTMLResponse:
+    """Every runbook with its title and source (file, or edited in the UI)."""
+    docs = runbook_service.list_runbooks(session, runbooks_dir=_folder(request))
+    return render(request, "runbooks/list.html", {"nav": "runbooks", "docs": docs})
+
+
+@router.get("/runbooks/{name}", response_class=HTMLResponse)
+def runbook_page(
+    request: Request, session: SessionDep, name: str, alert: AlertParam = None
+) -> HTMLResponse:
+    """One runbook rendered; with ``?alert=ID`` filled in with that alert's values (404 for an
+    unknown alert, 400 naming ``alert`` for a non-number). An unknown runbook is a 404 page
+    with a link to write it."""
+    runbook_service.check_name(name)
+    context = _alert_context(session, alert)
+    try:
+        doc = runbook_service.get_runbook(session, runbooks_dir=_folder(request), name=name)
+    except NotFound:
+        return render(
+            request,
+            "runbooks/missing.html",
+            {"nav": "runbooks", "name": name, "edit_url": _url(name, "/edit")},
+            status_code=404,
+        )
+    rendered = runbook_service.render_doc(doc, context)
+    return render(
+        request,
+        "runbooks/page.html",
+        {
+            "nav": "runbooks",
+            "doc": doc,
+            "rendered": rendered,
+            "context": context,
+            "alert_id": context.alert.get("id") if context else None,
+            "edit_url": _url(name, "/edit"),
+        },
+    )
+
+
+def _edit_page(
+    request: Request, doc: RunbookDoc | None, name: str, markdown: str, error: str | None
+) -> HTMLResponse:
+    return render(
+        request,
+        "runbooks/edit.html",
+        {
+            "nav": "runbooks",
+            "name": name,
+            "doc": doc,
+            "markdown": markdown,
+            "error": error,
+            "view_url": _url(name),
+            "edit_url": _url(name, "/edit"),
+            "preview_url": _url(name, "/preview"),
+            "revert_url": _url(name, "/revert"),
+        },
+        status_code=400 if error else 200,
+    )
+
+
+@router.get("/runbooks/{name}/edit", response_class=HTMLResponse)
+def edit_page(request: Request, session: SessionDep, name: str) -> HTMLResponse:
+    """The editor: the Markdown in force (empty for a new runbook), preview, save, revert."""
+    runbook_service.check_name(name)
+    try:
+        doc = runbook_service.get_runbook(session, runbooks_dir=_folder(request), name=name)
+    except NotFound:
+        doc = None
+    return _edit_page(request, doc, name, doc.markdown if doc else "", None)
+
+
+@router.post("/runbooks/{name}/edit", response_class=HTMLResponse)
+def save(request: Request, session: WriteSessionDep, name: str, form: FormDep) -> Response:
+    """Store the form's ``markdown`` as the runbook's edit, then show the runbook (303); an
+    empty or oversized text re-shows the editor with the error (400)."""
+    runbook_service.check_name(name)
+    markdown = form.get("markdown", "")
+    try:
+        runbook_service.save_runbook(
+            session, runbooks_dir=_folder(request), name=name, markdown=markdown
+        )
+    except BadRequest as exc:
+        try:
+            doc = runbook_service.get_runbook(session, runbooks_dir=_folder(request), name=name)
+        except NotFound:
+            doc = None
+        return _edit_page(request, doc, name, markdown, exc.detail)
+    return RedirectResponse(_url(name), status_code=303)
+
+
+@router.post("/runbooks/{name}/revert", response_class=HTMLResponse)
+def revert(request: Request, session: WriteSessionDep, name: str) -> Response:
+    """Drop the UI edit (303 to the file's runbook, or to the list when no file remains)."""
+    doc = runbook_service.revert_runbook(session, runbooks_dir=_folder(request), name=name)
+    return RedirectResponse(_url(name) if doc else "/runbooks", status_code=303)
+
+
+@router.post("/runbooks/{name}/preview", response_class=HTMLResponse)
+def preview(request: Request, name: str, form: FormDep) -> HTMLResponse:
+    """The form's ``markdown`` rendered with placeholders (htmx partial for the editor)."""
+    runbook_service.check_name(name)
+    markdown = form.get("markdown", "")
+    if len(markdown) > MAX_MARKDOWN_CHARS:
+        raise BadRequest(f"markdown: longer than {MAX_MARKDOWN_CHARS:,} characters")
+    out = render_markdown(markdown, None)
+    return render(request, "runbooks/_preview.html", {"html": out.html, "warnings": out.warnings})
