@@ -63,7 +63,9 @@ class NoticeGroup:
     """Notices sent together in one message (Alertmanager's group): same route and
     ``group_key`` (by default rule + cluster). ``status`` is ``firing`` when any notice fires.
     ``is_test`` marks the "send test message" button's group. ``external_url`` is Fleetwatch's
-    own base URL (for links back and Alertmanager's ``externalURL``)."""
+    own base URL (for links back and Alertmanager's ``externalURL``). ``sent_at`` is when the
+    requests are built (set by the worker at each attempt): the signed generic webhook's
+    ``X-Fleetwatch-Timestamp``; ``None`` → the newest notice time (kinds stay clock-free)."""
 
     group_key: str
     receiver: str
@@ -71,6 +73,7 @@ class NoticeGroup:
     external_url: str
     group_labels: Mapping[str, str] = field(default_factory=dict)
     is_test: bool = False
+    sent_at: datetime | None = None
 
     @property
     def status(self) -> NoticeStatus:

@@ -1,0 +1,71 @@
+"""Forwarding to an existing Prometheus Alertmanager: ``POST {url}/api/v2/alerts``.
+
+The body is a JSON array of "postable alerts" (Alertmanager's OpenAPI ``postableAlerts``):
+``labels``, ``annotations``, ``startsAt``, ``endsAt`` and ``generatorURL``. Resolved notices
+carry ``endsAt`` = the resolve time, which resolves the alert there. Firing notices leave
+``endsAt`` out: Alertmanager then resolves them after its ``resolve_timeout`` (5 minutes by
+default) unless they are sent again, as Prometheus does on each evaluation; Fleetwatch's repeat
+interval must therefore stay below that timeout for long-firing alerts. Answers: 200 ok, 400
+invalid alerts (permanent), 5xx retryable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from app.notify.channels import common
+from app.notify.channels.base import (
+    AlertNotice,
+    ChannelConfig,
+    ChannelKind,
+    NoticeGroup,
+    OutboundRequest,
+    Outcome,
+)
+from app.notify.channels.webhook import alert as webhook_alert
+
+API_PATH = "/api/v2/alerts"
+
+
+def alerts_url(base_url: str) -> str:
+    """``base_url`` + ``/api/v2/alerts`` (no double slash; a URL already ending in the API path
+    is kept)."""
+    base = base_url.rstrip("/")
+    return base if base.endswith(API_PATH) else base + API_PATH
+
+
+def postable_alert(notice: AlertNotice) -> dict[str, Any]:
+    """One postable alert: the labels and annotations of the generic webhook's alert (with
+    ``alertname``, ``severity``, ``team`` and ``runbook_url`` filled in)."""
+    source = webhook_alert(notice)
+    result: dict[str, Any] = {
+        "labels": source["labels"],
+        "annotations": source["annotations"],
+        "startsAt": source["startsAt"],
+    }
+    if notice.status == "resolved" and notice.ends_at is not None:
+        result["endsAt"] = common.rfc3339(notice.ends_at)
+    result["generatorURL"] = notice.dashboard_url
+    return result
+
+
+class AlertmanagerKind(ChannelKind):
+    """An Alertmanager reachable from Fleetwatch (``url`` is its base URL)."""
+
+    kind = "alertmanager"
+
+    def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
+        """One POST holding every notice of the group, in order."""
+        body = [postable_alert(n) for n in group.notices]
+        return [
+            OutboundRequest(
+                url=alerts_url(config.url),
+                body=common.json_bytes(body),
+                headers={"Content-Type": "application/json"},
+            )
+        ]
+
+    def interpret(self, status_code: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+        """The default HTTP rules (200 ok, 400 permanent, 5xx retryable), URL-free detail."""
+        return common.safe_interpret("Alertmanager", status_code, headers, body)

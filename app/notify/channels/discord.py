@@ -1,0 +1,153 @@
+"""Discord webhook: one embed per notice, up to 10 embeds and 6,000 characters per message.
+
+Limits from Discord's "Embed Limits": title 256, description 4,096, 25 fields, field name 256,
+field value 1,024, footer text 2,048, all embed text of a message together 6,000, 10 embeds
+per message. ``allowed_mentions: {"parse": []}`` stops ``@everyone``, ``@here``, role and user
+mentions from pinging, and markdown in user text is backslash-escaped. Colour says the state
+(also said by the title's icon and word). A 429 carries ``retry_after`` (float seconds) in its
+JSON body as well as ``Retry-After``; 404 (Unknown Webhook) and 401 (Invalid Webhook Token)
+mean the webhook is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from app.notify.channels import common
+from app.notify.channels.base import (
+    AlertNotice,
+    ChannelConfig,
+    ChannelKind,
+    NoticeGroup,
+    OutboundRequest,
+    Outcome,
+)
+
+TITLE_CHARS = 256
+DESCRIPTION_CHARS = 4096
+MAX_FIELDS = 25
+FIELD_NAME_CHARS = 256
+FIELD_VALUE_CHARS = 1024
+FOOTER_CHARS = 2048
+MESSAGE_EMBED_CHARS = 6000
+MAX_EMBEDS = 10
+COLOURS = {"resolved": 0x2EB886, "critical": 0xD0021B, "warning": 0xF5A623, "info": 0x4A90D9}
+OTHER_COLOUR = 0x9B9B9B
+# (description, field value, label fields) caps per shrink level; level 0 alone fits 6,000.
+_LEVELS = ((1500, 200, 18), (500, 100, 8), (200, 60, 0))
+_MARKDOWN = re.compile(r"([\\*_~`|>#\[\]()<:-])")
+
+
+def escape(text: str) -> str:
+    """Backslash-escape Discord markdown (bold, italics, strike, code, spoilers, quotes,
+    headings, lists, masked links, ``<…>`` mention and emoji syntax)."""
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
+def _text(text: str, limit: int) -> str:
+    return common.truncate_escaped(escape(text), limit)
+
+
+def embed_chars(embed: Mapping[str, Any]) -> int:
+    """Characters Discord counts towards the 6,000: title, description, field names and
+    values, footer text and author name."""
+    total = len(embed.get("title", "")) + len(embed.get("description", ""))
+    total += sum(len(f["name"]) + len(f["value"]) for f in embed.get("fields", []))
+    total += len(embed.get("footer", {}).get("text", ""))
+    return total + len(embed.get("author", {}).get("name", ""))
+
+
+def notice_embed(group: NoticeGroup, notice: AlertNotice, level: int = 0) -> dict[str, Any]:
+    """The embed for one notice at shrink ``level`` (0 full … 2 smallest)."""
+    description_cap, value_cap, label_count = _LEVELS[level]
+    title = f"{common.severity_icon(notice)} {common.severity_word(notice)}: {notice.summary}"
+    link_line = " · ".join(f"[{label}]({url})" for label, url in common.links(notice))
+    description = notice.annotations.get("description", "")
+    text = _text(description, description_cap) if description else ""
+    fields: list[dict[str, Any]] = [
+        {"name": "Entity", "value": _text(common.entity_text(notice), value_cap), "inline": True}
+    ]
+    value = common.value_text(notice.value)
+    if value is not None:
+        fields.append({"name": "Value", "value": value, "inline": True})
+    names = sorted(notice.labels)
+    for name in names[:label_count]:
+        label_value = _text(notice.labels[name], value_cap) or "\u200b"
+        fields.append({"name": _text(name, 100), "value": label_value, "inline": True})
+    if len(names) > label_count:
+        fields.append({"name": "Labels", "value": f"{len(names) - label_count} more not shown"})
+    colour_key = "resolved" if notice.status == "resolved" else notice.severity
+    embed: dict[str, Any] = {
+        "title": common.truncate_escaped(escape(title), TITLE_CHARS),
+        "url": notice.dashboard_url,
+        "description": common.truncate((text + "\n\n" if text else "") + link_line, 4096),
+        "color": COLOURS.get(colour_key, OTHER_COLOUR),
+        "fields": fields[:MAX_FIELDS],
+        "footer": {"text": _text(common.first_line(["Fleetwatch", group.receiver]), 200)},
+        "timestamp": common.rfc3339(
+            notice.ends_at if notice.status == "resolved" and notice.ends_at else notice.starts_at
+        ),
+    }
+    return embed
+
+
+class DiscordKind(ChannelKind):
+    """Discord channel webhook (``https://discord.com/api/webhooks/<id>/<token>``)."""
+
+    kind = "discord"
+
+    def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
+        """Messages of at most 10 embeds and 6,000 embed characters, notices in order."""
+        embeds = []
+        for notice in group.notices:
+            for level in range(len(_LEVELS)):
+                embed = notice_embed(group, notice, level)
+                if embed_chars(embed) <= MESSAGE_EMBED_CHARS:
+                    break
+            embeds.append(embed)
+        chunks = common.pack(
+            embeds,
+            fits=lambda c: sum(embed_chars(e) for e in c) <= MESSAGE_EMBED_CHARS,
+            max_items=MAX_EMBEDS,
+        )
+        requests = []
+        for part, chunk in enumerate(chunks, start=1):
+            body: dict[str, Any] = {
+                "username": "Fleetwatch",
+                "embeds": chunk,
+                "allowed_mentions": {"parse": []},
+            }
+            if group.is_test or len(chunks) > 1:
+                heading = "Fleetwatch test message" if group.is_test else "Fleetwatch"
+                if len(chunks) > 1:
+                    heading += f" · part {part}/{len(chunks)}"
+                body = {"content": heading, **body}
+            requests.append(
+                OutboundRequest(
+                    url=config.url,
+                    body=common.json_bytes(body),
+                    headers={"Content-Type": "application/json"},
+                )
+            )
+        return requests
+
+    def interpret(self, status_code: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+        """Default HTTP rules, plus 401 broken and a 429's JSON ``retry_after`` (seconds,
+        float) when the ``Retry-After`` header is absent or smaller."""
+        outcome = common.safe_interpret("Discord", status_code, headers, body)
+        if status_code == 401:
+            return Outcome(ok=False, detail=outcome.detail, broken=True)
+        if status_code != 429:
+            return outcome
+        try:
+            parsed = json.loads(body.decode("utf-8"))
+            from_body = float(parsed["retry_after"]) if isinstance(parsed, dict) else None
+        except (ValueError, KeyError, TypeError):
+            from_body = None
+        waits = [w for w in (outcome.retry_after_s, from_body) if w is not None and w >= 0]
+        return Outcome(
+            ok=False, detail=outcome.detail, retryable=True, retry_after_s=max(waits, default=None)
+        )
