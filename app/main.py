@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__
+from app.alerts import pages as alert_pages
 from app.alerts import router as alerts_router
 from app.alerts.scheduler import AlertEvaluator
 from app.config import PROJECT_ROOT, Settings, get_settings
@@ -136,6 +137,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         app.include_router(feature.router)
     app.include_router(alerts_router.router)
     app.include_router(fleet_pages.router)
+    app.include_router(alert_pages.router)
     app.include_router(topology_pages.router)
     app.include_router(storage_pages.router)
     app.include_router(gpu_router.router)

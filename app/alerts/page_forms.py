@@ -110,12 +110,11 @@ class SilenceForm:
     def from_form(cls, form: Form) -> SilenceForm:
         """From the posted fields ``matcher_name``/``matcher_op``/``matcher_value`` (one per
         row), ``starts``, ``ends``, ``duration``, ``created_by``, ``comment``."""
-        names, ops = form.get("matcher_name", []), form.get("matcher_op", [])
-        values = form.get("matcher_value", [])
-        rows = [
-            (n.strip(), (ops[i] if i < len(ops) else "=").strip(), values[i] if i < len(values) else "")
-            for i, n in enumerate(names)
-        ]
+        names = form.get("matcher_name", [])
+        ops, values = list(form.get("matcher_op", [])), list(form.get("matcher_value", []))
+        ops += ["="] * (len(names) - len(ops))
+        values += [""] * (len(names) - len(values))
+        rows = [(n.strip(), ops[i].strip(), values[i]) for i, n in enumerate(names)]
         return cls(
             matchers=rows,
             starts=form.one("starts"),
@@ -176,7 +175,7 @@ def validate_silence(form: SilenceForm, *, zone: tzinfo, now: datetime) -> Silen
             errors["duration"] = str(exc)
     else:
         errors["ends"] = "give an end time or a duration"
-    if ends_at is not None and "starts" not in errors and ends_at <= starts_at:
+    if form.ends and ends_at is not None and "starts" not in errors and ends_at <= starts_at:
         errors.setdefault("ends", "the end must be after the start")
     if ends_at is not None and ends_at <= now and "ends" not in errors:
         errors["ends"] = "the end is in the past"

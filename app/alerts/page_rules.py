@@ -104,9 +104,7 @@ def edit_rule(request: Request, session: SessionDep, name: str) -> HTMLResponse:
     return _editor(request, session, RuleForm(text), original=name)
 
 
-def _submit(
-    request: Request, session: Session, form: Form, original: str | None
-) -> Response:
+def _submit(request: Request, session: Session, form: Form, original: str | None) -> Response:
     typed = parse_rule((form.get("document") or [""])[0])
     if original is not None:
         store.get_rule(session, name=original)  # 404 before anything else

@@ -94,9 +94,7 @@ def row_of(inst: AlertInstance, rule: AlertRule) -> AlertRow:
     )
 
 
-def resolved_history(
-    session: Session, *, since: datetime, limit: int = 1000
-) -> list[AlertRow]:
+def resolved_history(session: Session, *, since: datetime, limit: int = 1000) -> list[AlertRow]:
     """Every resolution (``alert_event`` to ``resolved``) at or after ``since``, newest first;
     ``since`` of a row is when that firing began (the instance's ``fired_at`` when it fired
     before this resolution, else unknown)."""

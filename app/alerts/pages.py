@@ -120,8 +120,8 @@ def alerts_list(request: Request, session: SessionDep, f: FiltersDep) -> HTMLRes
 def alerts_badge(session: SessionDep) -> HTMLResponse:
     """The nav badge: the number of firing alerts (empty when none); one ``COUNT``."""
     n = session.scalar(select(func.count()).where(AlertInstance.state == "firing")) or 0
-    text = f'<span class="nav-badge" title="{n} firing">{n}<span class="sr-only"> firing</span></span>'
-    return HTMLResponse(text if n else "")
+    text = f'<span class="nav-badge" title="{n} firing">{n}<span class="sr-only"> firing</span>'
+    return HTMLResponse(text + "</span>" if n else "")
 
 
 @router.get("/alerts/_summary", response_class=HTMLResponse)
