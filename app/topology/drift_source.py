@@ -1,29 +1,41 @@
-"""Reading what drift detection compares: every node's latest stored topology, GPU inventory with
-its newest PCIe readings, newest NVLink states and newest NIC port states."""
+"""Reading what drift detection compares, fleet-wide in a constant number of statements: every
+node's latest stored topology, its GPU inventory with the newest PCIe readings, the newest
+NVLink states and the newest NIC port states.
+
+Five statements whatever the fleet's size (documents, nodes, GPUs, NVLinks, NIC ports), each a
+plain ``SELECT`` that runs on Postgres and SQLite. The indexes they rely on:
+``ix_topology_change_node_id_received_at``, ``gpu_sample``'s primary key (``gpu_id``,
+``sampled_at``), ``ix_nvlink_sample_gpu_id_sampled_at`` (one backward probe per GPU, then the
+rows of one time) and ``ix_nic_port_sample_sampled_at`` with ``nic_port_sample``'s primary key.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
-from app.fleet import service as fleet_service
-from app.fleet.models import Gpu
+from app.fleet.models import Gpu, Node
+from app.metrics.models import gpu_sample
 from app.nics.models import NicPortSample
 from app.nvlinks.models import NvlinkSample
-from app.timeseries import latest_per_key
+from app.timeseries import LATEST_WINDOW_S
 from app.topology.models import TopologyChange
 from app.topology.signature import GpuFacts, NodeSignature, build_signature
 
 #: NVLink and NIC readings older than this before ``now`` say nothing about the node now.
 READING_MAX_AGE_S = 900.0
 
+_PCIE = ("pcie_link_gen", "pcie_link_gen_max", "pcie_link_width", "pcie_link_width_max")
+
 
 def latest_documents(session: Session, *, now: datetime) -> dict[int, dict]:
     """Node id → its current topology document (the snapshot of its newest change received at
-    or before ``now``), with the snapshot's ``partial`` flag."""
+    or before ``now``), with the snapshot's ``partial`` flag. One statement (the snapshot is
+    loaded by a join)."""
     newest = (
         select(TopologyChange.node_id, func.max(TopologyChange.received_at).label("at"))
         .where(TopologyChange.received_at <= now)
@@ -49,87 +61,141 @@ def latest_documents(session: Session, *, now: datetime) -> dict[int, dict]:
     return documents
 
 
-def nvlinks_up(
-    session: Session, *, gpus_by_node: dict[int, list[Gpu]], oldest: datetime
-) -> dict[int, dict[int, int]]:
+def gpu_facts(session: Session, *, oldest: datetime) -> dict[int, list[GpuFacts]]:
+    """Node id → its GPUs in index order, each with the PCIe readings (``pcie_link_gen``,
+    ``…_max``, ``pcie_link_width``, ``…_max``) of its newest ``gpu_sample`` (the row at
+    ``gpu.last_sample_at``); None where that sample is older than ``oldest``, missing, or did
+    not report the value. One statement."""
+    rows = session.execute(
+        select(
+            Gpu.node_id,
+            Gpu.index,
+            Gpu.name,
+            Gpu.state,
+            Gpu.last_sample_at,
+            *(gpu_sample.c[name] for name in _PCIE),
+        )
+        .outerjoin(
+            gpu_sample,
+            and_(gpu_sample.c.gpu_id == Gpu.id, gpu_sample.c.sampled_at == Gpu.last_sample_at),
+        )
+        .order_by(Gpu.node_id, Gpu.index)
+    )
+    facts: dict[int, list[GpuFacts]] = defaultdict(list)
+    for node_id, index, name, state, latest_at, *pcie in rows:
+        fresh = latest_at is not None and latest_at >= oldest
+        gen, gen_max, width, width_max = pcie if fresh else (None, None, None, None)
+        facts[node_id].append(GpuFacts(index, name, state, gen, gen_max, width, width_max))
+    return facts
+
+
+def nvlinks_up(session: Session, *, oldest: datetime) -> dict[int, dict[int, int]]:
     """Node id → GPU index → NVLinks whose state is ``up`` in the node's newest NVLink reading
-    (at or after ``oldest``). A GPU that did not report at that time is left out. Two queries
-    per node: a per-link lookup would be one per GPU."""
-    found: dict[int, dict[int, int]] = {}
-    for node_id, gpus in gpus_by_node.items():
-        index = {g.id: g.index for g in gpus}
-        if not index:
-            continue
-        newest = session.scalar(
-            select(func.max(NvlinkSample.sampled_at)).where(
-                NvlinkSample.gpu_id.in_(index), NvlinkSample.sampled_at >= oldest
-            )
+    (the latest ``nvlink_sample.sampled_at`` of any of its GPUs, at or after ``oldest``). A GPU
+    that did not report at that time is left out; a node with no reading since ``oldest`` too.
+
+    One statement: each GPU's newest time is a backward probe of
+    ``ix_nvlink_sample_gpu_id_sampled_at`` (a correlated ``max``), the node's is the largest of
+    its GPUs', and only the rows of that time are read and counted."""
+    link = NvlinkSample
+    per_gpu = select(
+        Gpu.id.label("gpu_id"),
+        Gpu.node_id,
+        Gpu.index,
+        select(func.max(link.sampled_at))
+        .where(link.gpu_id == Gpu.id, link.sampled_at >= oldest)
+        .scalar_subquery()
+        .label("at"),
+    ).cte("nvlink_gpu_newest")
+    per_node = (
+        select(per_gpu.c.node_id, func.max(per_gpu.c.at).label("at"))
+        .group_by(per_gpu.c.node_id)
+        .cte("nvlink_node_newest")
+    )
+    rows = session.execute(
+        select(
+            per_gpu.c.node_id,
+            per_gpu.c.index,
+            func.sum(case((link.state == "up", 1), else_=0)),
         )
-        if newest is None:
-            continue
-        rows = session.execute(
-            select(NvlinkSample.gpu_id, NvlinkSample.state).where(
-                NvlinkSample.gpu_id.in_(index), NvlinkSample.sampled_at == newest
-            )
+        .select_from(per_gpu)
+        .join(per_node, per_node.c.node_id == per_gpu.c.node_id)
+        .join(
+            link,
+            and_(link.gpu_id == per_gpu.c.gpu_id, link.sampled_at == per_node.c.at),
         )
-        per_gpu: dict[int, int] = {}
-        for gpu_id, state in rows:
-            per_gpu[index[gpu_id]] = per_gpu.get(index[gpu_id], 0) + (state == "up")
-        found[node_id] = per_gpu
+        .group_by(per_gpu.c.node_id, per_gpu.c.index)
+    )
+    found: dict[int, dict[int, int]] = defaultdict(dict)
+    for node_id, index, up in rows:
+        found[node_id][index] = int(up)
+    return found
+
+
+def nic_port_states(
+    session: Session, *, oldest: datetime
+) -> dict[int, dict[str, list[str | None]]]:
+    """Node id → NIC device → ``nic_port_sample.state`` of each of its ports' newest rows, for
+    ports reported at or after ``oldest`` and within :data:`app.timeseries.LATEST_WINDOW_S` of
+    the node's newest port reading (older ports are gone, as on the node page). One statement;
+    the window is applied here, since a port reported since ``oldest`` makes the node's newest
+    reading one of these rows."""
+    port = NicPortSample
+    newest = (
+        select(port.node_id, port.device, port.port, func.max(port.sampled_at).label("at"))
+        .where(port.sampled_at >= oldest)
+        .group_by(port.node_id, port.device, port.port)
+        .subquery()
+    )
+    rows = session.execute(
+        select(port.node_id, port.device, port.sampled_at, port.state).join(
+            newest,
+            and_(
+                port.node_id == newest.c.node_id,
+                port.device == newest.c.device,
+                port.port == newest.c.port,
+                port.sampled_at == newest.c.at,
+            ),
+        )
+    ).all()
+    node_newest: dict[int, datetime] = {}
+    for node_id, _, sampled_at, _ in rows:
+        node_newest[node_id] = max(sampled_at, node_newest.get(node_id, sampled_at))
+    window = timedelta(seconds=LATEST_WINDOW_S)
+    found: dict[int, dict[str, list[str | None]]] = defaultdict(lambda: defaultdict(list))
+    for node_id, device, sampled_at, state in rows:
+        if sampled_at >= node_newest[node_id] - window:
+            found[node_id][device].append(state)
     return found
 
 
 def load_signatures(session: Session, *, now: datetime) -> dict[str, NodeSignature]:
-    """Hostname → :class:`NodeSignature` of every node that has stored a topology by ``now``.
+    """Hostname → :class:`NodeSignature` of every node that has stored a topology by ``now``,
+    in hostname order; five SQL statements however many nodes there are.
 
     PCIe values are each GPU's newest ``gpu_sample`` (``pcie_link_gen``, ``…_max``,
     ``pcie_link_width``, ``…_max``); NVLinks count the newest ``nvlink_sample`` rows with state
     ``up``; NIC states are the newest ``nic_port_sample.state`` per port. Readings older than
     :data:`READING_MAX_AGE_S` before ``now`` are left out."""
     documents = latest_documents(session, now=now)
-    views = [
-        v
-        for v in fleet_service.list_nodes(session, stale_after_s=READING_MAX_AGE_S, now=now)
-        if v.node.id in documents
-    ]
+    if not documents:
+        return {}
     oldest = now - timedelta(seconds=READING_MAX_AGE_S)
-    nvlinks = nvlinks_up(
-        session, gpus_by_node={v.node.id: [g.gpu for g in v.gpus] for v in views}, oldest=oldest
-    )
-    ports: dict[int, dict[str, list[str | None]]] = defaultdict(lambda: defaultdict(list))
-    for port in latest_per_key(
-        session,
-        NicPortSample,
-        owner=NicPortSample.node_id,
-        owner_ids=[v.node.id for v in views],
-        keys=[NicPortSample.device, NicPortSample.port],
-    ):
-        if port.sampled_at >= oldest:
-            ports[port.node_id][port.device].append(port.state)
-    signatures = {}
-    for view in views:
-        facts = []
-        for g in view.gpus:
-            fresh = g.latest_at is not None and g.latest_at >= oldest
-            value = g.latest if fresh else {}
-            facts.append(
-                GpuFacts(
-                    index=g.gpu.index,
-                    name=g.gpu.name,
-                    state=g.gpu.state,
-                    pcie_gen=value.get("pcie_link_gen"),
-                    pcie_gen_max=value.get("pcie_link_gen_max"),
-                    pcie_width=value.get("pcie_link_width"),
-                    pcie_width_max=value.get("pcie_link_width_max"),
-                )
-            )
-        node = view.node
-        signatures[node.hostname] = build_signature(
-            node.hostname,
-            labels=node.labels or {},
-            document=documents[node.id],
-            gpus=facts,
-            nvlinks_up=nvlinks.get(node.id, {}),
-            nic_port_states=ports.get(node.id, {}),
+    nodes: list[Any] = session.execute(
+        select(Node.id, Node.hostname, Node.labels).order_by(Node.hostname)
+    ).all()
+    gpus = gpu_facts(session, oldest=oldest)
+    nvlinks = nvlinks_up(session, oldest=oldest)
+    ports = nic_port_states(session, oldest=oldest)
+    return {
+        hostname: build_signature(
+            hostname,
+            labels=labels or {},
+            document=documents[node_id],
+            gpus=gpus.get(node_id, []),
+            nvlinks_up=nvlinks.get(node_id, {}),
+            nic_port_states=ports.get(node_id, {}),
         )
-    return signatures
+        for node_id, hostname, labels in nodes
+        if node_id in documents
+    }

@@ -1,0 +1,183 @@
+"""Drift's fleet-wide loading (:mod:`app.topology.drift_source`) on both backends: a constant
+number of SQL statements however many nodes there are, and which readings count (the node's
+newest NVLink reading, NIC ports within the window, fresh PCIe samples only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
+
+from app.db import make_engine, make_session_factory, session_scope, utcnow
+from app.fleet import service as fleet_service
+from app.fleet.models import Gpu, Node
+from app.ingest import service as ingest_service
+from app.ingest.schemas import IngestBatchIn
+from app.nics.models import NicPortSample
+from app.nvlinks.models import NvlinkSample
+from app.topology.drift import find_drift
+from app.topology.drift_source import (
+    gpu_facts,
+    load_signatures,
+    nic_port_states,
+    nvlinks_up,
+)
+from app.topology.signature import GpuFacts
+from tests.app.topology_drift_data import A100, node_payload, set_link
+
+POD = {"ib_pod": "pod-01"}
+
+
+@contextmanager
+def session_on(url: str) -> Iterator[tuple[Session, list[str]]]:
+    """A session on ``url`` and the list of SQL statements it runs (appended as they run),
+    without SQLite's ``BEGIN IMMEDIATE`` (see :mod:`app.db`)."""
+    engine = make_engine(url)
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if not statement.startswith("BEGIN"):
+            statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            yield session, statements
+    finally:
+        engine.dispose()
+
+
+def store(url: str, *payloads: dict[str, Any]) -> None:
+    """Store ``payloads`` as ingest does (received now)."""
+    with session_on(url) as (session, _):
+        for payload in payloads:
+            batch = IngestBatchIn.model_validate(payload)
+            node = fleet_service.get_or_create_node(session, hostname=batch.node.hostname)
+            ingest_service.store_batch(
+                session,
+                node=node,
+                batch=batch,
+                received_at=utcnow(),
+                future_tolerance_s=300,
+                retention_days=30,
+            )
+
+
+def narrow(topology: dict[str, Any]) -> None:
+    set_link(topology, "GPU3", "GPU5", "NV6")
+
+
+def gpu_ids(session: Session, hostname: str) -> list[int]:
+    return list(
+        session.scalars(
+            select(Gpu.id).join(Node).where(Node.hostname == hostname).order_by(Gpu.index)
+        )
+    )
+
+
+def node_id(session: Session, hostname: str) -> int:
+    return session.scalars(select(Node.id).where(Node.hostname == hostname)).one()
+
+
+def test_statement_count_does_not_grow_with_the_node_count(db_url: str) -> None:
+    store(db_url, *(node_payload(f"dgx-{i}", labels=POD) for i in (1, 2)))
+    with session_on(db_url) as (session, statements):
+        assert find_drift(session, now=utcnow()) == []
+    two = len(statements)
+
+    store(db_url, *(node_payload(f"dgx-{i}", labels=POD) for i in (3, 4, 5)))
+    store(db_url, node_payload("dgx-6", labels=POD, alter=narrow, down_nics=("mlx5_7",)))
+    with session_on(db_url) as (session, statements):
+        found = find_drift(session, now=utcnow())
+
+    assert (two, len(statements)) == (5, 5), statements
+    assert [(f.hostname, f.kind, f.detail) for f in found] == [
+        ("dgx-6", "nvlink_fewer", "GPU3↔GPU5: NV12 expected (5 of 6 nodes), NV6 here"),
+        ("dgx-6", "nic_down", "mlx5_7: port state ACTIVE expected (5 of 6 nodes), DOWN here"),
+    ]
+
+
+def test_nvlinks_are_counted_from_the_nodes_newest_reading_only(db_url: str) -> None:
+    store(db_url, node_payload("a", nvlinks_up=12), node_payload("b"), node_payload("c"))
+    now = utcnow()
+    with session_on(db_url) as (session, _):
+        a, b = gpu_ids(session, "a"), gpu_ids(session, "b")
+        later = now + timedelta(seconds=5)
+        # GPU1 of node a reports again, 10 of its 18 links up; the others' rows are older.
+        session.add_all(
+            NvlinkSample(gpu_id=a[1], link=k, sampled_at=later, state="up" if k < 10 else "down")
+            for k in range(18)
+        )
+        # Node b's only readings are older than the 900 s freshness window.
+        session.execute(NvlinkSample.__table__.delete().where(NvlinkSample.gpu_id.in_(b)))
+        session.add_all(
+            NvlinkSample(gpu_id=g, link=0, sampled_at=now - timedelta(seconds=901), state="up")
+            for g in b
+        )
+    with session_on(db_url) as (session, _):
+        found = nvlinks_up(session, oldest=now - timedelta(seconds=900))
+        ids = {h: node_id(session, h) for h in "abc"}
+        signatures = load_signatures(session, now=now)
+
+    assert found[ids["a"]] == {1: 10}
+    assert ids["b"] not in found
+    assert found[ids["c"]] == {i: 12 for i in range(8)}
+    assert signatures["a"].nvlinks_up == {"GPU1": 10}
+    assert signatures["b"].nvlinks_up == {}
+
+
+def test_nic_ports_gone_from_the_window_or_too_old_are_left_out(db_url: str) -> None:
+    store(db_url, node_payload("a", down_nics=("mlx5_3",)), node_payload("b"))
+    now = utcnow()
+    with session_on(db_url) as (session, _):
+        a, b = node_id(session, "a"), node_id(session, "b")
+        newest = session.scalar(select(NicPortSample.sampled_at).where(NicPortSample.node_id == a))
+        assert newest is not None
+        for device, age_s, state in (("mlx5_20", 700, "DOWN"), ("mlx5_21", 300, "INIT")):
+            at = newest - timedelta(seconds=age_s)
+            session.add(NicPortSample(node_id=a, device=device, port=1, sampled_at=at, state=state))
+        # An older, different reading of a port whose newest row is ACTIVE does not count.
+        old = newest - timedelta(seconds=10)
+        session.add(NicPortSample(node_id=a, device="mlx5_0", port=1, sampled_at=old, state="DOWN"))
+        session.add(NicPortSample(node_id=a, device="mlx5_0", port=2, sampled_at=old, state="DOWN"))
+        session.execute(
+            NicPortSample.__table__.update()
+            .where(NicPortSample.node_id == b)
+            .values(sampled_at=now - timedelta(seconds=901))
+        )
+    with session_on(db_url) as (session, _):
+        found = nic_port_states(session, oldest=now - timedelta(seconds=900))
+        signatures = load_signatures(session, now=now)
+
+    expected: dict[str, list[str | None]] = {f"mlx5_{i}": ["ACTIVE"] for i in range(10)}
+    expected |= {"mlx5_0": ["ACTIVE", "DOWN"], "mlx5_3": ["DOWN"], "mlx5_21": ["INIT"]}
+    assert {d: sorted(v, key=str) for d, v in found[a].items()} == expected
+    assert b not in found
+    assert signatures["a"].nic_states["mlx5_0"] == "DOWN"
+    assert signatures["a"].nic_states["mlx5_21"] == "INIT"
+    assert "mlx5_20" not in signatures["a"].nic_states
+    assert signatures["b"].nic_states == {}
+
+
+def test_pcie_comes_from_each_gpus_newest_sample_while_it_is_fresh(db_url: str) -> None:
+    store(db_url, node_payload("a", pcie_gen={2: 3}))
+    now = utcnow()
+    with session_on(db_url) as (session, _):
+        a = node_id(session, "a")
+        fresh = gpu_facts(session, oldest=now - timedelta(seconds=900))
+        stale = gpu_facts(session, oldest=now + timedelta(seconds=1))
+
+    assert fresh[a] == [GpuFacts(i, A100, "ok", 3 if i == 2 else 4, 4, 16, 16) for i in range(8)]
+    assert stale[a] == [GpuFacts(i, A100, "ok") for i in range(8)]
+
+
+def test_a_topology_received_after_now_is_not_used(db_url: str) -> None:
+    store(db_url, node_payload("a"))
+    earlier: datetime = utcnow() - timedelta(hours=1)
+    with session_on(db_url) as (session, _):
+        assert load_signatures(session, now=earlier) == {}
+        assert list(load_signatures(session, now=utcnow())) == ["a"]
