@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
@@ -181,7 +180,7 @@ def load_signatures(session: Session, *, now: datetime) -> dict[str, NodeSignatu
     if not documents:
         return {}
     oldest = now - timedelta(seconds=READING_MAX_AGE_S)
-    nodes: list[Any] = session.execute(
+    nodes = session.execute(
         select(Node.id, Node.hostname, Node.labels).order_by(Node.hostname)
     ).all()
     gpus = gpu_facts(session, oldest=oldest)

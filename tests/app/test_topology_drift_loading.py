@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import event, select
+from sqlalchemy import delete, event, select, update
 from sqlalchemy.orm import Session
 
 from app.db import make_engine, make_session_factory, session_scope, utcnow
@@ -113,7 +113,7 @@ def test_nvlinks_are_counted_from_the_nodes_newest_reading_only(db_url: str) -> 
             for k in range(18)
         )
         # Node b's only readings are older than the 900 s freshness window.
-        session.execute(NvlinkSample.__table__.delete().where(NvlinkSample.gpu_id.in_(b)))
+        session.execute(delete(NvlinkSample).where(NvlinkSample.gpu_id.in_(b)))
         session.add_all(
             NvlinkSample(gpu_id=g, link=0, sampled_at=now - timedelta(seconds=901), state="up")
             for g in b
@@ -145,7 +145,7 @@ def test_nic_ports_gone_from_the_window_or_too_old_are_left_out(db_url: str) -> 
         session.add(NicPortSample(node_id=a, device="mlx5_0", port=1, sampled_at=old, state="DOWN"))
         session.add(NicPortSample(node_id=a, device="mlx5_0", port=2, sampled_at=old, state="DOWN"))
         session.execute(
-            NicPortSample.__table__.update()
+            update(NicPortSample)
             .where(NicPortSample.node_id == b)
             .values(sampled_at=now - timedelta(seconds=901))
         )
