@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, func, literal, or_, select, true
+from sqlalchemy import ColumnElement, false, func, literal, or_, select, true
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.db import UInt64, epoch_s
@@ -247,11 +247,15 @@ def counter_chart(
     keys = metric.key_columns()
     where = _where(metric, q)
     exprs = [_counter_expr(session, getattr(model, c)) for c in metric.columns]
+    # Several (small, saturating) counters: one aggregate of their sum instead of ten; a change
+    # hides only where one counter's rise exactly cancels another's reset in the same window.
+    if len(exprs) > 1:
+        summed = sum((func.coalesce(e, 0) for e in exprs[1:]), func.coalesce(exprs[0], 0))
+        moved = func.max(summed) != func.min(summed)
+    else:
+        moved = or_(func.max(exprs[0]) != func.min(exprs[0]), false())
     changed_stmt = (
-        select(model.node_id, *keys)
-        .where(*where)
-        .group_by(model.node_id, *keys)
-        .having(or_(*(func.max(e) != func.min(e) for e in exprs)))
+        select(model.node_id, *keys).where(*where).group_by(model.node_id, *keys).having(moved)
     )
     changed = {(r[0], item_label(r[1:])) for r in session.execute(changed_stmt)}
     changed = {k for k in changed if k[0] in q.scope.hostnames}
