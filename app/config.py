@@ -113,6 +113,20 @@ class Settings(BaseSettings):
             raise ValueError("only sqlite:// and postgresql:// URLs are supported")
         return value
 
+    @field_validator("notify_allow_hosts")
+    @classmethod
+    def _check_allow_hosts(cls, value: list[str]) -> list[str]:
+        import ipaddress
+        import re
+
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", entry):
+                    raise ValueError(f"{entry!r} is neither a host name nor a CIDR") from None
+        return [e.lower() for e in value]
+
     @field_validator("log_level")
     @classmethod
     def _check_level(cls, value: str) -> str:

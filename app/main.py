@@ -31,6 +31,9 @@ from app.health.rules import rules_from_settings
 from app.ingest import router as ingest_router
 from app.migrate import is_up_to_date
 from app.nics import router as nic_router
+from app.notify import pages as notify_pages
+from app.notify import router as notify_router
+from app.notify.jobs import NotifyJobs
 from app.nvlinks import router as nvlink_router
 from app.retention.jobs import prune_job
 from app.runbooks import router as runbooks_router
@@ -97,6 +100,16 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     coalesce=True,
                     max_instances=1,
                 )
+            if settings.notify_enabled:
+                app.state.notify_jobs = NotifyJobs(settings, app.state.session_factory)
+                scheduler.add_job(
+                    app.state.notify_jobs.job,
+                    "interval",
+                    seconds=settings.notify_worker_interval_s,
+                    id="notify-worker",
+                    coalesce=True,
+                    max_instances=1,
+                )
             scheduler.start()
         try:
             yield
@@ -105,6 +118,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 scheduler.shutdown(wait=False)
             if getattr(app.state, "alert_evaluator", None) is not None:
                 app.state.alert_evaluator.close()
+            if getattr(app.state, "notify_jobs", None) is not None:
+                app.state.notify_jobs.close()
             engine.dispose()
 
     app = FastAPI(
@@ -136,6 +151,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     for feature in (storage_router, nic_router, nvlink_router, topology_router, health_router):
         app.include_router(feature.router)
     app.include_router(alerts_router.router)
+    app.include_router(notify_router.router)
+    app.include_router(notify_pages.router)
     app.include_router(fleet_pages.router)
     app.include_router(alert_pages.router)
     app.include_router(topology_pages.router)

@@ -14,6 +14,7 @@ from app.fleet.models import Gpu, Node
 from app.ingest.models import IngestBatch
 from app.metrics.models import gpu_sample
 from app.nics.models import NicPortSample
+from app.notify.models import NotifyChannel, NotifyDelivery, NotifyRoute
 from app.nvlinks.models import NvlinkSample
 from app.storage.models import DiskSample, MountSample, NfsSample
 from app.topology.models import TopologyChange, TopologySnapshot
@@ -33,6 +34,9 @@ __all__ = [
     "Node",
     "NodeEvent",
     "NodeToken",
+    "NotifyChannel",
+    "NotifyDelivery",
+    "NotifyRoute",
     "NvlinkSample",
     "Runbook",
     "TopologyChange",

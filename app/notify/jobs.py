@@ -1,0 +1,93 @@
+"""Scheduled work of notifications: the delivery worker every ``notify_worker_interval_s`` and
+the repeat scan every ``REPEAT_SCAN_S``; started from the app's lifespan
+(:func:`app.main.create_app`), errors logged, never raised into the scheduler."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings
+from app.db import session_scope
+from app.notify.ack_links import AckSigner
+from app.notify.outbox import enqueue_repeats
+from app.notify.secrets import SecretBox, install_log_redaction, secret_key
+from app.notify.worker import DeliveryWorker, TickReport, WorkerOptions
+
+log = logging.getLogger(__name__)
+
+REPEAT_SCAN_S = 15.0
+
+
+def external_url(settings: Settings) -> str:
+    """Base URL for links in notices: ``external_url``, else ``http://host:port`` (loopback
+    when listening on every address)."""
+    if settings.external_url:
+        return settings.external_url.rstrip("/")
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    return f"http://{host}:{settings.port}"
+
+
+def signer_for(settings: Settings) -> AckSigner:
+    """The ack-link signer with the server's key and ``notify_ack_link_ttl_s``."""
+    return AckSigner(secret_key(settings), ttl_s=settings.notify_ack_link_ttl_s)
+
+
+def worker_options(settings: Settings) -> WorkerOptions:
+    """:class:`WorkerOptions` from the ``notify_*`` settings."""
+    return WorkerOptions(
+        timeout_s=settings.notify_timeout_s,
+        deadline_s=settings.notify_deadline_s,
+        backoff_base_s=settings.notify_backoff_base_s,
+        backoff_cap_s=settings.notify_backoff_cap_s,
+        allow_hosts=tuple(settings.notify_allow_hosts),
+        external_url=external_url(settings),
+    )
+
+
+class NotifyJobs:
+    """The worker and the repeat scan of one process."""
+
+    def __init__(self, settings: Settings, factory: sessionmaker[Session]) -> None:
+        install_log_redaction()
+        self.factory = factory
+        self.deadline_s = settings.notify_deadline_s
+        self.worker = DeliveryWorker(
+            factory,
+            box=SecretBox.from_settings(settings),
+            signer=signer_for(settings),
+            options=worker_options(settings),
+        )
+        self._last_repeat = 0.0
+        self._lock = threading.Lock()
+
+    def tick(self) -> TickReport:
+        """The repeat scan when due, then one worker tick."""
+        with self._lock:
+            if time.monotonic() - self._last_repeat >= REPEAT_SCAN_S:
+                self._last_repeat = time.monotonic()
+                with session_scope(self.factory) as session:
+                    enqueue_repeats(session, deadline_s=self.deadline_s)
+            return self.worker.run_once()
+
+    def job(self) -> None:
+        """Scheduler wrapper: errors are logged, never raised."""
+        try:
+            report = self.tick()
+            if report.messages:
+                log.info(
+                    "notifications: %d messages, %d delivered, %d retried, %d failed",
+                    report.messages,
+                    report.delivered,
+                    report.retried,
+                    report.failed,
+                )
+        except Exception:
+            log.exception("notification worker tick failed")
+
+    def close(self) -> None:
+        """Close the worker's HTTP client."""
+        self.worker.close()

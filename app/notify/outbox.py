@@ -1,0 +1,287 @@
+"""Alert events become delivery rows (the outbox), in the transaction that wrote the events.
+
+Rules, after Alertmanager's: a ``→ firing`` event is queued for every matching route unless the
+instance is silenced, after the route's ``group_wait_s`` (joining a group already waiting, so
+alerts of one group that fire together go out in one message); a ``firing → resolved`` event is
+queued at once, per alert, to every channel that was told it fired; pending and inactive
+transitions send nothing. :func:`enqueue_repeats` re-queues alerts still firing, neither
+silenced nor acknowledged, every ``repeat_interval_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.alerts.models import AlertEvent, AlertInstance, AlertRule
+from app.db import utcnow
+from app.notify.models import NotifyChannel, NotifyDelivery, NotifyRoute
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GROUP_BY = ("alertname", "cluster")
+DEFAULT_GROUP_WAIT_S = 5.0
+DEFAULT_REPEAT_INTERVAL_S = 4 * 3600.0
+#: Retries stop this long after a row was queued (the ``notify_deadline_s`` setting).
+DEADLINE_S = 3600.0
+
+
+def alert_team(labels: Mapping[str, Any]) -> str | None:
+    """The team an alert belongs to: its rule's ``owner_team``, else the node's ``team`` label."""
+    return str(labels.get("owner_team") or labels.get("team") or "") or None
+
+
+def route_matches(route: NotifyRoute, *, labels: Mapping[str, Any], severity: str) -> bool:
+    """Whether ``route`` takes an alert with these labels and severity."""
+    if route.team is not None and route.team != alert_team(labels):
+        return False
+    return not route.severities or severity in route.severities
+
+
+def group_labels(route: NotifyRoute, labels: Mapping[str, Any]) -> dict[str, str]:
+    """The ``group_by`` labels' values (missing labels are empty, as in Alertmanager)."""
+    return {name: str(labels.get(name, "")) for name in route.group_by}
+
+
+def group_key(route: NotifyRoute, labels: Mapping[str, Any]) -> str:
+    """Alertmanager-style group key: ``<route id>:{name="value",…}``."""
+    inner = ",".join(f'{k}="{v}"' for k, v in group_labels(route, labels).items())
+    return f"{route.id}:{{{inner}}}"
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
+
+
+def payload_of(
+    event: AlertEvent | None,
+    inst: AlertInstance,
+    rule: AlertRule,
+    *,
+    status: str,
+    route: NotifyRoute,
+) -> dict[str, Any]:
+    """The notice to send, frozen at queue time (JSON): what :func:`app.notify.notices` turns
+    into an :class:`~app.notify.channels.base.AlertNotice`."""
+    labels = dict(event.labels if event is not None else inst.labels)
+    spec = rule.spec or {}
+    return {
+        "alert_id": inst.id,
+        "fingerprint": inst.fingerprint,
+        "rule_name": rule.name,
+        "status": status,
+        "severity": event.severity if event is not None else rule.severity,
+        "team": alert_team(labels),
+        "labels": {k: str(v) for k, v in labels.items()},
+        "summary": event.summary if event is not None else inst.summary,
+        "description": inst.description,
+        "value": event.value if event is not None else inst.value,
+        "starts_at": _iso(inst.fired_at or (event.at if event is not None else None)),
+        "ends_at": _iso(event.at) if status == "resolved" and event is not None else None,
+        "runbook_url": spec.get("runbook_url"),
+        "runbook": spec.get("runbook"),
+        "group_labels": group_labels(route, labels),
+    }
+
+
+def active_routes(session: Session) -> list[tuple[NotifyRoute, NotifyChannel]]:
+    """Routes whose channel is enabled and not broken, oldest first."""
+    stmt = (
+        select(NotifyRoute, NotifyChannel)
+        .join(NotifyChannel, NotifyChannel.id == NotifyRoute.channel_id)
+        .where(NotifyChannel.enabled, NotifyChannel.broken.is_(False))
+        .order_by(NotifyRoute.id)
+    )
+    return [(r, c) for r, c in session.execute(stmt)]
+
+
+def _group_not_before(
+    session: Session, *, channel_id: int, key: str, now: datetime, wait_s: float
+) -> datetime:
+    """Join a group that is still waiting (not yet sent), else wait ``wait_s`` from now."""
+    waiting = session.scalar(
+        select(func.min(NotifyDelivery.not_before)).where(
+            NotifyDelivery.channel_id == channel_id,
+            NotifyDelivery.group_key == key,
+            NotifyDelivery.status == "queued",
+            NotifyDelivery.kind == "firing",
+            NotifyDelivery.attempts == 0,
+            NotifyDelivery.not_before > now,
+        )
+    )
+    return waiting if waiting is not None else now + timedelta(seconds=wait_s)
+
+
+def _told_firing(session: Session, *, instance_id: int, channel_id: int) -> bool:
+    """Whether the channel's latest (not suppressed) row for the alert says it fires."""
+    latest = session.scalar(
+        select(NotifyDelivery.kind)
+        .where(
+            NotifyDelivery.instance_id == instance_id,
+            NotifyDelivery.channel_id == channel_id,
+            NotifyDelivery.status != "suppressed",
+        )
+        .order_by(NotifyDelivery.id.desc())
+        .limit(1)
+    )
+    return latest in ("firing", "repeat")
+
+
+def enqueue_events(
+    session: Session, *, rule_id: int, at: datetime, deadline_s: float = DEADLINE_S
+) -> int:
+    """Turn the rule's events written at ``at`` and not yet seen by the notifier
+    (``notified_at`` null) into delivery rows; marks them seen. Flushes; the caller's
+    transaction commits events and rows together. Returns the rows queued."""
+    session.flush()
+    events = list(
+        session.scalars(
+            select(AlertEvent)
+            .where(
+                AlertEvent.rule_id == rule_id,
+                AlertEvent.at == at,
+                AlertEvent.notified_at.is_(None),
+            )
+            .order_by(AlertEvent.id)
+        )
+    )
+    if not events:
+        return 0
+    now = utcnow()
+    routes = active_routes(session)
+    rule = session.get(AlertRule, rule_id)
+    queued = 0
+    for event in events:
+        event.notified_at = now
+        status = _status_of(event)
+        if status is None or rule is None or (status == "firing" and event.silenced):
+            continue
+        inst = session.get(AlertInstance, event.instance_id)
+        if inst is None:
+            continue
+        for route, channel in routes:
+            if not route_matches(route, labels=event.labels, severity=event.severity):
+                continue
+            if status == "resolved" and not _told_firing(
+                session, instance_id=inst.id, channel_id=channel.id
+            ):
+                continue
+            key = group_key(route, event.labels)
+            if status == "resolved":
+                not_before = now
+            else:
+                not_before = _group_not_before(
+                    session, channel_id=channel.id, key=key, now=now, wait_s=route.group_wait_s
+                )
+            session.add(
+                NotifyDelivery(
+                    channel_id=channel.id,
+                    route_id=route.id,
+                    group_key=key,
+                    instance_id=inst.id,
+                    event_id=event.id,
+                    kind=status,
+                    status="queued",
+                    payload=payload_of(event, inst, rule, status=status, route=route),
+                    attempts=0,
+                    not_before=not_before,
+                    deadline_at=now + timedelta(seconds=deadline_s),
+                    created_at=now,
+                )
+            )
+            queued += 1
+    session.flush()
+    return queued
+
+
+def _status_of(event: AlertEvent) -> str | None:
+    if event.to_state == "firing":
+        return "firing"
+    if event.to_state == "resolved" and event.from_state == "firing":
+        return "resolved"
+    return None
+
+
+def enqueue_repeats(
+    session: Session, *, now: datetime | None = None, deadline_s: float = DEADLINE_S
+) -> int:
+    """Queue a ``repeat`` row for each firing alert, neither silenced nor acknowledged, whose
+    last firing/repeat row on a route is ``repeat_interval_s`` old and has nothing queued.
+    Returns the rows queued."""
+    now = now or utcnow()
+    last = (
+        select(
+            NotifyDelivery.instance_id,
+            NotifyDelivery.channel_id,
+            NotifyDelivery.route_id,
+            func.max(NotifyDelivery.created_at).label("last_at"),
+        )
+        .where(NotifyDelivery.kind.in_(("firing", "repeat")), NotifyDelivery.route_id.is_not(None))
+        .group_by(NotifyDelivery.instance_id, NotifyDelivery.channel_id, NotifyDelivery.route_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(AlertInstance, AlertRule, NotifyRoute, last.c.last_at)
+        .join(last, last.c.instance_id == AlertInstance.id)
+        .join(NotifyRoute, NotifyRoute.id == last.c.route_id)
+        .join(NotifyChannel, NotifyChannel.id == NotifyRoute.channel_id)
+        .join(AlertRule, AlertRule.id == AlertInstance.rule_id)
+        .where(
+            AlertInstance.state == "firing",
+            AlertInstance.silenced.is_(False),
+            AlertInstance.acked.is_(False),
+            NotifyChannel.enabled,
+            NotifyChannel.broken.is_(False),
+        )
+    ).all()
+    queued = 0
+    for inst, rule, route, last_at in rows:
+        if last_at + timedelta(seconds=route.repeat_interval_s) > now:
+            continue
+        if _has_queued(session, instance_id=inst.id, channel_id=route.channel_id):
+            continue
+        session.add(
+            NotifyDelivery(
+                channel_id=route.channel_id,
+                route_id=route.id,
+                group_key=group_key(route, inst.labels),
+                instance_id=inst.id,
+                kind="repeat",
+                status="queued",
+                payload=payload_of(None, inst, rule, status="firing", route=route),
+                attempts=0,
+                not_before=now,
+                deadline_at=now + timedelta(seconds=deadline_s),
+                created_at=now,
+            )
+        )
+        queued += 1
+    session.flush()
+    return queued
+
+
+def _has_queued(session: Session, *, instance_id: int, channel_id: int) -> bool:
+    return (
+        session.scalar(
+            select(NotifyDelivery.id)
+            .where(
+                NotifyDelivery.instance_id == instance_id,
+                NotifyDelivery.channel_id == channel_id,
+                NotifyDelivery.status == "queued",
+            )
+            .limit(1)
+        )
+        is not None
+    )
+
+
+def routes_for(
+    routes: Sequence[tuple[NotifyRoute, NotifyChannel]], *, labels: Mapping[str, Any], severity: str
+) -> list[tuple[NotifyRoute, NotifyChannel]]:
+    """The (route, channel) pairs of ``routes`` that take an alert (for previews and tests)."""
+    return [(r, c) for r, c in routes if route_matches(r, labels=labels, severity=severity)]

@@ -1,0 +1,119 @@
+"""Pydantic in/out models of ``/api/v1/channels`` and ``/api/v1/routes``. Out models never
+carry a webhook URL or secret: ``url_masked`` is ``scheme://host/…`` and ``has_secret`` says
+whether a secret is set."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.notify.outbox import DEFAULT_GROUP_BY, DEFAULT_GROUP_WAIT_S, DEFAULT_REPEAT_INTERVAL_S
+
+SEVERITIES = ("critical", "warning", "info")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,127}$"
+
+
+class ChannelIn(BaseModel):
+    """A new channel: ``kind`` from the registry (``webhook``, ``slack`` …), ``url`` the
+    endpoint (a secret), ``secret`` the HMAC key or integration key, ``team`` ``None`` for a
+    channel any team's routes may use."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN)
+    kind: str = Field(min_length=1, max_length=32)
+    url: str = Field(min_length=1, max_length=2048)
+    secret: str | None = Field(default=None, max_length=1024)
+    team: str | None = Field(default=None, min_length=1, max_length=128)
+    options: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = True
+
+
+class ChannelUpdate(BaseModel):
+    """Fields to change; a new ``url`` clears ``broken``. ``secret`` ``""`` removes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, pattern=NAME_PATTERN)
+    url: str | None = Field(default=None, min_length=1, max_length=2048)
+    secret: str | None = Field(default=None, max_length=1024)
+    team: str | None = Field(default=None, min_length=1, max_length=128)
+    options: dict[str, str] | None = None
+    enabled: bool | None = None
+
+
+class ChannelOut(BaseModel):
+    """A channel as shown: the URL masked."""
+
+    id: int
+    name: str
+    kind: str
+    team: str | None
+    url_masked: str
+    has_secret: bool
+    options: dict[str, str]
+    enabled: bool
+    broken: bool
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class RouteIn(BaseModel):
+    """A route: alerts of ``team`` (``None``: all teams) with one of ``severities`` (empty:
+    all) go to ``channel_id``, grouped by ``group_by`` labels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    channel_id: int
+    team: str | None = Field(default=None, min_length=1, max_length=128)
+    severities: list[str] = Field(default_factory=list)
+    group_by: list[str] = Field(default_factory=lambda: list(DEFAULT_GROUP_BY), max_length=16)
+    group_wait_s: float = Field(default=DEFAULT_GROUP_WAIT_S, ge=0, le=3600)
+    repeat_interval_s: float = Field(default=DEFAULT_REPEAT_INTERVAL_S, ge=60, le=30 * 86400)
+
+    @field_validator("severities")
+    @classmethod
+    def _severities(cls, value: list[str]) -> list[str]:
+        bad = [s for s in value if s not in SEVERITIES]
+        if bad:
+            raise ValueError(f"unknown severities {bad}; use {', '.join(SEVERITIES)}")
+        return sorted(set(value), key=SEVERITIES.index)
+
+    @field_validator("group_by")
+    @classmethod
+    def _group_by(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not name or len(name) > 128 or not name.replace("_", "a").isalnum():
+                raise ValueError(f"{name!r} is not a label name")
+        return value
+
+
+class RouteOut(RouteIn):
+    """A stored route."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: int
+    created_at: datetime
+
+
+class DeliveryOut(BaseModel):
+    """One row of a channel's delivery log: ``status`` queued/delivered/failed/suppressed,
+    ``latency_ms`` the wait for the last attempt's answer(s), ``last_error`` secret-free."""
+
+    id: int
+    created_at: datetime
+    delivered_at: datetime | None
+    kind: str
+    status: str
+    alert_id: int | None
+    rule: str
+    summary: str
+    group_key: str
+    attempts: int
+    not_before: datetime
+    last_status_code: int | None
+    last_error: str | None
+    latency_ms: float | None
