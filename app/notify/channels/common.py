@@ -45,6 +45,16 @@ def truncate_escaped(escaped: str, limit: int) -> str:
     return head + ELLIPSIS
 
 
+_LINE_START_MARK = re.compile(r"(?m)^(\s*)([-+#>]|\d+\.)")
+
+
+def escape_markdown(text: str, specials: str) -> str:
+    """Backslash-escape each character of ``specials`` anywhere in ``text``, and list, heading
+    and quote marks (``-``, ``+``, ``#``, ``>``, ``1.``) at the start of a line."""
+    escaped = "".join("\\" + c if c in specials else c for c in text)
+    return _LINE_START_MARK.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped)
+
+
 def severity_word(notice: AlertNotice) -> str:
     """ "Resolved" for resolved notices, else the capitalised severity ("Critical", "Warning",
     "Info"; an unknown severity is shown as given, capitalised)."""

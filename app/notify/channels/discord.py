@@ -12,7 +12,6 @@ mean the webhook is gone.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,13 +37,13 @@ COLOURS = {"resolved": 0x2EB886, "critical": 0xD0021B, "warning": 0xF5A623, "inf
 OTHER_COLOUR = 0x9B9B9B
 # (description, field value, label fields) caps per shrink level; level 0 alone fits 6,000.
 _LEVELS = ((1500, 200, 18), (500, 100, 8), (200, 60, 0))
-_MARKDOWN = re.compile(r"([\\*_~`|>#\[\]()<:-])")
+_MARKDOWN_SPECIALS = "\\*_~`|[]()<"
 
 
 def escape(text: str) -> str:
     """Backslash-escape Discord markdown (bold, italics, strike, code, spoilers, quotes,
     headings, lists, masked links, ``<…>`` mention and emoji syntax)."""
-    return _MARKDOWN.sub(r"\\\1", text)
+    return common.escape_markdown(text, _MARKDOWN_SPECIALS)
 
 
 def _text(text: str, limit: int) -> str:

@@ -32,6 +32,7 @@ SECTION_CHARS = 3000
 BUTTON_TEXT_CHARS = 75
 BUTTON_URL_CHARS = 3000
 FALLBACK_CHARS = 3000
+LABEL_CHARS = 200  # per name=value pair, so one long label cannot hide the description
 BLOCKS_PER_NOTICE = 3
 # One context block opens every message (group and part), then three blocks per notice.
 NOTICES_PER_MESSAGE = (MAX_BLOCKS - 1) // BLOCKS_PER_NOTICE
@@ -74,7 +75,7 @@ def _section(notice: AlertNotice) -> dict[str, Any]:
         lines.append(f"*Since:* {common.rfc3339(notice.starts_at)}")
     pairs = common.labels_text(notice.labels)
     if pairs:
-        lines.append("*Labels:* " + " ".join(_code(p) for p in pairs))
+        lines.append("*Labels:* " + " ".join(_code(common.truncate(p, LABEL_CHARS)) for p in pairs))
     description = notice.annotations.get("description")
     if description:
         lines.append(escape(description))

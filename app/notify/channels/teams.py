@@ -38,14 +38,14 @@ CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
 # (title, description, fact value, label facts) character caps per shrink level.
 _LEVELS = ((300, 2000, 300, 30), (200, 500, 100, 10), (150, 200, 60, 0))
 _COLOURS = {"critical": "Attention", "warning": "Warning", "info": "Accent"}
-_MARKDOWN = re.compile(r"([\\*_\[\]()~`#>!|-])")
+_MARKDOWN_SPECIALS = "\\*_[]`~"
 _ERROR_MARKERS = ("webhook message delivery failed", "endpoint returned http error")
 _HTTP_ERROR = re.compile(r"http error (\d{3})", re.IGNORECASE)
 
 
 def escape(text: str) -> str:
     """Backslash-escape the markdown a TextBlock understands and defuse ``{{…}}`` functions."""
-    return _MARKDOWN.sub(r"\\\1", text).replace("{{", "{\u200b{")
+    return common.escape_markdown(text, _MARKDOWN_SPECIALS).replace("{{", "{\u200b{")
 
 
 def _text(text: str, limit: int) -> str:
