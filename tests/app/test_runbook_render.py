@@ -86,7 +86,7 @@ def test_commands_in_code_blocks_and_links_to_pages_are_filled_in() -> None:
         ("<img src=x onerror=alert(1)>", "<img", "&lt;img src=x onerror=alert(1)&gt;"),
         ("[click](javascript:alert(1))", "href", "[click](javascript:alert(1))"),
         ("[c](JaVaScRiPt&#58;alert(1))", "href", "[c]("),
-        ("<a href=\"javascript:alert(1)\">x</a>", "<a ", "&lt;a href="),
+        ('<a href="javascript:alert(1)">x</a>', "<a ", "&lt;a href="),
         ("<style>body{display:none}</style>", "<style", "&lt;style&gt;"),
         ("![x](javascript:alert(1))", "<img", "![x]"),
         ('<div onclick="alert(1)">x</div>', "<div", "&lt;div onclick="),

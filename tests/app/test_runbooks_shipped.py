@@ -18,7 +18,9 @@ from app.runbooks.context import RunbookContext
 from app.runbooks.render import render_markdown
 
 RULE_FILES = sorted((PROJECT_ROOT / "app" / "alerts" / "default_rules").glob("*.yaml"))
-RULES: list[dict[str, Any]] = [r for f in RULE_FILES for r in yaml.safe_load(f.read_text())["rules"]]
+RULES: list[dict[str, Any]] = [
+    r for f in RULE_FILES for r in yaml.safe_load(f.read_text())["rules"]
+]
 RUNBOOKS = PROJECT_ROOT / "runbooks"
 
 # What each runbook must tell on-call to run or look up, as filled in for the sample alert
@@ -101,7 +103,11 @@ EXPECTED: dict[str, list[str]] = {
 }
 BY_RULE: dict[str, list[str]] = {
     "storage-latency-high": ["iostat -x nvme0n1 5 3", "smartctl -a /dev/nvme0n1"],
-    "storage-nfs-latency-high": ["nfsiostat 5 3 /shared", "cat /proc/self/mountstats", "nfsstat -c"],
+    "storage-nfs-latency-high": [
+        "nfsiostat 5 3 /shared",
+        "cat /proc/self/mountstats",
+        "nfsstat -c",
+    ],
 }
 NAMES_NVIDIA_DOC = {name for name in EXPECTED if name.startswith(("gpu-", "node-gpu"))}
 
@@ -156,7 +162,9 @@ def test_it_renders_without_warnings_and_names_its_commands(rule: dict[str, Any]
 
     assert out.warnings == []
     assert "(unknown)" not in text
-    missing = [c for c in EXPECTED[rule["runbook"]] + BY_RULE.get(rule["name"], []) if c not in text]
+    missing = [
+        c for c in EXPECTED[rule["runbook"]] + BY_RULE.get(rule["name"], []) if c not in text
+    ]
     assert missing == []
     assert f"{rule['name']} on gpu-a-01" in text  # the alert's summary
     assert 'href="/alerts/42"' in out.html
