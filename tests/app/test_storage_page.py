@@ -192,8 +192,8 @@ def test_top_n_draws_the_rest_as_one_summary_line(server: LiveServer, db_url: st
             "node-3 sda",
         ]
     # 12 disks would be drawn as 10 lines + the mean of the other 2
-    for i, rate in enumerate([0.5, 0.25] * 4):
-        send(server, f"more-{i}", {}, {"disks": [disk(t0, "sdb", read_bytes_per_s=rate * MIB)]})
+    for i, low in enumerate([0.5, 0.25] * 4):
+        send(server, f"more-{i}", {}, {"disks": [disk(t0, "sdb", read_bytes_per_s=low * MIB)]})
     traces = figures(get(f"{server.url}/storage").text)["disk_read_bytes_per_s"]
     assert len(traces) == 11
     assert traces[-1]["name"] == "mean of 2 others" and traces[-1]["y"] == [0.25]

@@ -53,12 +53,17 @@ class _Disk:
         self.device = name
 
 
+def _disk_name(source: str | None, disks: dict[str, Any]) -> str | None:
+    found = disk_of(source, disks)
+    return None if found is None else found.device
+
+
 def test_disk_of_finds_the_device_or_its_whole_disk() -> None:
     disks: dict[str, Any] = {n: _Disk(n) for n in ("md0", "nvme0n1", "sda", "dm-1")}
-    assert disk_of("/dev/md0", disks).device == "md0"
-    assert disk_of("/dev/nvme0n1p2", disks).device == "nvme0n1"
-    assert disk_of("/dev/sda1", disks).device == "sda"
-    assert disk_of("/dev/dm-1", disks).device == "dm-1"
+    assert _disk_name("/dev/md0", disks) == "md0"
+    assert _disk_name("/dev/nvme0n1p2", disks) == "nvme0n1"
+    assert _disk_name("/dev/sda1", disks) == "sda"
+    assert _disk_name("/dev/dm-1", disks) == "dm-1"
     assert disk_of("/dev/sdb1", disks) is None
     assert disk_of("nfs-server:/export", disks) is None
     assert disk_of("tmpfs", disks) is None
