@@ -80,7 +80,8 @@ def _points(series: Series, scale: float, gap_s: float) -> tuple[list[str], list
 def _trace(name: str, uid: str, xs: list[str], ys: list[float | None], spec: ChartSpec) -> dict:
     return {
         "type": "scatter",
-        "mode": "lines",
+        "mode": "lines+markers",
+        "marker": {"size": 3},
         "uid": uid,
         "name": name,
         "x": xs,
@@ -98,7 +99,8 @@ def rest_name(spec: ChartSpec, count: int) -> str:
 
 def traces(spec: ChartSpec, data: ChartData) -> list[dict[str, Any]]:
     """One trace per top series (highest measure first), then the rest's summary (dashed, grey).
-    A ``None`` is put in every gap wider than 2.5 buckets, so an outage shows as a break."""
+    A ``None`` is put in every gap wider than 2.5 buckets, so an outage or a counter reset shows
+    as a break; small markers keep a point between two breaks visible."""
     gap_s = gap_threshold_s([], data.step_s)
     out = []
     for s in data.top:

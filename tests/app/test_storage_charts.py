@@ -100,6 +100,7 @@ def test_build_figure_scales_breaks_gaps_and_summarises_the_rest() -> None:
     assert figure["title"] == "Disk read (MiB/s)"
     line, rest = figure["figure"]["data"]
     assert line["name"] == "gpu-1 nvme0n1"
+    assert (line["mode"], line["marker"]) == ("lines+markers", {"size": 3})
     # 45 s between 15 and 60 exceeds 2.5 × 15 s: a None at the midpoint breaks the line
     assert line["x"] == [
         "2026-11-29 12:00:00",
