@@ -60,8 +60,7 @@ def event(notice: AlertNotice, routing_key: str) -> dict[str, Any]:
     details["entity"] = common.entity_text(notice)
     payload: dict[str, Any] = {
         "summary": common.truncate(
-            f"{common.severity_word(notice)}: {notice.summary} on {common.entity_text(notice)}",
-            SUMMARY_CHARS,
+            f"{common.severity_word(notice)}: {notice.summary}", SUMMARY_CHARS
         ),
         "source": labels.get("hostname") or labels.get("instance") or "fleetwatch",
         "severity": SEVERITIES.get(notice.severity, DEFAULT_SEVERITY),
