@@ -152,7 +152,8 @@ def render_markdown(markdown: str, context: dict[str, Any] | None) -> Rendered:
         filled = env.from_string(markdown).render(context or {})
     except Exception as exc:  # any template failure (syntax, sandbox, type) shows the text
         raw = f"<pre><code>{html.escape(markdown)}</code></pre>"
-        where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+        lineno = getattr(exc, "lineno", None)
+        where = f" (line {lineno})" if lineno else ""
         return Rendered(
             sanitise(raw),
             [f"the runbook's template could not be filled in{where}: {exc}; shown as written"],
