@@ -175,10 +175,11 @@ def validate_silence(form: SilenceForm, *, zone: tzinfo, now: datetime) -> Silen
             errors["duration"] = str(exc)
     else:
         errors["ends"] = "give an end time or a duration"
-    if form.ends and ends_at is not None and "starts" not in errors and ends_at <= starts_at:
-        errors.setdefault("ends", "the end must be after the start")
-    if ends_at is not None and ends_at <= now and "ends" not in errors:
-        errors["ends"] = "the end is in the past"
+    if form.ends and ends_at is not None and "ends" not in errors:
+        if ends_at <= now:
+            errors["ends"] = "the end is in the past"
+        elif "starts" not in errors and ends_at <= starts_at:
+            errors["ends"] = "the end must be after the start"
     if not form.created_by:
         errors["created_by"] = "who creates this silence (required)"
     elif len(form.created_by) > 128:
