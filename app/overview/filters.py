@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
 from app.errors import BadRequest
 from app.health.rules import State
@@ -108,15 +108,20 @@ class OverviewFilters:
         return bool(self.q or self.labels or self.state or self.model or self.problems)
 
     def query(self, **changes: Any) -> str:
-        """The URL query string (``?q=…&label=k=v&state=…``) with ``changes`` applied:
-        ``label_add=(k, v)``, ``label_drop=k`` as in the fleet list, and ``state``, ``model``,
-        ``overlay``, ``view``, ``problems`` replaced (None clears). Defaults are left out, so
-        the plain page is ``""``."""
-        base_changes = {k: v for k, v in changes.items() if k in ("label_add", "label_drop")}
-        params: list[tuple[str, str]] = []
-        base_query = self.base.query(**base_changes)
-        if base_query:
-            params += parse_qsl(base_query[1:], keep_blank_values=True)
+        """The URL query string (``?q=…&label=k=v&sort=…&state=…``, the fleet list's
+        parameters first) with ``changes`` applied: ``label_add=(k, v)``, ``label_drop=k``,
+        and ``state``, ``model``, ``overlay``, ``view``, ``problems`` replaced (None clears).
+        Defaults are left out, so the plain page is ``""``."""
+        labels = dict(self.labels)
+        if "label_drop" in changes:
+            labels.pop(changes["label_drop"], None)
+        if "label_add" in changes:
+            key, value = changes["label_add"]
+            labels[key] = value
+        params: list[tuple[str, str]] = [("q", self.q)] if self.q else []
+        params += [("label", f"{k}={v}") for k, v in labels.items()]
+        if self.sort != "hostname":
+            params.append(("sort", self.sort))
         values = {
             "state": self.state,
             "model": self.model,
