@@ -130,9 +130,24 @@ def test_hostile_text_is_escaped_and_cut() -> None:
     )
     assert named["zone"] == UNICODE
     assert named["blob"] == "x" * 199 + "…"
-    assert len(embed["title"]) == 256 and embed["title"].endswith("…")
+    assert discord.units(embed["title"]) == 256 and embed["title"].endswith("…")
+    assert len(embed["title"]) == 255  # 🔴 is two UTF-16 code units
     assert embed["description"].startswith("\\<!everyone> @everyone")
     assert embed["description"].endswith("\n\n" + LINKS)
+
+
+def test_limits_are_counted_in_utf16_units_so_emoji_never_overflow() -> None:
+    assert discord.units("a🔥é") == 4
+    assert discord.fit("🔥" * 10, 7) == "🔥🔥🔥…"
+    assert discord.fit("abc", 3) == "abc"
+
+
+def test_a_runbook_url_with_parentheses_cannot_break_the_masked_link() -> None:
+    notice = make_notice(0, runbook_url="https://wiki.example/GPU_(hot) page")
+    [body] = bodies(KIND.build(make_group([notice]), CONFIG))
+    assert (
+        "[Runbook](https://wiki.example/GPU_%28hot%29%20page)" in body["embeds"][0]["description"]
+    )
 
 
 def test_too_many_labels_are_summarised_in_one_field() -> None:

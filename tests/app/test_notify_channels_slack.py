@@ -233,3 +233,19 @@ def test_interpret_reads_slack_answers(
         assert outcome.retry_after_s is not None and outcome.retry_after_s > 0
     else:
         assert outcome.retry_after_s == wait
+
+
+def test_120_hostile_notices_respect_every_slack_limit_and_lose_none() -> None:
+    messages = bodies(KIND.build(make_group([hostile_notice(i) for i in range(120)]), CONFIG))
+    urls = []
+    for message in messages:
+        assert len(message["blocks"]) <= slack.MAX_BLOCKS
+        for block in message["blocks"]:
+            if block["type"] == "header":
+                assert len(block["text"]["text"]) <= slack.HEADER_CHARS
+            elif block["type"] == "section":
+                assert len(block["text"]["text"]) <= slack.SECTION_CHARS
+            elif block["type"] == "actions":
+                assert all(len(e["text"]["text"]) <= 75 for e in block["elements"])
+                urls.append(block["elements"][-1]["url"])
+    assert urls == [f"https://fw.example/alerts/{100 + i}" for i in range(120)]

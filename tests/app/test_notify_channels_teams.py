@@ -245,3 +245,15 @@ def test_interpret_reads_errors_in_the_body_as_well_as_the_status(
 def test_interpret_reads_an_http_date_retry_after() -> None:
     outcome = KIND.interpret(429, {"Retry-After": "Sun, 01 Jan 2100 00:00:00 GMT"}, b"")
     assert outcome.retryable and outcome.retry_after_s is not None and outcome.retry_after_s > 1e8
+
+
+def test_120_hostile_notices_stay_under_the_size_limit_and_lose_none() -> None:
+    requests = KIND.build(make_group([hostile_notice(i) for i in range(120)]), CONFIG)
+    assert all(len(r.body) <= teams.MAX_PAYLOAD_BYTES for r in requests)
+    urls = [
+        e["actions"][-1]["url"]
+        for body in bodies(requests)
+        for e in body["attachments"][0]["content"]["body"]
+        if e["type"] == "ActionSet"
+    ]
+    assert urls == [f"https://fw.example/alerts/{100 + i}" for i in range(120)]

@@ -46,24 +46,49 @@ def escape(text: str) -> str:
     return common.escape_markdown(text, _MARKDOWN_SPECIALS)
 
 
+def units(text: str) -> int:
+    """Length in UTF-16 code units: never less than the code-point count, so limits checked
+    this way hold whichever of the two Discord counts (emoji count 2 here)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def fit(text: str, limit: int) -> str:
+    """``text`` (already escaped) cut with "…" to at most ``limit`` UTF-16 code units."""
+    if units(text) <= limit:
+        return text
+    kept = used = 0
+    for char in text:
+        width = 2 if ord(char) > 0xFFFF else 1
+        if used + width > limit - 1:  # one unit left for the "…"
+            break
+        used += width
+        kept += 1
+    return common.truncate_escaped(text, kept + 1)
+
+
 def _text(text: str, limit: int) -> str:
-    return common.truncate_escaped(escape(text), limit)
+    return fit(escape(text), limit)
+
+
+def _link_url(url: str) -> str:
+    """Parentheses and spaces percent-encoded so a URL cannot close the masked link early."""
+    return url.replace("(", "%28").replace(")", "%29").replace(" ", "%20")
 
 
 def embed_chars(embed: Mapping[str, Any]) -> int:
-    """Characters Discord counts towards the 6,000: title, description, field names and
-    values, footer text and author name."""
-    total = len(embed.get("title", "")) + len(embed.get("description", ""))
-    total += sum(len(f["name"]) + len(f["value"]) for f in embed.get("fields", []))
-    total += len(embed.get("footer", {}).get("text", ""))
-    return total + len(embed.get("author", {}).get("name", ""))
+    """Characters Discord counts towards the 6,000 (title, description, field names and
+    values, footer text, author name), counted as UTF-16 code units (see :func:`units`)."""
+    total = units(embed.get("title", "")) + units(embed.get("description", ""))
+    total += sum(units(f["name"]) + units(f["value"]) for f in embed.get("fields", []))
+    total += units(embed.get("footer", {}).get("text", ""))
+    return total + units(embed.get("author", {}).get("name", ""))
 
 
 def notice_embed(group: NoticeGroup, notice: AlertNotice, level: int = 0) -> dict[str, Any]:
     """The embed for one notice at shrink ``level`` (0 full … 2 smallest)."""
     description_cap, value_cap, label_count = _LEVELS[level]
     title = f"{common.severity_icon(notice)} {common.severity_word(notice)}: {notice.summary}"
-    link_line = " · ".join(f"[{label}]({url})" for label, url in common.links(notice))
+    link_line = " · ".join(f"[{label}]({_link_url(url)})" for label, url in common.links(notice))
     description = notice.annotations.get("description", "")
     text = _text(description, description_cap) if description else ""
     fields: list[dict[str, Any]] = [
@@ -80,9 +105,9 @@ def notice_embed(group: NoticeGroup, notice: AlertNotice, level: int = 0) -> dic
         fields.append({"name": "Labels", "value": f"{len(names) - label_count} more not shown"})
     colour_key = "resolved" if notice.status == "resolved" else notice.severity
     embed: dict[str, Any] = {
-        "title": common.truncate_escaped(escape(title), TITLE_CHARS),
+        "title": _text(title, TITLE_CHARS),
         "url": notice.dashboard_url,
-        "description": common.truncate((text + "\n\n" if text else "") + link_line, 4096),
+        "description": fit((text + "\n\n" if text else "") + link_line, DESCRIPTION_CHARS),
         "color": COLOURS.get(colour_key, OTHER_COLOUR),
         "fields": fields[:MAX_FIELDS],
         "footer": {"text": _text(common.first_line(["Fleetwatch", group.receiver]), 200)},
