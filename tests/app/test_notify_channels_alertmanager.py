@@ -108,6 +108,7 @@ def test_hostile_text_is_forwarded_as_data() -> None:
             b"404 page not found",
             (False, "Alertmanager: HTTP 404: 404 page not found", False, None, True),
         ),
+        (410, {}, b"", (False, "Alertmanager: HTTP 410", False, None, True)),
         (429, {"Retry-After": "2"}, b"", (False, "Alertmanager: HTTP 429", True, 2.0, False)),
         (500, {}, b"", (False, "Alertmanager: HTTP 500", True, None, False)),
         (

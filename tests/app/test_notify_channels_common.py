@@ -170,3 +170,16 @@ def test_every_kind_sends_every_notice_of_a_group(name: str) -> None:
     text = b"".join(r.body for r in requests).decode()
     for i in range(120):
         assert f'https://fw.example/alerts/{100 + i}"' in text
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_an_empty_group_makes_no_request(name: str) -> None:
+    config = ChannelConfig(url="https://hooks.example/x", secret="a" * 32)
+    assert get_kind(name).build(make_group([]), config) == []
+
+
+def test_escape_markdown_escapes_specials_and_line_start_marks_only() -> None:
+    text = "a*b\n- x\n  + y\n# h\n> q\n12. n\n3.5 GB -1"
+    assert common.escape_markdown(text, "*") == (
+        "a\\*b\n\\- x\n  \\+ y\n\\# h\n\\> q\n12\\. n\n3.5 GB -1"
+    )

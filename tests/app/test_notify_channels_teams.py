@@ -174,7 +174,7 @@ def test_a_notice_too_big_for_a_card_is_shown_with_fewer_labels_and_shorter_text
 
 def test_escape_handles_line_start_marks_and_card_functions() -> None:
     assert teams.escape("- item\n# head\n1. one {{DATE(x)}}") == (
-        "\\- item\n\\# head\n\\1. one {\u200b{DATE(x)}}"
+        "\\- item\n\\# head\n1\\. one {\u200b{DATE(x)}}"
     )
 
 

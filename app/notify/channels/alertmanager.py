@@ -56,7 +56,9 @@ class AlertmanagerKind(ChannelKind):
     kind = "alertmanager"
 
     def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
-        """One POST holding every notice of the group, in order."""
+        """One POST holding every notice of the group, in order (none for an empty group)."""
+        if not group.notices:
+            return []
         body = [postable_alert(n) for n in group.notices]
         return [
             OutboundRequest(

@@ -45,14 +45,21 @@ def truncate_escaped(escaped: str, limit: int) -> str:
     return head + ELLIPSIS
 
 
-_LINE_START_MARK = re.compile(r"(?m)^(\s*)([-+#>]|\d+\.)")
+_LINE_START_MARK = re.compile(r"(?m)^([ \t]*)(?:([-+#>])|(\d+)\.(?=\s|$))")
 
 
 def escape_markdown(text: str, specials: str) -> str:
-    """Backslash-escape each character of ``specials`` anywhere in ``text``, and list, heading
-    and quote marks (``-``, ``+``, ``#``, ``>``, ``1.``) at the start of a line."""
+    """Backslash-escape each character of ``specials`` anywhere in ``text``, and the list,
+    heading and quote marks at the start of a line (``-``, ``+``, ``#``, ``>`` → ``\\-`` …;
+    ``1.`` → ``1\\.`` as CommonMark escapes an ordered-list marker)."""
     escaped = "".join("\\" + c if c in specials else c for c in text)
-    return _LINE_START_MARK.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped)
+
+    def mark(match: re.Match[str]) -> str:
+        if match.group(2):
+            return match.group(1) + "\\" + match.group(2)
+        return match.group(1) + match.group(3) + "\\."
+
+    return _LINE_START_MARK.sub(mark, escaped)
 
 
 def severity_word(notice: AlertNotice) -> str:

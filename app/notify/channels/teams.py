@@ -95,7 +95,9 @@ def notice_elements(notice: AlertNotice, level: int = 0) -> list[dict[str, Any]]
     return elements
 
 
-def payload(group: NoticeGroup, elements: list[dict[str, Any]], *, part: int, parts: int) -> dict:
+def payload(
+    group: NoticeGroup, elements: list[dict[str, Any]], *, part: int, parts: int
+) -> dict[str, Any]:
     """The Workflows webhook body: one Adaptive Card holding ``elements``."""
     heading = common.first_line(
         [

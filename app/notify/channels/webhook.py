@@ -185,14 +185,17 @@ class WebhookKind(ChannelKind):
 
     def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
         """One body, or one per ``max_alerts`` notices (split mode), signed when a secret is
-        set. Raises ``ValueError`` for bad options (see :meth:`validate`)."""
+        set; none for an empty group. Raises ``ValueError`` for bad options (see
+        :meth:`validate`)."""
         limit = _max_alerts(config)
         notices = list(group.notices)
+        if not notices:
+            return []
         if limit and _truncate(config):
             chunks = [notices[:limit]]
             truncated = len(notices) - len(chunks[0])
         else:
-            chunks = common.pack(notices, fits=lambda _: True, max_items=limit or None) or [[]]
+            chunks = common.pack(notices, fits=lambda _: True, max_items=limit or None)
             truncated = 0
         timestamp = send_timestamp(group)
         requests = []
