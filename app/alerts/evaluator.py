@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import insert, or_, select
 from sqlalchemy.orm import Session
 
 from app.alerts.context import Observation, fingerprint, load_context
@@ -94,7 +94,9 @@ def apply_rule(
     now: datetime,
 ) -> int:
     """Step every instance of one rule with this evaluation's ``observations``, writing each
-    transition and its event; returns the number of transitions written."""
+    transition and its event; returns the number of transitions written. New instances and
+    events go in as one executemany each, so a rule firing on 8,000 GPUs at once is not 16,000
+    round trips."""
     observed = {fingerprint(spec.name, o.identity): o for o in observations}
     query = select(AlertInstance).where(AlertInstance.rule_id == rule_id)
     known = or_(AlertInstance.state.in_(("pending", "firing")))
@@ -102,46 +104,91 @@ def apply_rule(
         known = or_(known, AlertInstance.fingerprint.in_(sorted(observed)))
     instances = {i.fingerprint: i for i in session.scalars(query.where(known))}
     timing = Timing(spec.for_s, spec.keep_firing_for_s)
-    transitions = 0
+    created: list[dict[str, Any]] = []
+    changes: list[tuple[str, dict[str, Any], str, str]] = []  # fp, row, from, to
     for fp in sorted(set(observed) | set(instances)):
         obs, inst = observed.get(fp), instances.get(fp)
-        prev = _state_of(inst)
-        new, transition = step(prev, condition=condition_of(spec, obs), timing=timing, now=now)
+        new, transition = step(
+            _state_of(inst), condition=condition_of(spec, obs), timing=timing, now=now
+        )
+        if inst is None and (transition is None or obs is None):
+            continue
+        row = _row(spec, obs, inst, new, silences, now)
         if inst is None:
-            if transition is None or obs is None:
-                continue
-            inst = AlertInstance(rule_id=rule_id, fingerprint=fp, silenced=False, acked=False)
-            session.add(inst)
-        if obs is not None:
-            inst.labels = instance_labels(spec, obs)
-            inst.value = obs.value
-            inst.summary, inst.description = texts(spec, obs, inst.labels)
-        inst.state = new.state
-        inst.active_since, inst.last_active_at = new.active_since, new.last_active_at
-        inst.fired_at, inst.resolved_at = new.fired_at, new.resolved_at
-        inst.last_evaluated_at = now
-        inst.silenced = new.state in ("pending", "firing") and is_silenced(silences, inst.labels)
-        if new.state in ("inactive", "resolved"):
-            inst.acked = False
+            created.append({"rule_id": rule_id, "fingerprint": fp, **row})
+        else:
+            for key, value in row.items():
+                setattr(inst, key, value)
         if transition is not None:
-            session.flush()
-            session.add(
-                AlertEvent(
-                    instance_id=inst.id,
-                    rule_id=rule_id,
-                    at=now,
-                    from_state=transition.from_state,
-                    to_state=transition.to_state,
-                    value=inst.value,
-                    severity=spec.severity,
-                    labels=inst.labels,
-                    summary=inst.summary,
-                    silenced=inst.silenced,
-                    acked=inst.acked,
-                )
+            changes.append((fp, row, transition.from_state, transition.to_state))
+    if created:
+        session.execute(insert(AlertInstance), created)
+    session.flush()
+    if not changes:
+        return 0
+    ids = dict(
+        session.execute(
+            select(AlertInstance.fingerprint, AlertInstance.id).where(
+                AlertInstance.rule_id == rule_id,
+                AlertInstance.fingerprint.in_([fp for fp, *_ in changes]),
             )
-            transitions += 1
-    return transitions
+        ).all()
+    )
+    session.execute(
+        insert(AlertEvent),
+        [
+            {
+                "instance_id": ids[fp],
+                "rule_id": rule_id,
+                "at": now,
+                "from_state": from_state,
+                "to_state": to_state,
+                "value": row["value"],
+                "severity": spec.severity,
+                "labels": row["labels"],
+                "summary": row["summary"],
+                "silenced": row["silenced"],
+                "acked": row["acked"],
+            }
+            for fp, row, from_state, to_state in changes
+        ],
+    )
+    return len(changes)
+
+
+def _row(
+    spec: RuleSpec,
+    obs: Observation | None,
+    inst: AlertInstance | None,
+    new: InstanceState,
+    silences: list[AlertSilence],
+    now: datetime,
+) -> dict[str, Any]:
+    """The instance's columns after this evaluation (labels, value and texts from the
+    observation when there is one, else as they were)."""
+    if obs is not None:
+        labels = instance_labels(spec, obs)
+        summary, description = texts(spec, obs, labels)
+        value = obs.value
+    else:
+        assert inst is not None
+        labels, summary, description = inst.labels, inst.summary, inst.description
+        value = inst.value
+    active = new.state in ("pending", "firing")
+    return {
+        "labels": labels,
+        "value": value,
+        "summary": summary,
+        "description": description,
+        "state": new.state,
+        "active_since": new.active_since,
+        "last_active_at": new.last_active_at,
+        "fired_at": new.fired_at,
+        "resolved_at": new.resolved_at,
+        "last_evaluated_at": now,
+        "silenced": active and is_silenced(silences, labels),
+        "acked": active and inst is not None and inst.acked,
+    }
 
 
 def _state_of(inst: AlertInstance | None) -> InstanceState:
