@@ -31,7 +31,8 @@ def _write_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-WriteSessionDep = Annotated[Session, Depends(_write_session)]
+# Commit before the response is sent: a redirect must never race its own commit.
+WriteSessionDep = Annotated[Session, Depends(_write_session, scope="function")]
 
 
 async def read_form(request: Request) -> dict[str, str]:

@@ -26,7 +26,8 @@ def write_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-WriteSessionDep = Annotated[Session, Depends(write_session)]
+# Commit before the response is sent: a redirect must never race its own commit.
+WriteSessionDep = Annotated[Session, Depends(write_session, scope="function")]
 
 
 def runbooks_dir(request: Request) -> Path:
