@@ -140,6 +140,9 @@ def test_registry_lists_every_kind_by_its_name() -> None:
         assert isinstance(kind, ChannelKind)
         assert kind.kind == name
         assert get_kind(name) is kind
+        assert kind.default_url == (
+            "https://events.pagerduty.com/v2/enqueue" if name == "pagerduty" else None
+        )
 
 
 def test_get_kind_names_the_allowed_kinds_for_an_unknown_one() -> None:

@@ -25,7 +25,7 @@ CONFIG = ChannelConfig(url="", secret=ROUTING_KEY)
 
 def test_a_firing_notice_triggers_one_event_with_every_field() -> None:
     [request] = KIND.build(make_group([make_notice(0)]), CONFIG)
-    assert request.url == "https://events.pagerduty.com/v2/enqueue"
+    assert request.url == "https://events.pagerduty.com/v2/enqueue" == KIND.default_url
     assert request.headers == {"Content-Type": "application/json"}
     assert bodies([request]) == [
         {

@@ -123,9 +123,11 @@ class ChannelKind(ABC):
     """A notification service (Slack, Microsoft Teams, Discord, PagerDuty, generic webhook,
     Alertmanager). Subclasses set ``kind`` (the name stored on the channel) and implement
     :meth:`build` and :meth:`interpret`; :meth:`validate` checks a channel's settings when it is
-    created."""
+    created. ``default_url`` is the endpoint used when a channel's ``url`` is empty (PagerDuty's
+    Events API); ``None`` when a URL is required."""
 
     kind: ClassVar[str]
+    default_url: ClassVar[str | None] = None
 
     @abstractmethod
     def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:

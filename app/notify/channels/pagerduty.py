@@ -88,6 +88,7 @@ class PagerDutyKind(ChannelKind):
     """PagerDuty service integration of type "Events API v2"."""
 
     kind = "pagerduty"
+    default_url = EVENTS_URL
 
     def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
         """One POST per notice to ``config.url`` (empty → :data:`EVENTS_URL`), in order."""
