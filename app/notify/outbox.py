@@ -211,8 +211,8 @@ def enqueue_repeats(
     session: Session, *, now: datetime | None = None, deadline_s: float = DEADLINE_S
 ) -> int:
     """Queue a ``repeat`` row for each firing alert, neither silenced nor acknowledged, whose
-    last firing/repeat row on a route is ``repeat_interval_s`` old and has nothing queued.
-    Returns the rows queued."""
+    last firing/repeat row on a route is ``repeat_interval_s`` old at ``now`` and has nothing
+    queued. The rows are due at once. Returns the rows queued."""
     now = now or utcnow()
     last = (
         select(
@@ -239,7 +239,7 @@ def enqueue_repeats(
             NotifyChannel.broken.is_(False),
         )
     ).all()
-    queued = 0
+    queued, queued_at = 0, utcnow()
     for inst, rule, route, last_at in rows:
         if last_at + timedelta(seconds=route.repeat_interval_s) > now:
             continue
@@ -255,9 +255,9 @@ def enqueue_repeats(
                 status="queued",
                 payload=payload_of(None, inst, rule, status="firing", route=route),
                 attempts=0,
-                not_before=now,
-                deadline_at=now + timedelta(seconds=deadline_s),
-                created_at=now,
+                not_before=queued_at,
+                deadline_at=queued_at + timedelta(seconds=deadline_s),
+                created_at=queued_at,
             )
         )
         queued += 1

@@ -39,7 +39,7 @@ from app.notify.channels.base import ChannelConfig, ChannelKind, Outcome
 from app.notify.channels.registry import get_kind
 from app.notify.models import NotifyChannel, NotifyDelivery
 from app.notify.notices import group_of
-from app.notify.secrets import SecretBox, SecretUnreadable, redact
+from app.notify.secrets import SecretBox, SecretUnreadable, install_log_redaction, redact
 from app.notify.sender import SendResult, send_group
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,7 @@ class DeliveryWorker:
         rng: Callable[[], float] = random.random,
         client: httpx.Client | None = None,
     ) -> None:
+        install_log_redaction()
         self.factory = factory
         self.box = box
         self.signer = signer
