@@ -249,3 +249,18 @@ def test_unknown_alert_is_a_404_page(site: Any) -> None:
 
     assert response.status_code == 404
     assert "no alert with id 424242" in response.text
+
+
+def test_times_and_links_follow_the_viewer_time_zone(site: Any) -> None:
+    hot = site["ids"]["hot"]
+    html = get(site["url"] + "/alerts", tz="Asia/Tokyo").text
+    detail = get(f"{site['url']}/alerts/{hot}", tz="Asia/Tokyo").text
+    bad = get(site["url"] + "/alerts", tz="Mars/Olympus")
+
+    assert f'<a href="/alerts/{hot}?tz=Asia%2FTokyo">hot</a>' in html
+    assert 'href="/alerts?tab=firing&amp;tz=Asia%2FTokyo"' in html
+    assert 'hx-get="/alerts/_list?tz=Asia%2FTokyo"' in html
+    assert ' JST<div class="reason">for ' in html
+    assert 'Z<div class="reason">for ' not in html
+    assert detail.count(" JST</td>") == 1
+    assert bad.status_code == 400
