@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -55,6 +56,13 @@ class RenderedRunbook:
     missing: bool
     warnings: list[str]
     title: str
+
+
+def page_url(name: str, *, alert_id: int | None = None) -> str:
+    """The runbook's page, filled in for ``alert_id`` when given
+    (``/runbooks/gpu-lost?alert=42``); for links from alert pages and notifications."""
+    url = f"/runbooks/{quote(name, safe='')}"
+    return url if alert_id is None else f"{url}?alert={int(alert_id)}"
 
 
 def check_name(name: str) -> str:
