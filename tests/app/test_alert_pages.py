@@ -99,7 +99,7 @@ def test_active_tab_lists_firing_then_pending_with_counts_links_and_escaping(sit
     assert f'<a href="/nodes/node-a/gpus/{uuid1}">node-a GPU 1</a>' in html
     assert '<a class="runbook-link" href="/runbooks/gpu-temp">gpu-temp</a>' in html
     assert 'href="https://wiki.example/warm" rel="noopener noreferrer"' in html
-    assert "🔥</span> firing" in html and "◔</span> pending" in html
+    assert "●</span> firing" in html and "◔</span> pending" in html
     assert "✖</span> critical</span> 1</a>" in html and "▲</span> warning</span> 1</a>" in html
     assert "team &lt;b&gt;gpu-ops&lt;/b&gt;: 1" in html and "team facilities: 1" in html
     assert "node-a GPU 1 at 90 °C &lt;img src=x onerror=alert(2)&gt;" in html
