@@ -65,11 +65,13 @@ def entity_of(labels: dict[str, Any]) -> tuple[str, str | None]:
     return name, node
 
 
-def runbook_link(spec: dict[str, Any]) -> tuple[str, str] | None:
-    """(text, href) of a rule's runbook: the in-app one (``runbook`` → ``/runbooks/{name}``)
-    first, else ``runbook_url``; None when it has neither."""
+def runbook_link(spec: dict[str, Any], alert_id: int | None = None) -> tuple[str, str] | None:
+    """(text, href) of a rule's runbook: the in-app one first (``runbook`` →
+    ``/runbooks/{name}?alert={id}``, which fills in that alert's node, GPU and labels), else
+    ``runbook_url``; None when it has neither."""
     if spec.get("runbook"):
-        return spec["runbook"], f"/runbooks/{quote(spec['runbook'], safe='')}"
+        href = f"/runbooks/{quote(spec['runbook'], safe='')}"
+        return spec["runbook"], href + (f"?alert={alert_id}" if alert_id is not None else "")
     if spec.get("runbook_url"):
         return "runbook", spec["runbook_url"]
     return None
@@ -90,7 +92,7 @@ def row_of(inst: AlertInstance, rule: AlertRule) -> AlertRow:
         inst.resolved_at if inst.state == "resolved" else None,
         inst.silenced,
         inst.acked,
-        runbook_link(rule.spec),
+        runbook_link(rule.spec, inst.id),
     )
 
 
@@ -123,7 +125,7 @@ def resolved_history(session: Session, *, since: datetime, limit: int = 1000) ->
                 event.at,
                 event.silenced,
                 event.acked,
-                runbook_link(rule.spec),
+                runbook_link(rule.spec, event.instance_id),
             )
         )
     return out

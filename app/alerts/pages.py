@@ -169,7 +169,7 @@ def _detail(
             "inst": inst,
             "rule": rule,
             "entity": entity_of(inst.labels),
-            "runbook": runbook_link(rule.spec),
+            "runbook": runbook_link(rule.spec, inst.id),
             "events": alert_service.list_events(session, alert_id=alert_id),
             "acks": alert_service.list_acks(session, alert_id=alert_id),
             "silence_href": f"/silences?{silence_query}",

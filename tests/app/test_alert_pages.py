@@ -97,7 +97,8 @@ def test_active_tab_lists_firing_then_pending_with_counts_links_and_escaping(sit
     assert rows(html) == ["hot", "warm"]
     uuid1 = site["gpus"][1]["uuid"]
     assert f'<a href="/nodes/node-a/gpus/{uuid1}">node-a GPU 1</a>' in html
-    assert '<a class="runbook-link" href="/runbooks/gpu-temp">gpu-temp</a>' in html
+    hot = site["ids"]["hot"]
+    assert f'<a class="runbook-link" href="/runbooks/gpu-temp?alert={hot}">gpu-temp</a>' in html
     assert 'href="https://wiki.example/warm" rel="noopener noreferrer"' in html
     assert "●</span> firing" in html and "◔</span> pending" in html
     assert "✖</span> critical</span> 1</a>" in html and "▲</span> warning</span> 1</a>" in html
@@ -195,7 +196,7 @@ def test_detail_shows_labels_annotations_timeline_and_links(site: Any) -> None:
     )
     assert "GPU 1 at 90 °C &lt;img" in html
     assert html.count('○</span> inactive</span> → <span class="alert-state state-firing">') == 1
-    assert '<a class="runbook-link" href="/runbooks/gpu-temp">' in html
+    assert f'<a class="runbook-link" href="/runbooks/gpu-temp?alert={hot}">' in html
     assert XSS not in html and "<img src=x" not in html
     uuid1 = site["gpus"][1]["uuid"]
     assert (
