@@ -75,7 +75,6 @@ def rules_page(request: Request, session: SessionDep) -> HTMLResponse:
 
 def _editor(
     request: Request,
-    session: Session,
     form: RuleForm,
     *,
     original: str | None,
@@ -93,7 +92,7 @@ def _editor(
 @router.get("/rules/new", response_class=HTMLResponse)
 def new_rule(request: Request, session: SessionDep) -> HTMLResponse:
     """The editor with an example rule."""
-    return _editor(request, session, RuleForm(NEW_RULE), original=None)
+    return _editor(request, RuleForm(NEW_RULE), original=None)
 
 
 @router.get("/rules/{name}/edit", response_class=HTMLResponse)
@@ -101,7 +100,7 @@ def edit_rule(request: Request, session: SessionDep, name: str) -> HTMLResponse:
     """The editor with rule ``name`` as YAML (404 if unknown)."""
     doc = store.spec_of(store.get_rule(session, name=name)).document()
     text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
-    return _editor(request, session, RuleForm(text), original=name)
+    return _editor(request, RuleForm(text), original=name)
 
 
 def _submit(request: Request, session: Session, form: Form, original: str | None) -> Response:
@@ -109,14 +108,7 @@ def _submit(request: Request, session: Session, form: Form, original: str | None
     if original is not None:
         store.get_rule(session, name=original)  # 404 before anything else
     if typed.spec is None:
-        return _editor(request, session, typed, original=original, status_code=422)
-    if form.one("action") == "preview":
-        rows = store.preview(
-            session,
-            spec=typed.spec,
-            health_rules=rules_from_settings(request.app.state.settings),
-        )
-        return _editor(request, session, typed, original=original, preview=rows)
+        return _editor(request, typed, original=original, status_code=422)
     try:
         if original is None:
             store.create_rule(session, spec=typed.spec)
@@ -124,15 +116,32 @@ def _submit(request: Request, session: Session, form: Form, original: str | None
             store.update_rule(session, name=original, spec=typed.spec, source="api")
     except Conflict as exc:
         typed.errors.append(("name", exc.detail))
-        return _editor(request, session, typed, original=original, status_code=409)
+        return _editor(request, typed, original=original, status_code=409)
     return _back(request, "/rules")
+
+
+@router.post("/rules/_preview", response_class=HTMLResponse)
+def preview_rule(
+    request: Request, session: SessionDep, form: Annotated[Form, Depends(read_form)]
+) -> HTMLResponse:
+    """The editor again with what the typed rule matches now and the state each entity would
+    be in (``store.preview``, read-only: nothing is stored); ``original`` is the rule being
+    edited, if any."""
+    typed = parse_rule((form.get("document") or [""])[0])
+    original = form.one("original") or None
+    if typed.spec is None:
+        return _editor(request, typed, original=original, status_code=422)
+    rows = store.preview(
+        session, spec=typed.spec, health_rules=rules_from_settings(request.app.state.settings)
+    )
+    return _editor(request, typed, original=original, preview=rows)
 
 
 @router.post("/rules", response_model=None)
 def create_rule(
     request: Request, session: WriteSessionDep, form: Annotated[Form, Depends(read_form)]
 ) -> Response:
-    """Create (``action=save``) or preview (``action=preview``, nothing stored) a rule."""
+    """Create a rule; the editor again with 422 (errors naming the field) or 409 (name taken)."""
     return _submit(request, session, form, None)
 
 
@@ -143,7 +152,7 @@ def update_rule(
     name: str,
     form: Annotated[Form, Depends(read_form)],
 ) -> Response:
-    """Replace rule ``name`` (``action=save``) or preview the edited rule."""
+    """Replace rule ``name`` (404 if unknown); errors as for :func:`create_rule`."""
     return _submit(request, session, form, name)
 
 

@@ -167,20 +167,24 @@ def doc(**changes: Any) -> str:
 
 
 def test_preview_shows_entities_and_states_without_saving(site: str) -> None:
-    response = post(f"{site}/rules", {"document": doc(), "action": "preview"})
+    response = post(f"{site}/rules/_preview", {"document": doc()})
+    editing = post(f"{site}/rules/_preview", {"document": doc(name="hot"), "original": "hot"})
 
     assert response.status_code == 200
     assert "Preview: 1 entity" in response.text
     assert '<tr><td>node-a GPU 1</td><td class="num">90</td>' in response.text
     assert "◔</span> pending" in response.text
     assert 'data-rule="very-hot"' not in httpx.get(f"{site}/rules", timeout=30).text
+    assert editing.status_code == 200
+    assert '<form id="rule-form" method="post" action="/rules/hot"' in editing.text
+    assert "●</span> firing" in editing.text
 
 
 def test_create_edit_disable_enable_and_delete_a_rule(site: str) -> None:
-    created = post(f"{site}/rules", {"document": doc(), "action": "save"})
-    duplicate = post(f"{site}/rules", {"document": doc(), "action": "save"})
+    created = post(f"{site}/rules", {"document": doc()})
+    duplicate = post(f"{site}/rules", {"document": doc()})
     edit = httpx.get(f"{site}/rules/very-hot/edit", timeout=30).text
-    updated = post(f"{site}/rules/very-hot", {"document": doc(severity="info"), "action": "save"})
+    updated = post(f"{site}/rules/very-hot", {"document": doc(severity="info")})
     disabled = post(f"{site}/rules/very-hot/disable", {})
     listing = httpx.get(f"{site}/rules", timeout=30).text
     confirm = httpx.get(f"{site}/rules/very-hot/delete", timeout=30).text
@@ -225,8 +229,8 @@ def test_disabling_a_rule_resolves_its_alerts(site: str) -> None:
     ],
 )
 def test_bad_rule_is_422_naming_the_field(site: str, document: str, error: str) -> None:
-    for action in ("save", "preview"):
-        response = post(f"{site}/rules", {"document": document, "action": action})
+    for path in ("/rules", "/rules/_preview", "/rules/hot"):
+        response = post(site + path, {"document": document})
 
         assert response.status_code == 422
         assert error in response.text
