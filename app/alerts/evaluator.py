@@ -21,6 +21,7 @@ from app.alerts.models import AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import active_silences, is_silenced
 from app.alerts.spec import RuleSpec
 from app.health.rules import HealthRules
+from app.notify import outbox as notify_outbox
 
 log = logging.getLogger(__name__)
 TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -153,6 +154,7 @@ def apply_rule(
             for fp, row, from_state, to_state in changes
         ],
     )
+    notify_outbox.enqueue_events(session, rule_id=rule_id, at=now)  # the outbox, same transaction
     return len(changes)
 
 
