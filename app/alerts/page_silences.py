@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts import service as alert_service
 from app.alerts.page_forms import Form, SilenceForm, read_form, validate_silence
+from app.alerts.page_views import parse_id
 from app.alerts.router import WriteSessionDep
 from app.alerts.silences import MATCH_OPS
 from app.db import SessionDep, utcnow
@@ -82,8 +83,9 @@ def create_silence(
 
 
 @router.post("/silences/{silence_id}/expire", response_model=None)
-def expire_silence(request: Request, session: WriteSessionDep, silence_id: int) -> Response:
-    """End a silence now (404 if unknown) and go back to the list."""
-    alert_service.expire_silence(session, silence_id=silence_id)
+def expire_silence(request: Request, session: WriteSessionDep, silence_id: str) -> Response:
+    """End a silence now (400 for a non-numeric id, 404 if unknown), back to the list."""
+    number = parse_id(silence_id, "silence id")
+    alert_service.expire_silence(session, silence_id=number)
     tz = tz_query(request)
     return RedirectResponse(f"/silences{'?' + tz if tz else ''}", status_code=303)

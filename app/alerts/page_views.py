@@ -46,6 +46,17 @@ class AlertRow:
         return entity_of(self.labels)
 
 
+def parse_id(raw: str, name: str) -> int:
+    """A numeric id from a URL path segment.
+
+    Raises:
+        BadRequest: not a positive integer, naming ``name``.
+    """
+    if not raw.isdigit() or len(raw) > 18:
+        raise BadRequest(f"{name}: expected a positive integer, got {raw[:40]!r}")
+    return int(raw)
+
+
 def entity_of(labels: dict[str, Any]) -> tuple[str, str | None]:
     """The entity an alert is about, from its labels, and its page: a GPU
     (``hostname`` + ``gpu_uuid``) links to ``/nodes/{h}/gpus/{uuid}``, a node (``hostname``)

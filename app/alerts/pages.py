@@ -25,6 +25,7 @@ from app.alerts.page_views import (
     AlertFilters,
     AlertRow,
     entity_of,
+    parse_id,
     resolved_history,
     row_of,
     runbook_link,
@@ -138,10 +139,10 @@ def alerts_summary(request: Request, session: SessionDep) -> HTMLResponse:
 
 
 @router.get("/alerts/{alert_id}", response_class=HTMLResponse)
-def alert_detail(request: Request, session: SessionDep, alert_id: int) -> HTMLResponse:
+def alert_detail(request: Request, session: SessionDep, alert_id: str) -> HTMLResponse:
     """One alert: labels, summary and description, transitions, acknowledgements, ack form
-    and a "silence like this" link."""
-    return _detail(request, session, alert_id)
+    and a "silence like this" link (400 for a non-numeric id, 404 for an unknown one)."""
+    return _detail(request, session, parse_id(alert_id, "alert id"))
 
 
 def _detail(
@@ -185,11 +186,12 @@ def _detail(
 def ack_alert(
     request: Request,
     session: WriteSessionDep,
-    alert_id: int,
+    alert_id: str,
     form: Annotated[Form, Depends(read_form)],
 ) -> Response:
     """Acknowledge (owner, note) and go back to the alert; 422 with the error beside the
     field when the owner is missing or a field is too long."""
+    number = parse_id(alert_id, "alert id")
     owner, note = form.one("owner"), (form.get("note") or [""])[0]
     errors = {}
     if not owner:
@@ -200,10 +202,10 @@ def ack_alert(
         errors["note"] = "at most 4096 characters"
     if errors:
         typed = {"owner": owner, "note": note}
-        return _detail(request, session, alert_id, errors=errors, typed=typed, status_code=422)
+        return _detail(request, session, number, errors=errors, typed=typed, status_code=422)
     try:
-        alert_service.ack(session, alert_id=alert_id, owner=owner, note=note)
+        alert_service.ack(session, alert_id=number, owner=owner, note=note)
     except BadRequest as exc:
-        return _detail(request, session, alert_id, errors={"owner": exc.detail}, status_code=400)
+        return _detail(request, session, number, errors={"owner": exc.detail}, status_code=400)
     tz = tz_query(request)
-    return RedirectResponse(f"/alerts/{alert_id}{'?' + tz if tz else ''}", status_code=303)
+    return RedirectResponse(f"/alerts/{number}{'?' + tz if tz else ''}", status_code=303)

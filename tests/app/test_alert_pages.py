@@ -265,3 +265,14 @@ def test_times_and_links_follow_the_viewer_time_zone(site: Any) -> None:
     assert 'Z<div class="reason">for ' not in html
     assert detail.count(" JST</td>") == 1
     assert bad.status_code == 400
+
+
+def test_non_numeric_ids_are_400_pages_naming_the_id(site: Any) -> None:
+    detail = get(site["url"] + "/alerts/<b>x")
+    ack = httpx.post(site["url"] + "/alerts/x/ack", data={"owner": "a"}, timeout=30)
+    expire = httpx.post(site["url"] + "/silences/1e3/expire", timeout=30)
+
+    assert detail.status_code == 400
+    assert "alert id: expected a positive integer, got &#39;&lt;b&gt;x&#39;" in detail.text
+    assert ack.status_code == 400 and "alert id: expected a positive integer" in ack.text
+    assert expire.status_code == 400 and "silence id: expected a positive integer" in expire.text
