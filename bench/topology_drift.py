@@ -14,6 +14,10 @@ number of SQL statements one call runs, and the median and max wall time of ``GE
 and its 5 s refresh ``/topology/_drift`` from a real server (client on the same machine).
 
     python bench/topology_drift.py [--nodes 1000] [--links 18] [--minutes 10] [--repeat 5]
+                                   [--database postgresql://…/name]
+
+``--database`` times an existing database instead (migrated first; seeded only when it has no
+node), so one seeded fleet can be timed again after a change.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,7 @@ from app.db import make_engine, make_session_factory, session_scope  # noqa: E40
 from app.fleet import service as fleet_service  # noqa: E402
 from app.ingest import service as ingest_service  # noqa: E402
 from app.ingest.schemas import IngestBatchIn  # noqa: E402
+from app.migrate import upgrade  # noqa: E402
 from app.nics.models import NicPortSample  # noqa: E402
 from app.nvlinks.models import NvlinkSample  # noqa: E402
 from app.topology.drift import find_drift  # noqa: E402
@@ -169,16 +175,39 @@ def time_pages(url: str, data_dir: Path, repeat: int) -> None:
             )
 
 
+@contextmanager
+def database(url: str | None) -> Iterator[str]:
+    """``url`` migrated, else a fresh migrated Postgres database dropped on exit."""
+    if url:
+        upgrade(url)
+        yield url
+        return
+    with postgres_database() as fresh:
+        yield fresh
+
+
+def node_count(url: str) -> int:
+    """Nodes stored in ``url``."""
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        found = conn.scalar(select(func.count()).select_from(text("node"))) or 0
+    engine.dispose()
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--links", type=int, default=18)
     parser.add_argument("--minutes", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--database", help="an existing Postgres database URL to use")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, postgres_database() as url:
-        took = seed(url, nodes=args.nodes, links=args.links, minutes=args.minutes)
-        print(f"Postgres: seeded {args.nodes} nodes × 8 GPUs in {took:.0f} s: {counts(url)}")
+    with tempfile.TemporaryDirectory() as tmp, database(args.database) as url:
+        if not node_count(url):
+            took = seed(url, nodes=args.nodes, links=args.links, minutes=args.minutes)
+            print(f"Postgres: seeded {args.nodes} nodes × 8 GPUs in {took:.0f} s")
+        print(counts(url))
         time_find_drift(url, args.repeat)
         time_pages(url, Path(tmp), args.repeat)
 
