@@ -102,16 +102,21 @@ _known: set[str] = set()
 _known_lock = threading.Lock()
 
 
+def _variants(value: str) -> set[str]:
+    """A secret and, for a URL, its path + query (what error texts and logs may quote)."""
+    found = {value}
+    parts = urlsplit(value)
+    if parts.scheme and len(parts.path) >= 6:  # shorter paths are not secrets, just noise
+        found.add(parts.path + (f"?{parts.query}" if parts.query else ""))
+    return found
+
+
 def remember(value: str | None) -> None:
     """Add a secret (and a URL's path + query) to the set :func:`redact` removes from text."""
     if not value or len(value) < 4:
         return
     with _known_lock:
-        _known.add(value)
-        parts = urlsplit(value)
-        if parts.scheme and parts.path and len(parts.path) > 1:
-            tail = parts.path + (f"?{parts.query}" if parts.query else "")
-            _known.add(tail)
+        _known.update(_variants(value))
 
 
 def redact(text: str, *values: str | None) -> str:
@@ -119,7 +124,10 @@ def redact(text: str, *values: str | None) -> str:
     :func:`mask_url`, anything else by ``…``. Longest first, so a URL is replaced whole before
     its path alone."""
     with _known_lock:
-        candidates = {v for v in values if v} | _known
+        candidates = set(_known)
+    for v in values:
+        if v:
+            candidates |= _variants(v)
     for value in sorted(candidates, key=len, reverse=True):
         if value in text:
             is_url = urlsplit(value).scheme in ("http", "https")
