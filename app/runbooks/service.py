@@ -3,6 +3,7 @@ in the UI writes the row; "revert to file" deletes it), and :func:`render_runboo
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +22,8 @@ from app.runbooks.render import render_markdown
 
 MAX_MARKDOWN_CHARS = 200_000
 Source = Literal["file", "ui"]
+_VALUE = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
+_TAG = re.compile(r"\{%.*?%\}")
 
 
 @dataclass(frozen=True)
@@ -37,10 +40,13 @@ class RunbookDoc:
 
     @property
     def title(self) -> str:
-        """The first Markdown heading's text, else the name."""
+        """The first Markdown heading's text with its values as ``<placeholders>`` and template
+        tags dropped (``# GPU lost: {{ node.hostname }}`` → ``GPU lost: <node.hostname>``), else
+        the name."""
         for line in self.markdown.splitlines():
             if line.startswith("#"):
-                return line.lstrip("#").strip() or self.name
+                text = _TAG.sub("", _VALUE.sub(r"<\1>", line.lstrip("#"))).strip()
+                return " ".join(text.split()) or self.name
         return self.name
 
 

@@ -78,7 +78,7 @@ def test_the_list_shows_files_and_their_source(site: Site) -> None:
     page = httpx.get(f"{site.url}/runbooks")
 
     assert [(r["name"], r["title"], r["source"], r["has_file"]) for r in api.json()] == [
-        ("gpu-hot", "Hot GPU {{ gpu.index }}", "file", True),
+        ("gpu-hot", "Hot GPU <gpu.index>", "file", True),
         ("plain", "Plain", "file", True),
     ]
     assert page.status_code == 200

@@ -53,7 +53,7 @@ def test_render_runbook_reads_the_file_then_the_ui_edit_then_the_file_again(
         "file",
         False,
         [],
-        "Slow {{ device }}",
+        "Slow <device>",
     )
 
     service.save_runbook(session, runbooks_dir=folder, name="disk-slow", markdown="# Edited\n")
