@@ -5,13 +5,17 @@ badge and the fleet overview's firing summary. Silences and rules live in
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import pass_context
+from jinja2.runtime import Context
 from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.alerts import page_rules, page_silences
@@ -31,11 +35,12 @@ from app.alerts.page_views import (
     runbook_link,
 )
 from app.alerts.router import WriteSessionDep
-from app.db import SessionDep, utcnow
+from app.db import SessionDep, session_scope, utcnow
 from app.errors import BadRequest
 from app.viewer_time import tz_query
-from app.web import is_htmx, render
+from app.web import is_htmx, render, templates
 
+log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
 router.include_router(page_silences.router)
 router.include_router(page_rules.router)
@@ -117,12 +122,30 @@ def alerts_list(request: Request, session: SessionDep, f: FiltersDep) -> HTMLRes
     return response
 
 
-@router.get("/alerts/_badge", response_class=HTMLResponse)
-def alerts_badge(session: SessionDep) -> HTMLResponse:
-    """The nav badge: the number of firing alerts (empty when none); one ``COUNT``."""
-    n = session.scalar(select(func.count()).where(AlertInstance.state == "firing")) or 0
-    text = f'<span class="nav-badge" title="{n} firing">{n}<span class="sr-only"> firing</span>'
-    return HTMLResponse(text + "</span>" if n else "")
+def firing_count(session: Session) -> int:
+    """The number of firing alerts (one ``COUNT`` on the indexed state column)."""
+    return session.scalar(select(func.count()).where(AlertInstance.state == "firing")) or 0
+
+
+@pass_context
+def _nav_firing_count(context: Context) -> int | None:
+    """Template global for the nav badge: firing alerts now, or None without a request or when
+    the database cannot answer (logged: a badge must never break the page, error pages
+    included)."""
+    request = context.get("request")
+    factory = getattr(getattr(request, "app", None), "state", None)
+    factory = getattr(factory, "read_session_factory", None)
+    if factory is None:
+        return None
+    try:
+        with session_scope(factory) as session:
+            return firing_count(session)
+    except SQLAlchemyError:
+        log.warning("nav badge: could not count firing alerts", exc_info=True)
+        return None
+
+
+templates.env.globals["firing_alert_count"] = _nav_firing_count
 
 
 @router.get("/alerts/_summary", response_class=HTMLResponse)

@@ -29,6 +29,17 @@ def alerts(live: LiveServer) -> Iterator[dict[str, Any]]:
     wipe_alerts(url)
 
 
+def set_enabled(live: LiveServer, name: str, *, enabled: bool) -> None:
+    """Enable or disable a rule through the rule service (as the API would)."""
+    from app.alerts import store
+    from app.db import make_engine, make_session_factory, session_scope
+
+    engine = make_engine(live.settings.effective_database_url)
+    with session_scope(make_session_factory(engine)) as session:
+        store.set_enabled(session, name=name, enabled=enabled)
+    engine.dispose()
+
+
 def assert_clean(problems: Problems) -> None:
     assert problems.console_errors == []
     assert problems.failed_requests == []
@@ -72,15 +83,38 @@ def test_filter_change_updates_url_and_list(page: Tab, live: LiveServer, alerts:
     assert_clean(problems)
 
 
-def test_refresh_pauses_and_resumes(page: Tab, live: LiveServer, alerts: Any) -> None:
+def test_list_refreshes_unless_paused(page: Tab, live: LiveServer, alerts: Any) -> None:
     tab, problems = page
     tab.goto(live.url + "/alerts")
-    with tab.expect_response(lambda r: "/alerts/_list" in r.url, timeout=12_000):
-        pass
+    expect(tab.locator(".alerts-table tbody tr")).to_have_count(2)
     tab.get_by_role("button", name="Pause refresh").click()
     expect(tab.locator("#live-status")).to_have_attribute("data-state", "paused")
+
+    set_enabled(live, "warm", enabled=False)
+    tab.wait_for_timeout(6_000)
+    expect(tab.locator(".alerts-table tbody tr")).to_have_count(2)
     tab.get_by_role("button", name="Resume refresh").click()
+    expect(tab.locator(".alerts-table tbody tr")).to_have_count(1, timeout=12_000)
     expect(tab.locator("#live-status")).to_have_attribute("data-state", "live")
+    assert_clean(problems)
+
+
+def test_rule_editor_previews_then_creates(page: Tab, live: LiveServer, alerts: Any) -> None:
+    tab, problems = page
+    tab.goto(live.url + "/rules")
+    tab.get_by_role("link", name="New rule").click()
+    tab.get_by_label("Rule (YAML)").fill(
+        "name: very-hot\nfor: 1m\ncondition:\n  kind: threshold\n  target: gpu\n"
+        "  metric: temp_c\n  op: '>'\n  threshold: 80\n"
+    )
+    tab.get_by_role("button", name="Preview").click()
+    expect(tab.locator(".preview-table tbody tr")).to_have_count(1)
+    expect(tab.locator(".preview-table")).to_contain_text("node-a GPU 1")
+    expect(tab.locator(".preview-table")).to_contain_text("pending")
+
+    tab.get_by_role("button", name="Create").click()
+    tab.wait_for_url("**/rules")
+    expect(tab.locator('tr[data-rule="very-hot"]')).to_contain_text("enabled")
     assert_clean(problems)
 
 
