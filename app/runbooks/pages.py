@@ -109,13 +109,18 @@ def runbook_page(
             "rendered": rendered,
             "context": context,
             "alert_id": context.alert.get("id") if context else None,
-            "edit_url": _url(name, "/edit"),
+            "edit_url": _url(name, "/edit") + (f"?alert={context.alert['id']}" if context else ""),
         },
     )
 
 
 def _edit_page(
-    request: Request, doc: RunbookDoc | None, name: str, markdown: str, error: str | None
+    request: Request,
+    doc: RunbookDoc | None,
+    name: str,
+    markdown: str,
+    error: str | None,
+    alert_id: int | None = None,
 ) -> HTMLResponse:
     return render(
         request,
@@ -123,6 +128,7 @@ def _edit_page(
         {
             "nav": "runbooks",
             "name": name,
+            "alert_id": alert_id,
             "doc": doc,
             "markdown": markdown,
             "error": error,
@@ -136,14 +142,19 @@ def _edit_page(
 
 
 @router.get("/runbooks/{name}/edit", response_class=HTMLResponse)
-def edit_page(request: Request, session: SessionDep, name: str) -> HTMLResponse:
-    """The editor: the Markdown in force (empty for a new runbook), preview, save, revert."""
+def edit_page(
+    request: Request, session: SessionDep, name: str, alert: AlertParam = None
+) -> HTMLResponse:
+    """The editor: the Markdown in force (empty for a new runbook), preview (with ``?alert=ID``
+    filled in with that alert's values), save, revert."""
     runbook_service.check_name(name)
+    context = _alert_context(session, alert)
     try:
         doc = runbook_service.get_runbook(session, runbooks_dir=_folder(request), name=name)
     except NotFound:
         doc = None
-    return _edit_page(request, doc, name, doc.markdown if doc else "", None)
+    alert_id = context.alert.get("id") if context else None
+    return _edit_page(request, doc, name, doc.markdown if doc else "", None, alert_id)
 
 
 @router.post("/runbooks/{name}/edit", response_class=HTMLResponse)
@@ -173,11 +184,13 @@ def revert(request: Request, session: WriteSessionDep, name: str) -> Response:
 
 
 @router.post("/runbooks/{name}/preview", response_class=HTMLResponse)
-def preview(request: Request, name: str, form: FormDep) -> HTMLResponse:
-    """The form's ``markdown`` rendered with placeholders (htmx partial for the editor)."""
+def preview(request: Request, session: SessionDep, name: str, form: FormDep) -> HTMLResponse:
+    """The form's ``markdown`` rendered (htmx partial for the editor): with the values of the
+    alert in the form's ``alert`` field, else with placeholders."""
     runbook_service.check_name(name)
     markdown = form.get("markdown", "")
     if len(markdown) > MAX_MARKDOWN_CHARS:
         raise BadRequest(f"markdown: longer than {MAX_MARKDOWN_CHARS:,} characters")
-    out = render_markdown(markdown, None)
+    context = _alert_context(session, form.get("alert"))
+    out = render_markdown(markdown, context.template_vars() if context else None)
     return render(request, "runbooks/_preview.html", {"html": out.html, "warnings": out.warnings})

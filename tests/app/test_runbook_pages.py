@@ -236,3 +236,22 @@ def test_path_traversal_never_reads_outside_the_folder(site: Site, path: str) ->
     up = httpx.get(f"{site.url}/api/v1/runbooks/..%2Fsecret")
     assert up.status_code in (400, 404)
     assert "TOP SECRET" not in up.text
+
+
+def test_the_editor_previews_with_an_alerts_values(site: Site) -> None:
+    alert_id = firing_alert(site)
+    view = httpx.get(f"{site.url}/runbooks/gpu-hot?alert={alert_id}")
+    assert f'<a class="btn" href="/runbooks/gpu-hot/edit?alert={alert_id}">Edit</a>' in view.text
+    edit = httpx.get(f"{site.url}/runbooks/gpu-hot/edit?alert={alert_id}")
+    assert f'name="alert" value="{alert_id}"' in edit.text
+
+    page = httpx.post(
+        f"{site.url}/runbooks/gpu-hot/preview",
+        data={"markdown": "GPU {{ gpu.index }} of {{ labels.cluster }}", "alert": str(alert_id)},
+    )
+    assert page.text.strip().endswith(
+        '<article class="runbook"><p>GPU 1 of &lt;img src=x onerror="alert(1)"&gt;**b**</p>\n'
+        "</article>"
+    )
+    bad = httpx.post(f"{site.url}/runbooks/gpu-hot/preview", data={"markdown": "x", "alert": "x"})
+    assert bad.status_code == 400
