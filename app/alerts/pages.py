@@ -127,14 +127,18 @@ def firing_count(session: Session) -> int:
     return session.scalar(select(func.count()).where(AlertInstance.state == "firing")) or 0
 
 
+def _read_factory(context: Context) -> Any:
+    request = context.get("request")
+    state = getattr(getattr(request, "app", None), "state", None)
+    return getattr(state, "read_session_factory", None)
+
+
 @pass_context
 def _nav_firing_count(context: Context) -> int | None:
     """Template global for the nav badge: firing alerts now, or None without a request or when
     the database cannot answer (logged: a badge must never break the page, error pages
     included)."""
-    request = context.get("request")
-    factory = getattr(getattr(request, "app", None), "state", None)
-    factory = getattr(factory, "read_session_factory", None)
+    factory = _read_factory(context)
     if factory is None:
         return None
     try:
@@ -145,20 +149,34 @@ def _nav_firing_count(context: Context) -> int | None:
         return None
 
 
+@pass_context
+def _firing_summary(context: Context) -> dict[str, Any] | None:
+    """Template global for the fleet overview's alerts panel (``alerts/_summary.html``):
+    :func:`summary_context`, or None without a request."""
+    factory = _read_factory(context)
+    if factory is None:
+        return None
+    with session_scope(factory) as session:
+        return summary_context(session)
+
+
 templates.env.globals["firing_alert_count"] = _nav_firing_count
+templates.env.globals["firing_alerts_summary"] = _firing_summary
+
+
+def summary_context(session: Session) -> dict[str, Any]:
+    """Firing alerts for a summary: ``total``, ``counts`` [(severity, n)], the first
+    :data:`SUMMARY_TOP` ``rows`` (worst and oldest first) and ``now``."""
+    pairs = alert_service.list_alerts(session, states=["firing"], limit=5000)
+    rows = _sorted([row_of(i, r) for i, r in pairs])
+    counts = [(s, n) for s in SEVERITIES if (n := sum(r.severity == s for r in rows))]
+    return {"rows": rows[:SUMMARY_TOP], "total": len(rows), "counts": counts, "now": utcnow()}
 
 
 @router.get("/alerts/_summary", response_class=HTMLResponse)
 def alerts_summary(request: Request, session: SessionDep) -> HTMLResponse:
-    """The fleet overview's panel: firing alerts by severity, the top few, a link to all."""
-    pairs = alert_service.list_alerts(session, states=["firing"], limit=5000)
-    rows = _sorted([row_of(i, r) for i, r in pairs])
-    counts = [(s, n) for s in SEVERITIES if (n := sum(r.severity == s for r in rows))]
-    return render(
-        request,
-        "alerts/_summary.html",
-        {"rows": rows[:SUMMARY_TOP], "total": len(rows), "counts": counts, "now": utcnow()},
-    )
+    """The fleet overview's panel alone: firing alerts by severity, the top few, a link."""
+    return render(request, "alerts/_summary.html", {"summary": summary_context(session)})
 
 
 @router.get("/alerts/{alert_id}", response_class=HTMLResponse)
