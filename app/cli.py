@@ -247,15 +247,31 @@ def demo(
         bool, typer.Option("--random-faults/--no-random-faults", help="inject faults now and then")
     ] = True,
     database_url: DatabaseOpt = None,
+    webhook: Annotated[
+        str | None,
+        typer.Option(help="also POST every team's alerts to this URL (generic webhook)"),
+    ] = None,
+    webhook_secret: Annotated[
+        str | None, typer.Option(help="HMAC-SHA256 key signing the webhook's requests")
+    ] = None,
 ) -> None:
     """Migrate, serve, and run a simulated fleet pushing over real HTTP. Ctrl-C stops all."""
     import os
+    from urllib.parse import urlsplit
 
     from app.demo import run_demo
 
     # The demo's agents batch every 5 s: a node silent for 30 s is stale (unless set otherwise).
     stale = None if os.environ.get("FLEETWATCH_STALE_AFTER_S") else 30.0
     settings = _settings(database_url=database_url, host=host, port=port, stale_after_s=stale)
+    if webhook:
+        host_name = (urlsplit(webhook).hostname or "").lower()
+        if urlsplit(webhook).scheme not in ("http", "https") or not host_name:
+            typer.echo("fleetwatch: --webhook: expected an http:// or https:// URL", err=True)
+            raise typer.Exit(2)
+        # The user named this receiver: let it be local (the SSRF guard still covers others).
+        allow = [*settings.notify_allow_hosts, host_name]
+        settings = settings.model_copy(update={"notify_allow_hosts": allow})
     _prepare_sqlite_dir(settings)
     raise typer.Exit(
         run_demo(
@@ -265,6 +281,8 @@ def demo(
             interval_s=interval,
             random_faults=random_faults,
             work_dir=Path(settings.data_dir) / "demo",
+            webhook=webhook,
+            webhook_secret=webhook_secret,
         )
     )
 

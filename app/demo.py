@@ -161,6 +161,27 @@ def apply_default_rules(settings: Settings) -> None:
     )
 
 
+def add_webhook(settings: Settings, *, url: str, secret: str | None) -> None:
+    """Add (or update) the demo's generic-webhook channel with a catch-all route, so every
+    team's alerts are POSTed to ``url`` (signed with ``secret`` when given)."""
+    from app.notify import service as notify_service
+    from app.notify.secrets import SecretBox, mask_url
+
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            notify_service.ensure_webhook_channel(
+                session,
+                url=url,
+                secret=secret,
+                box=SecretBox.from_settings(settings),
+                allow_hosts=settings.notify_allow_hosts,
+            )
+    finally:
+        engine.dispose()
+    log.info("demo webhook: every team's alerts go to %s", mask_url(url))
+
+
 def run_demo(
     settings: Settings,
     *,
@@ -169,10 +190,15 @@ def run_demo(
     interval_s: float,
     random_faults: bool,
     work_dir: Path,
+    webhook: str | None = None,
+    webhook_secret: str | None = None,
 ) -> int:
-    """Run until Ctrl-C (SIGINT) or SIGTERM; returns the process exit code."""
+    """Run until Ctrl-C (SIGINT) or SIGTERM; returns the process exit code. With ``webhook``
+    a generic-webhook channel receives every team's firing and resolved notices."""
     upgrade(settings.effective_database_url)
     apply_default_rules(settings)
+    if webhook:
+        add_webhook(settings, url=webhook, secret=webhook_secret)
     fleet_file = work_dir / "fleet.json"
     write_fleet_file(settings, demo_fleet(nodes, gpus_per_node), fleet_file)
 

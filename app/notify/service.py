@@ -263,3 +263,44 @@ def delete_route(session: Session, *, route_id: int) -> None:
     """Delete a route. Raises NotFound."""
     session.delete(get_route(session, route_id=route_id))
     session.flush()
+
+
+DEMO_CHANNEL = "demo-webhook"
+
+
+def ensure_webhook_channel(
+    session: Session,
+    *,
+    url: str,
+    secret: str | None,
+    box: SecretBox,
+    allow_hosts: Sequence[str],
+    name: str = DEMO_CHANNEL,
+) -> NotifyChannel:
+    """A generic-webhook channel ``name`` for every team with a catch-all route (all teams,
+    all severities, default grouping): created, or updated to ``url``/``secret`` and
+    re-enabled when it exists (``fleetwatch demo --webhook``).
+
+    Raises:
+        BadRequest: the URL is refused (see :func:`create_channel`).
+    """
+    existing = session.scalar(select(NotifyChannel).where(NotifyChannel.name == name))
+    if existing is None:
+        channel = create_channel(
+            session,
+            data=ChannelIn(name=name, kind="webhook", url=url, secret=secret),
+            box=box,
+            allow_hosts=allow_hosts,
+        )
+    else:
+        channel = update_channel(
+            session,
+            channel_id=existing.id,
+            data=ChannelUpdate(url=url, secret=secret or "", team=None, enabled=True),
+            box=box,
+            allow_hosts=allow_hosts,
+        )
+    catch_all = [r for r in list_routes(session, channel_id=channel.id) if r.team is None]
+    if not catch_all:
+        create_route(session, data=RouteIn(channel_id=channel.id))
+    return channel
