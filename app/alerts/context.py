@@ -71,6 +71,7 @@ class EvalContext:
     nodes: dict[int, NodeInfo]
     gpus: dict[int, GpuInfo]
     fresh_node_ids: set[int]
+    cache: dict[str, Any] = field(default_factory=dict)
     _scopes: dict[str, set[int] | None] = field(default_factory=dict)
     _health: dict[str, NodeHealthOut] | None = None
     _drift: list[Any] | None = None

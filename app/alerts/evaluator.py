@@ -15,7 +15,7 @@ from sqlalchemy import insert, or_, select
 from sqlalchemy.orm import Session
 
 from app.alerts.context import Observation, fingerprint, load_context
-from app.alerts.kinds import observe
+from app.alerts.kinds import observe, shared
 from app.alerts.lifecycle import InstanceState, Timing, step
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import active_silences, is_silenced
@@ -229,14 +229,22 @@ def evaluate(
         .where(AlertRule.enabled)
         .order_by(AlertRule.id)
     ).all()
-    observed: list[tuple[int, RuleSpec, list[Observation]]] = []
+    specs: list[tuple[int, RuleSpec]] = []
     for rule_id, name, document in rules:
         try:
-            spec = RuleSpec.model_validate(document)
-            observed.append((rule_id, spec, observe(ctx, spec)))
-        except Exception as exc:  # one bad rule must not stop the rest
-            log.exception("alert rule %s failed", name)
+            specs.append((rule_id, RuleSpec.model_validate(document)))
+        except ValueError as exc:
+            log.error("alert rule %s no longer validates: %s", name, exc)
             report.failed[name] = str(exc).splitlines()[0]
+    shared.plan(ctx, (spec for _, spec in specs))
+    observed: list[tuple[int, RuleSpec, list[Observation]]] = []
+    for rule_id, spec in specs:
+        try:
+            with reader.begin_nested():  # a failed query must not abort the others' snapshot
+                observed.append((rule_id, spec, observe(ctx, spec)))
+        except Exception as exc:  # one bad rule must not stop the rest
+            log.exception("alert rule %s failed", spec.name)
+            report.failed[spec.name] = str(exc).splitlines()[0]
     if read_session is not None:
         read_session.rollback()  # end the read snapshot before writing
     silences = active_silences(session, now=now)

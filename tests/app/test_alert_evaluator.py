@@ -287,7 +287,11 @@ def test_while_one_process_leads_the_other_evaluates_nothing(postgres_url: str) 
         assert not other.is_leader
         with engine.connect() as conn:
             holders = conn.scalar(
-                text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+                text(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                    " AND database = (SELECT oid FROM pg_database"
+                    " WHERE datname = current_database())"
+                )
             )
         assert holders == 1
     finally:

@@ -1,109 +1,80 @@
 """Threshold kind: ``aggregation(metric over window) op threshold`` per GPU, node, disk, mount,
-NFS mount or NIC port. The comparison runs in SQL (``HAVING``), so only entities whose
-condition holds — or that have no data, when the rule's ``no_data`` is not ``ok`` — come back."""
+NFS mount or NIC port. Sample aggregates come from :mod:`app.alerts.kinds.shared` (one scan per
+window for all rules); node metrics and ``gpu_lost`` from the inventory read once per
+evaluation."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
-
 from app.alerts.context import EvalContext, Observation
-from app.alerts.kinds import OPERATORS, compare
-from app.alerts.kinds.samples import entity_columns, windowed
+from app.alerts.kinds import compare, shared
 from app.alerts.spec import RuleSpec, ThresholdCondition
 from app.alerts.targets import GPU_STATE_METRICS, TARGETS
 from app.health.rules import LOST_GPU_STATES
-from app.timeseries import LATEST_WINDOW_S
-
-AGGREGATES: dict[str, Callable[[Any], Any]] = {
-    "avg": func.avg,
-    "min": func.min,
-    "max": func.max,
-}
 
 
 def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
-    """Observations of a threshold rule (see the module doc)."""
+    """Entities whose condition holds, plus those with no data unless ``no_data`` is ok."""
     cond = spec.condition
     assert isinstance(cond, ThresholdCondition)
     if cond.target == "node":
         return _node(ctx, spec, cond)
     if cond.metric in GPU_STATE_METRICS:
         return _gpu_state(ctx, spec, cond)
-    target = TARGETS[cond.target]
-    expr = target.metrics[cond.metric](target.table)
-    keys = entity_columns(target)
-    if cond.aggregation == "last":
-        # The newest row per entity: its max(sampled_at) within the latest window.
-        newest = windowed(
-            ctx,
-            target,
-            spec.scope,
-            LATEST_WINDOW_S,
-            *keys,
-            func.max(target.table.c.sampled_at).label("at"),
-        )
-        if newest is None:
-            return []
-        sub = newest.group_by(*keys).subquery()
-        t = target.table
-        join_on = [t.c[target.owner] == sub.c[target.owner], t.c.sampled_at == sub.c.at]
-        join_on += [t.c[k] == sub.c[k] for k in target.keys]
-        names = [c.key for c in keys]
-        test = OPERATORS[cond.op](expr, cond.threshold)
-        stmt: Any = (
-            select(*(sub.c[n] for n in names), expr.label("value"))
-            .select_from(t.join(sub, and_(*join_on)))
-            .where(or_(test, expr.is_(None)) if spec.no_data != "ok" else test)
-        )
-    else:
-        agg = AGGREGATES[cond.aggregation](expr)
-        base = windowed(ctx, target, spec.scope, cond.window, *keys, agg.label("value"))
-        if base is None:
-            return []
-        test = OPERATORS[cond.op](agg, cond.threshold)
-        stmt = base.group_by(*keys).having(
-            or_(test, agg.is_(None)) if spec.no_data != "ok" else test
-        )
-    return [
-        _observation(ctx, spec, cond, row)
-        for row in ctx.session.execute(stmt).mappings()
-        if _in_scope(ctx, spec, cond, row)
-    ]
+    return observations(ctx, spec, cond.target, shared.values(ctx, cond), cond.op, cond.threshold)
 
 
-def _in_scope(ctx: EvalContext, spec: RuleSpec, cond: ThresholdCondition, row: Any) -> bool:
-    if cond.target == "gpu":
-        return ctx.gpu_in(spec.scope, row["gpu_id"])
-    return True
-
-
-def _observation(
-    ctx: EvalContext, spec: RuleSpec, cond: ThresholdCondition, row: Any
-) -> Observation:
-    value = None if row["value"] is None else float(row["value"])
-    if cond.target == "gpu":
-        gpu = ctx.gpus[row["gpu_id"]]
-        return Observation(
-            ctx.gpu_labels(gpu.id),
-            (ctx.nodes[gpu.node_id].hostname, gpu.uuid),
-            value,
-            compare(value, cond.op, cond.threshold),
-            ctx.gpu_entity(gpu.id),
+def observations(
+    ctx: EvalContext,
+    spec: RuleSpec,
+    target: str,
+    values: dict[Any, float | None],
+    op: str,
+    threshold: float,
+    *,
+    scale: float = 1.0,
+) -> list[Observation]:
+    """Compare each entity's value (times ``scale``) within the rule's scope."""
+    keep_no_data = spec.no_data != "ok"
+    keys = TARGETS[target].keys
+    out = []
+    for key, raw in values.items():
+        value = None if raw is None else raw * scale
+        met = compare(value, op, threshold)
+        if not (met or (met is None and keep_no_data)):
+            continue
+        if target == "gpu":
+            gpu_id = key[0]
+            if gpu_id not in ctx.gpus or not ctx.gpu_in(spec.scope, gpu_id):
+                continue
+            gpu = ctx.gpus[gpu_id]
+            out.append(
+                Observation(
+                    ctx.gpu_labels(gpu_id),
+                    (ctx.nodes[gpu.node_id].hostname, gpu.uuid),
+                    value,
+                    met,
+                    ctx.gpu_entity(gpu_id),
+                )
+            )
+            continue
+        node_id = key[0]
+        if not ctx.node_in(spec.scope, node_id):
+            continue
+        hostname = ctx.nodes[node_id].hostname
+        extra = {k: str(v) for k, v in zip(keys, key[1:], strict=True)}
+        out.append(
+            Observation(
+                {**ctx.node_labels(node_id), **extra},
+                (hostname, *extra.values()),
+                value,
+                met,
+                f"{hostname} {'/'.join(extra.values())}",
+            )
         )
-    target = TARGETS[cond.target]
-    hostname = ctx.nodes[row["node_id"]].hostname
-    extra = {k: str(row[k]) for k in target.keys}
-    return Observation(
-        {**ctx.node_labels(row["node_id"]), **extra},
-        (hostname, *extra.values()),
-        value,
-        compare(value, cond.op, cond.threshold),
-        " ".join([hostname, "/".join(extra.values())]),
-    )
+    return out
 
 
 def _gpu_state(ctx: EvalContext, spec: RuleSpec, cond: ThresholdCondition) -> list[Observation]:
@@ -126,8 +97,12 @@ def _gpu_state(ctx: EvalContext, spec: RuleSpec, cond: ThresholdCondition) -> li
 
 
 def _node(ctx: EvalContext, spec: RuleSpec, cond: ThresholdCondition) -> list[Observation]:
-    missing = Counter(g.node_id for g in ctx.gpus.values() if g.state == "missing")
-    lost = Counter(g.node_id for g in ctx.gpus.values() if g.state in LOST_GPU_STATES)
+    if "node_counts" not in ctx.cache:
+        ctx.cache["node_counts"] = (
+            Counter(g.node_id for g in ctx.gpus.values() if g.state == "missing"),
+            Counter(g.node_id for g in ctx.gpus.values() if g.state in LOST_GPU_STATES),
+        )
+    missing, lost = ctx.cache["node_counts"]
     out = []
     for node_id in sorted(ctx.fresh_node_ids):
         if not ctx.node_in(spec.scope, node_id):

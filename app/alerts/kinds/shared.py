@@ -1,0 +1,140 @@
+"""Aggregates shared by every rule of one evaluation: one scan per (target, window) computes
+every metric and aggregation the rules ask for over that window, for every entity of every
+fresh node, and each rule then picks its column, its scope and its comparison in Python.
+
+500 rules over 8,000 GPUs are then a dozen scans (one per distinct window, one for the newest
+rows, one per rate window) instead of 500, each returning one row per entity, never histories.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sqlalchemy import Float, and_, case, cast, func, select
+
+from app.alerts.context import EvalContext
+from app.alerts.kinds.samples import entity_columns, windowed
+from app.alerts.spec import RateCondition, RuleSpec, Scope, ThresholdCondition
+from app.alerts.targets import GPU_STATE_METRICS, TARGETS
+from app.db import epoch_s
+from app.timeseries import LATEST_WINDOW_S
+
+#: (owner id, node id, *keys): a GPU is (gpu_id, node_id); a disk (node_id, node_id, device).
+EntityKey = tuple[Any, ...]
+Need = tuple[str, str]  # (metric, aggregation: last | avg | min | max | rate)
+AGGREGATES: dict[str, Callable[[Any], Any]] = {
+    "avg": func.avg,
+    "min": func.min,
+    "max": func.max,
+}
+_CACHE = "shared_aggregates"
+_PLAN = "shared_plan"
+
+
+def _slot(cond: ThresholdCondition | RateCondition) -> tuple[tuple[str, str, float], Need]:
+    if isinstance(cond, RateCondition):
+        return (cond.target, "rate", cond.window), (cond.metric, "rate")
+    if cond.aggregation == "last":
+        return (cond.target, "last", 0.0), (cond.metric, "last")
+    return (cond.target, "window", cond.window), (cond.metric, cond.aggregation)
+
+
+def plan(ctx: EvalContext, specs: Iterable[RuleSpec]) -> None:
+    """Register what every rule of this evaluation will ask for, so each scan computes all
+    of it at once."""
+    wanted: dict[tuple[str, str, float], set[Need]] = ctx.cache.setdefault(_PLAN, {})
+    for spec in specs:
+        cond = spec.condition
+        if isinstance(cond, RateCondition) or (
+            isinstance(cond, ThresholdCondition)
+            and cond.target != "node"
+            and cond.metric not in GPU_STATE_METRICS
+        ):
+            slot, need = _slot(cond)
+            wanted.setdefault(slot, set()).add(need)
+
+
+def values(
+    ctx: EvalContext, cond: ThresholdCondition | RateCondition
+) -> dict[EntityKey, float | None]:
+    """The condition's aggregate for every entity of every fresh node (None: no data); rate
+    conditions get the rise per second."""
+    slot, need = _slot(cond)
+    cache: dict[tuple[str, str, float], dict[Need, dict[EntityKey, float | None]]]
+    cache = ctx.cache.setdefault(_CACHE, {})
+    if need not in cache.get(slot, {}):
+        needs = set(ctx.cache.setdefault(_PLAN, {}).get(slot, set())) | {need}
+        cache[slot] = _compute(ctx, slot, sorted(needs))
+    return cache[slot][need]
+
+
+def _compute(
+    ctx: EvalContext, slot: tuple[str, str, float], needs: list[Need]
+) -> dict[Need, dict[EntityKey, float | None]]:
+    target_name, mode, window_s = slot
+    target = TARGETS[target_name]
+    t = target.table
+    keys = entity_columns(target)
+    names = [c.key for c in keys]
+    out: dict[Need, dict[EntityKey, float | None]] = {n: {} for n in needs}
+    if mode == "window":
+        columns = [AGGREGATES[agg](target.metrics[m](t)) for m, agg in needs]
+        stmt = windowed(ctx, target, Scope(), window_s, *keys, *columns)
+        rows = [] if stmt is None else ctx.session.execute(stmt.group_by(*keys)).all()
+    elif mode == "last":
+        newest = windowed(
+            ctx, target, Scope(), LATEST_WINDOW_S, *keys, func.max(t.c.sampled_at).label("at")
+        )
+        rows = []
+        if newest is not None:
+            sub = newest.group_by(*keys).subquery()
+            on = [t.c[target.owner] == sub.c[target.owner], t.c.sampled_at == sub.c.at]
+            on += [t.c[k] == sub.c[k] for k in target.keys]
+            stmt = select(*(sub.c[n] for n in names), *(target.metrics[m](t) for m, _ in needs))
+            rows = ctx.session.execute(stmt.select_from(t.join(sub, and_(*on)))).all()
+    else:
+        rows = _rates(ctx, target_name, window_s, [m for m, _ in needs])
+    width = len(names)
+    for row in rows:
+        key = tuple(row[:width])
+        for need, value in zip(needs, row[width:], strict=True):
+            out[need][key] = None if value is None else float(value)
+    return out
+
+
+def _rates(ctx: EvalContext, target_name: str, window_s: float, metrics: list[str]) -> list[Any]:
+    """Per entity and metric: (value at the newest sample − value at the oldest sample within
+    the window) ÷ seconds between them; None for one sample, a missing value or a reset."""
+    target = TARGETS[target_name]
+    t = target.table
+    keys = entity_columns(target)
+    names = [c.key for c in keys]
+    base = windowed(
+        ctx,
+        target,
+        Scope(),
+        window_s,
+        *keys,
+        func.min(t.c.sampled_at).label("t0"),
+        func.max(t.c.sampled_at).label("t1"),
+    )
+    if base is None:
+        return []
+    span = base.group_by(*keys).subquery()
+    first, last = t.alias("first"), t.alias("last")
+
+    def at(alias: Any, when: Any) -> Any:
+        on = [alias.c[target.owner] == span.c[target.owner], alias.c.sampled_at == when]
+        return and_(*on, *(alias.c[k] == span.c[k] for k in target.keys))
+
+    seconds = epoch_s(span.c.t1) - epoch_s(span.c.t0)
+    rates = []
+    for metric in metrics:
+        v0 = cast(target.metrics[metric](first), Float)
+        v1 = cast(target.metrics[metric](last), Float)
+        rates.append(case((and_(span.c.t1 > span.c.t0, v1 >= v0), (v1 - v0) / seconds), else_=None))
+    stmt = select(*(span.c[n] for n in names), *rates).select_from(
+        span.join(first, at(first, span.c.t0)).join(last, at(last, span.c.t1))
+    )
+    return list(ctx.session.execute(stmt).all())
