@@ -12,7 +12,7 @@ rows of one time) and ``ix_nic_port_sample_sampled_at`` with ``nic_port_sample``
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
@@ -22,27 +22,28 @@ from app.metrics.models import gpu_sample
 from app.nics.models import NicPortSample
 from app.nvlinks.models import NvlinkSample
 from app.timeseries import LATEST_WINDOW_S
-from app.topology.models import TopologyChange
+from app.topology.models import TopologyChange, TopologySnapshot
 from app.topology.signature import GpuFacts, NodeSignature, build_signature
 
 #: NVLink and NIC readings older than this before ``now`` say nothing about the node now.
 READING_MAX_AGE_S = 900.0
 
+_END_OF_TIME = datetime(9999, 12, 31, tzinfo=UTC)
 _PCIE = ("pcie_link_gen", "pcie_link_gen_max", "pcie_link_width", "pcie_link_width_max")
 
 
 def latest_documents(session: Session, *, now: datetime) -> dict[int, dict]:
     """Node id → its current topology document (the snapshot of its newest change received at
-    or before ``now``), with the snapshot's ``partial`` flag. One statement (the snapshot is
-    loaded by a join)."""
+    or before ``now``), with the snapshot's ``partial`` flag. One statement."""
     newest = (
         select(TopologyChange.node_id, func.max(TopologyChange.received_at).label("at"))
         .where(TopologyChange.received_at <= now)
         .group_by(TopologyChange.node_id)
         .subquery()
     )
-    changes = session.scalars(
-        select(TopologyChange)
+    rows = session.execute(
+        select(TopologyChange.node_id, TopologySnapshot.partial, TopologySnapshot.document)
+        .join(TopologySnapshot, TopologySnapshot.id == TopologyChange.snapshot_id)
         .join(
             newest,
             and_(
@@ -53,10 +54,10 @@ def latest_documents(session: Session, *, now: datetime) -> dict[int, dict]:
         .order_by(TopologyChange.id)
     )
     documents: dict[int, dict] = {}
-    for change in changes:
-        document = dict(change.snapshot.document)
-        document["partial"] = bool(change.snapshot.partial or document.get("partial"))
-        documents[change.node_id] = document
+    for node_id, partial, stored in rows:
+        document = dict(stored)
+        document["partial"] = bool(partial or document.get("partial"))
+        documents[node_id] = document
     return documents
 
 
@@ -95,9 +96,9 @@ def nvlinks_up(session: Session, *, oldest: datetime) -> dict[int, dict[int, int
 
     One statement: each GPU's newest time is a backward probe of
     ``ix_nvlink_sample_gpu_id_sampled_at`` (a correlated ``max``), the node's is the largest of
-    its GPUs', and only the rows of that time are read and counted."""
+    its GPUs' (a window ``max``), and only the rows of that time are read and counted."""
     link = NvlinkSample
-    per_gpu = select(
+    gpu_newest = select(
         Gpu.id.label("gpu_id"),
         Gpu.node_id,
         Gpu.index,
@@ -105,25 +106,27 @@ def nvlinks_up(session: Session, *, oldest: datetime) -> dict[int, dict[int, int
         .where(link.gpu_id == Gpu.id, link.sampled_at >= oldest)
         .scalar_subquery()
         .label("at"),
-    ).cte("nvlink_gpu_newest")
-    per_node = (
-        select(per_gpu.c.node_id, func.max(per_gpu.c.at).label("at"))
-        .group_by(per_gpu.c.node_id)
-        .cte("nvlink_node_newest")
-    )
+    ).subquery("nvlink_gpu_newest")
+    # The node's newest time on each of its GPUs' rows, so the rows of that time are looked up
+    # by (gpu_id, sampled_at) from one outer row (SQLite otherwise probes by time alone).
+    node_newest = select(
+        gpu_newest.c.gpu_id,
+        gpu_newest.c.node_id,
+        gpu_newest.c.index,
+        func.max(gpu_newest.c.at).over(partition_by=gpu_newest.c.node_id).label("at"),
+    ).subquery("nvlink_node_newest")
     rows = session.execute(
         select(
-            per_gpu.c.node_id,
-            per_gpu.c.index,
+            node_newest.c.node_id,
+            node_newest.c.index,
             func.sum(case((link.state == "up", 1), else_=0)),
         )
-        .select_from(per_gpu)
-        .join(per_node, per_node.c.node_id == per_gpu.c.node_id)
+        .select_from(node_newest)
         .join(
             link,
-            and_(link.gpu_id == per_gpu.c.gpu_id, link.sampled_at == per_node.c.at),
+            and_(link.gpu_id == node_newest.c.gpu_id, link.sampled_at == node_newest.c.at),
         )
-        .group_by(per_gpu.c.node_id, per_gpu.c.index)
+        .group_by(node_newest.c.node_id, node_newest.c.index)
     )
     found: dict[int, dict[int, int]] = defaultdict(dict)
     for node_id, index, up in rows:
@@ -142,7 +145,10 @@ def nic_port_states(
     port = NicPortSample
     newest = (
         select(port.node_id, port.device, port.port, func.max(port.sampled_at).label("at"))
-        .where(port.sampled_at >= oldest)
+        # Bounded on both sides (the upper bound is always true): SQLite, which has no
+        # statistics, then reads the window through ix_nic_port_sample_sampled_at instead of
+        # scanning every stored row through the primary key.
+        .where(port.sampled_at.between(oldest, _END_OF_TIME))
         .group_by(port.node_id, port.device, port.port)
         .subquery()
     )
