@@ -453,3 +453,22 @@ def test_workers_on_postgres_never_claim_the_same_rows(env: Env, db_url: str) ->
         worker.close()
     assert sorted(i for batch in a for i in batch.row_ids) == [r.id for r in rows(env)]
     assert b == []
+
+
+def test_an_undecryptable_url_marks_the_channel_broken_with_a_clear_error(env: Env) -> None:
+    channel_id = add_channel(env, "http://127.0.0.1:9" + SECRET_PATH)
+    with session_scope(env.factory) as session:
+        channel = session.get(NotifyChannel, channel_id)
+        assert channel is not None
+        channel.url_encrypted = SecretBox("another key").encrypt("http://127.0.0.1:9/x")
+    env.alerts.transition("gpu-lost", "n1", "firing")
+    worker = make_worker(env)
+    worker.run_once()
+    worker.close()
+    with session_scope(env.factory) as session:
+        channel = session.get(NotifyChannel, channel_id)
+        assert channel is not None and channel.broken
+        assert (channel.last_error or "").startswith(
+            "the stored webhook URL cannot be decrypted with this server's secret key"
+        )
+    assert [r.status for r in rows(env)] == ["failed"]
