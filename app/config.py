@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     future_tolerance_s: float = Field(default=300.0, ge=0, le=86400)
     retention_days: float = Field(default=30.0, gt=0, le=3650)
     prune_interval_s: float = Field(default=3600.0, ge=1, le=86400)
+    rollup_interval_s: float = Field(default=60.0, ge=10, le=600, description="rollup job period")
+    rollup_lookback_s: float = Field(
+        default=900.0, ge=120, le=86400, description="host-sample span each rollup run recomputes"
+    )
+    rollup_minute_retention_days: float = Field(default=90.0, gt=0, le=3650)
+    rollup_hour_retention_days: float = Field(default=1095.0, gt=0, le=36500)
     log_level: str = "info"
     health_xid_unhealthy: list[int] | None = Field(
         default=None, description="Xids that make a GPU unhealthy (JSON list); default: table"

@@ -36,6 +36,7 @@ from app.notify import router as notify_router
 from app.notify.jobs import NotifyJobs
 from app.nvlinks import router as nvlink_router
 from app.retention.jobs import prune_job
+from app.rollups.jobs import rollup_job
 from app.runbooks import router as runbooks_router
 from app.storage import pages as storage_pages
 from app.storage import router as storage_router
@@ -82,6 +83,20 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 seconds=settings.prune_interval_s,
                 args=[app.state.session_factory, settings.retention_days],
                 id="retention-prune",
+                coalesce=True,
+                max_instances=1,
+            )
+            scheduler.add_job(
+                rollup_job,
+                "interval",
+                seconds=settings.rollup_interval_s,
+                args=[
+                    app.state.session_factory,
+                    settings.rollup_lookback_s,
+                    settings.rollup_minute_retention_days,
+                    settings.rollup_hour_retention_days,
+                ],
+                id="rollup-fold",
                 coalesce=True,
                 max_instances=1,
             )

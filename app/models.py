@@ -16,6 +16,7 @@ from app.metrics.models import gpu_sample
 from app.nics.models import NicPortSample
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyRoute
 from app.nvlinks.models import NvlinkSample
+from app.rollups.models import rollup_watermark  # and the *_1m / *_1h rollup tables
 from app.storage.models import DiskSample, MountSample, NfsSample
 from app.topology.models import TopologyChange, TopologySnapshot
 
@@ -42,4 +43,5 @@ __all__ = [
     "TopologyChange",
     "TopologySnapshot",
     "gpu_sample",
+    "rollup_watermark",
 ]

@@ -1,0 +1,83 @@
+"""Which raw table rolls up into which tables, by which keys and fields: one :class:`Spec` per
+raw table, used by the fold, the query side and retention alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, Table, func, literal
+from sqlalchemy.sql.elements import ColumnClause
+
+from app.db import UInt64
+from app.rollups import models as m
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A raw table, its key columns (owner first), rolled-up fields and rollup tables by
+    resolution; ``by_arrival`` when the raw table has ``received_at`` (folded by watermark)."""
+
+    name: str
+    raw: Table
+    keys: tuple[str, ...]
+    fields: tuple[m.Field, ...]
+    tables: dict[int, Table]
+    by_arrival: bool = False
+
+    @property
+    def owner(self) -> str:
+        """The owner key column: ``gpu_id`` or ``node_id``."""
+        return self.keys[0]
+
+    def field(self, name: str) -> m.Field:
+        """The field called ``name``.
+
+        Raises:
+            KeyError: no such field.
+        """
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+GPU = Spec("gpu_sample", m.gpu_sample, ("gpu_id",), m.GPU_FIELDS, m.GPU_ROLLUPS, by_arrival=True)
+DISK = Spec(
+    "disk_sample", m.RAW_TABLES["disk_sample"], ("node_id", "device"), m.DISK_FIELDS, m.DISK_ROLLUPS
+)
+NFS = Spec(
+    "nfs_sample", m.RAW_TABLES["nfs_sample"], ("node_id", "mountpoint"), m.NFS_FIELDS, m.NFS_ROLLUPS
+)
+NIC = Spec(
+    "nic_port_sample",
+    m.RAW_TABLES["nic_port_sample"],
+    ("node_id", "device", "port"),
+    m.NIC_FIELDS,
+    m.NIC_ROLLUPS,
+)
+SPECS: tuple[Spec, ...] = (GPU, DISK, NFS, NIC)
+BY_RAW: dict[str, Spec] = {s.name: s for s in SPECS}
+
+
+def ordered(
+    column: ColumnElement[object] | ColumnClause[object], dialect: str
+) -> ColumnElement[object]:
+    """``column`` in a form whose max/min order numerically: on SQLite a :class:`UInt64` is
+    decimal text, so it is zero-padded to 20 digits (as :mod:`app.storage.fleet_service`
+    does for raw rows); the padded text is what rollups store there."""
+    if dialect == "sqlite" and isinstance(column.type, UInt64):
+        return func.substr(literal("0" * 20).concat(column), -20)
+    return column  # type: ignore[return-value]
+
+
+def raw_value(spec: Spec, f: m.Field, dialect: str, *, for_order: bool) -> ColumnElement[object]:
+    """The raw-row expression of field ``f``: its column (padded for ordering on SQLite when
+    ``for_order``), or the NULL-as-0 sum of its ``parts``."""
+    if f.parts:
+        cols = [func.coalesce(spec.raw.c[p], 0) for p in f.parts]
+        total: ColumnElement[object] = cols[0]
+        for c in cols[1:]:
+            total = total + c
+        return total
+    column = spec.raw.c[f.name]
+    return ordered(column, dialect) if for_order else column
