@@ -3,11 +3,11 @@ until a local webhook receiver gets its firing notice.
 
 Runs everything on this machine the way ``fleetwatch demo --webhook`` does: a fresh database
 (SQLite in a temporary folder by default, or ``--db-url``), the default rule pack, a generic
-webhook channel with a catch-all route, a server with its scheduled jobs (rule evaluation every
-``--eval-interval-s``, the delivery worker every ``--worker-interval-s``), and a simulated fleet
-pushing over real HTTP (agents sample every ``--interval-s`` and send a batch every
-``--batch-interval-s``, as in the demo). ``--faults`` GPU-lost faults on distinct GPUs start at
-random moments within ``--window-s`` seconds; for each, the time from injection to the
+webhook channel with a catch-all route, ``fleetwatch serve`` in its own process (rule
+evaluation every ``--eval-interval-s``, the delivery worker every ``--worker-interval-s``), and
+a simulated fleet pushing over real HTTP (agents sample every ``--interval-s`` and send a batch
+every ``--batch-interval-s``, as in the demo). ``--faults`` GPU-lost faults on distinct GPUs
+start at random moments within ``--window-s`` seconds; for each, the time from injection to the
 receiver getting the firing notice naming that GPU is split into detection (injection → the
 alert's ``startsAt``, i.e. the evaluation that fired it) and notification (``startsAt`` →
 received: group wait, worker tick, HTTP). Prints p50/p90/p99/max of each.
@@ -19,26 +19,28 @@ received: group wait, worker tick, HTTP). Prints p50/p90/p99/max of each.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
 
-import uvicorn
+import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agents.fleetspec import FleetNode  # noqa: E402
 from agents.simfleet import SimFleet  # noqa: E402
-from app.config import load_settings  # noqa: E402
+from app.config import Settings, load_settings  # noqa: E402
 from app.db import make_engine, make_session_factory, session_scope  # noqa: E402
 from app.demo import add_webhook, apply_default_rules  # noqa: E402
-from app.main import create_app  # noqa: E402
 from app.migrate import upgrade  # noqa: E402
 from app.notify import service as notify_service  # noqa: E402
 from app.notify.schemas import RouteIn  # noqa: E402
@@ -80,6 +82,35 @@ def set_group_wait(url: str, group_wait_s: float) -> None:
         engine.dispose()
 
 
+def start_server(settings: Settings, work: Path, port: int) -> subprocess.Popen[bytes]:
+    """``fleetwatch serve`` in its own process (its own interpreter lock, as in production)
+    with the bench's settings; waits until /healthz answers."""
+    env = dict(
+        os.environ,
+        FLEETWATCH_DATABASE_URL=settings.effective_database_url,
+        FLEETWATCH_DATA_DIR=str(work),  # the same secret key file as the channel was made with
+        FLEETWATCH_ALERT_EVAL_INTERVAL_S=str(settings.alert_eval_interval_s),
+        FLEETWATCH_NOTIFY_WORKER_INTERVAL_S=str(settings.notify_worker_interval_s),
+        FLEETWATCH_NOTIFY_ALLOW_HOSTS=json.dumps(settings.notify_allow_hosts),
+        FLEETWATCH_STALE_AFTER_S=str(settings.stale_after_s),
+        FLEETWATCH_LOG_LEVEL="warning",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
 def main() -> None:
     """Parse arguments, run the fleet and faults, print the latency table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -114,13 +145,7 @@ def main() -> None:
         add_webhook(settings, url=hook.url + "/bench", secret=None)
         set_group_wait(url, args.group_wait_s)
         port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.05)
+        server = start_server(settings, work, port)
         nodes = [
             FleetNode(f"gpu-{i:03d}", create_token(url, f"gpu-{i:03d}"), 8, {"cluster": "bench"})
             for i in range(args.nodes)
@@ -159,8 +184,8 @@ def main() -> None:
                 time.sleep(0.5)
         finally:
             fleet.stop(timeout_s=20)
-            server.should_exit = True
-            thread.join(timeout=15)
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=30)
     totals, detect, notify = [], [], []
     for key, at in injected.items():
         if key in received:
