@@ -10,8 +10,7 @@ silenced nor acknowledged, every ``repeat_interval_s``.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,8 +20,6 @@ from sqlalchemy.orm import Session
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
 from app.db import utcnow
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyRoute
-
-log = logging.getLogger(__name__)
 
 DEFAULT_GROUP_BY = ("alertname", "cluster")
 DEFAULT_GROUP_WAIT_S = 5.0
@@ -284,10 +281,3 @@ def _has_queued(session: Session, *, instance_id: int, channel_id: int) -> bool:
         )
         is not None
     )
-
-
-def routes_for(
-    routes: Sequence[tuple[NotifyRoute, NotifyChannel]], *, labels: Mapping[str, Any], severity: str
-) -> list[tuple[NotifyRoute, NotifyChannel]]:
-    """The (route, channel) pairs of ``routes`` that take an alert (for previews and tests)."""
-    return [(r, c) for r, c in routes if route_matches(r, labels=labels, severity=severity)]
