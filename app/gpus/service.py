@@ -78,15 +78,22 @@ def gpu_samples(
     zone: tzinfo = UTC,
 ) -> SamplesOut:
     """``metrics`` of ``gpu`` over ``[start, end]`` (bucket averages, or maxima for integer
-    metrics, per :func:`app.metrics.service.node_series`), shaped as the node samples API answers
-    with the one series of this GPU (empty ``t`` when it has no samples in the range); buckets of
-    2 h and more start at midnight of ``zone``.
+    metrics, per :func:`app.metrics.service.node_series`; only this GPU's rows are read),
+    shaped as the node samples API answers with the one series of this GPU (empty ``t`` when it
+    has no samples in the range); buckets of 2 h and more start at midnight of ``zone``.
 
     Raises:
         KeyError: an unknown metric name (callers validate names first).
     """
-    series = metrics_service.node_series(
-        session, node=node, metrics=metrics, start=start, end=end, step_s=step_s, zone=zone
+    series = metrics_service.node_series_from(
+        session,
+        node=node,
+        metrics=metrics,
+        start=start,
+        end=end,
+        step_s=step_s,
+        zone=zone,
+        gpu_ids=[gpu.id],
     )
     return SamplesOut(
         hostname=node.hostname,

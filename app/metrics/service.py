@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
@@ -13,8 +14,11 @@ from sqlalchemy.orm import Session
 
 from app.db import epoch_s
 from app.fleet.models import Gpu, Node
-from app.metrics.catalog import METRICS_BY_NAME
+from app.metrics.catalog import METRICS_BY_NAME, Metric
 from app.metrics.models import gpu_sample
+from app.rollups import source as rollup_source
+from app.rollups import specs as rollup_specs
+from app.rollups.source import source_resolution
 from app.timebounds import aligns_to_wall_clock, offset_segments, wall_bucket_start
 
 # Steps a chart can be bucketed by, seconds. The raw resolution (step 0) is used for short ranges.
@@ -76,6 +80,29 @@ def node_series(
     step_s: int,
     zone: tzinfo = UTC,
 ) -> list[GpuSeries]:
+    """Samples of every GPU of ``node`` in ``[start, end]``: :func:`node_series_from` reading
+    the coarsest source that nests in ``step_s`` buckets (see :mod:`app.rollups.source`).
+
+    Raises:
+        KeyError: a name in ``metrics`` is not a known metric.
+    """
+    return node_series_from(
+        session, node=node, metrics=metrics, start=start, end=end, step_s=step_s, zone=zone
+    )
+
+
+def node_series_from(
+    session: Session,
+    *,
+    node: Node,
+    metrics: list[str],
+    start: datetime,
+    end: datetime,
+    step_s: int,
+    zone: tzinfo = UTC,
+    source_s: int | None = None,
+    gpu_ids: Collection[int] | None = None,
+) -> list[GpuSeries]:
     """Samples of every GPU of ``node`` in ``[start, end]``.
 
     With ``step_s`` 0 every stored sample is returned; otherwise samples are grouped into
@@ -89,11 +116,16 @@ def node_series(
     change a day bucket spans 23 or 25 hours (see :func:`app.timebounds.wall_bucket`). In UTC
     the two alignments are the same.
 
+    ``source_s`` is the resolution read for bucketed steps: 0 raw rows, 60 or 3600 the rollups
+    (with the raw rows of the window's partial edge buckets); ``None`` picks the coarsest that
+    nests (:func:`app.rollups.source.source_resolution`). Every source gives the same values.
+    ``gpu_ids`` limits the result to those GPUs of the node (all when ``None``).
+
     Raises:
         KeyError: a name in ``metrics`` is not a known metric.
     """
     catalog = [METRICS_BY_NAME[name] for name in metrics]
-    gpus = {g.id: g for g in node.gpus}
+    gpus = {g.id: g for g in node.gpus if gpu_ids is None or g.id in gpu_ids}
     series = {
         gid: GpuSeries(g.uuid, g.index, g.name, values={m: [] for m in metrics})
         for gid, g in gpus.items()
@@ -117,24 +149,18 @@ def node_series(
             for i, name in enumerate(metrics):
                 target.values[name].append(row[2 + i])
     else:
-        epoch = epoch_s(gpu_sample.c.sampled_at)
         segments = None
         if aligns_to_wall_clock(step_s, zone):
             # Cover the whole first bucket, which may start a step (plus a DST hour) early.
             segments = offset_segments(start - timedelta(seconds=2 * step_s), end, zone)
-            epoch = epoch + _offset_at(epoch, segments)
-        bucket = func.floor(epoch / step_s).label("bucket")
-        aggregates = [
-            (func.max(gpu_sample.c[m.name]) if m.integer else func.avg(gpu_sample.c[m.name])).label(
-                m.name
-            )
-            for m in catalog
-        ]
+        if source_s is None:
+            source_s = source_resolution(step_s, segments)
         stmt = (
-            select(gpu_sample.c.gpu_id, bucket, *aggregates)
-            .where(*where)
-            .group_by(gpu_sample.c.gpu_id, bucket)
-            .order_by(gpu_sample.c.gpu_id, bucket)
+            _raw_buckets(where, catalog, step_s, segments)
+            if source_s == 0
+            else _rollup_buckets(
+                session, list(gpus), catalog, start, end, step_s, segments, source_s
+            )
         )
         for row in session.execute(stmt):
             target = series[row[0]]
@@ -150,6 +176,73 @@ def node_series(
                     value = None
                 target.values[name].append(value)
     return sorted(series.values(), key=lambda s: s.gpu_index)
+
+
+def _raw_buckets(
+    where: tuple[Any, ...],
+    catalog: list[Metric],
+    step_s: int,
+    segments: list[tuple[datetime, int]] | None,
+) -> Any:
+    """Per (GPU, bucket) the mean of each gauge and the max of each integer metric, from raw
+    rows."""
+    epoch = epoch_s(gpu_sample.c.sampled_at)
+    if segments is not None:
+        epoch = epoch + _offset_at(epoch, segments)
+    bucket = func.floor(epoch / step_s).label("bucket")
+    aggregates = [
+        (func.max(gpu_sample.c[m.name]) if m.integer else func.avg(gpu_sample.c[m.name])).label(
+            m.name
+        )
+        for m in catalog
+    ]
+    return (
+        select(gpu_sample.c.gpu_id, bucket, *aggregates)
+        .where(*where)
+        .group_by(gpu_sample.c.gpu_id, bucket)
+        .order_by(gpu_sample.c.gpu_id, bucket)
+    )
+
+
+def _rollup_buckets(
+    session: Session,
+    gpu_ids: list[int],
+    catalog: list[Metric],
+    start: datetime,
+    end: datetime,
+    step_s: int,
+    segments: list[tuple[datetime, int]] | None,
+    source_s: int,
+) -> Any:
+    """The same as :func:`_raw_buckets`, from the ``source_s`` rollup: a mean is ``Σ sums ÷
+    Σ counts`` of its parts, a max the max of the parts' maxima."""
+    fields = [(m.name, kind) for m in catalog for kind in (("max",) if m.integer else ("sum", "n"))]
+    src = rollup_source.parts(
+        session,
+        rollup_specs.GPU,
+        resolution_s=source_s,
+        start=start,
+        end=end,
+        where=lambda t: [t.c.gpu_id.in_(gpu_ids)],
+        fields=fields,
+    )
+    epoch = src.c.t_s
+    if segments is not None:
+        epoch = epoch + _offset_at(epoch, segments)
+    bucket = func.floor(epoch / step_s).label("bucket")
+    aggregates = [
+        (
+            func.max(src.c[f"{m.name}_max"])
+            if m.integer
+            else func.sum(src.c[f"{m.name}_sum"]) / func.nullif(func.sum(src.c[f"{m.name}_n"]), 0)
+        ).label(m.name)
+        for m in catalog
+    ]
+    return (
+        select(src.c.gpu_id, bucket, *aggregates)
+        .group_by(src.c.gpu_id, bucket)
+        .order_by(src.c.gpu_id, bucket)
+    )
 
 
 def _offset_at(epoch: Any, segments: list[tuple[datetime, int]]) -> Any:
