@@ -28,6 +28,7 @@ from app.topology.drift_source import (
 )
 from app.topology.signature import GpuFacts
 from tests.app.topology_drift_data import A100, node_payload, set_link
+from tests.dbs import wipe
 
 POD = {"ib_pod": "pod-01"}
 
@@ -181,3 +182,35 @@ def test_a_topology_received_after_now_is_not_used(db_url: str) -> None:
     with session_on(db_url) as (session, _):
         assert load_signatures(session, now=earlier) == {}
         assert list(load_signatures(session, now=utcnow())) == ["a"]
+
+
+def test_sqlite_reads_the_sample_tables_through_their_indexes(sqlite_url: str) -> None:
+    """Every access to ``nvlink_sample``, ``nic_port_sample`` and ``gpu_sample`` is an index
+    search: a full scan would read every row kept for the retention period on each call."""
+    store(sqlite_url, node_payload("a"), node_payload("b"))
+    engine = make_engine(sqlite_url)
+    captured: list[tuple[str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        captured.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            assert len(load_signatures(session, now=utcnow())) == 2
+            loads = [(s, p) for s, p in captured if s.startswith(("SELECT", "WITH"))]
+            plans = [
+                row[3]
+                for statement, parameters in loads
+                for row in session.connection().exec_driver_sql(
+                    "EXPLAIN QUERY PLAN " + statement, parameters
+                )
+            ]
+    finally:
+        engine.dispose()
+        wipe(sqlite_url)
+
+    assert len(loads) == 5
+    samples = [p for p in plans if "_sample" in p]
+    assert {p.split()[1] for p in samples} == {"gpu_sample", "nvlink_sample", "nic_port_sample"}
+    assert [p for p in samples if not p.startswith("SEARCH")] == []
