@@ -56,7 +56,7 @@ def fold_minutes(
                 lasts.append(f)
                 continue
             value = raw_value(spec, f, dialect, for_order=kind in ("max", "min"))
-            agg = {"sum": func.sum, "n": func.count, "max": func.max, "min": func.min}[kind]
+            agg: Any = {"sum": func.sum, "n": func.count, "max": func.max, "min": func.min}[kind]
             aggregates.append(agg(value).label(f.column(kind)))
     keys = [raw.c[k] for k in spec.keys]
     grouped = (
@@ -103,7 +103,7 @@ def fold_hours(
             if kind == "last":
                 lasts.append(f)
                 continue
-            agg = {"sum": func.sum, "n": func.sum, "max": func.max, "min": func.min}[kind]
+            agg: Any = {"sum": func.sum, "n": func.sum, "max": func.max, "min": func.min}[kind]
             aggregates.append(agg(src.c[f.column(kind)]).label(f.column(kind)))
     keys = [src.c[k] for k in spec.keys]
     grouped = (

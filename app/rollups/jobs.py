@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import epoch_s, session_scope, utcnow
 from app.rollups import fold
 from app.rollups.models import rollup_watermark
-from app.rollups.specs import GPU, SPECS, Spec
+from app.rollups.specs import SPECS, Spec, get_mark
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +42,10 @@ MAX_OWNER_LIST = 1000
 REBUILD_CHUNK_S = 6 * 3600
 
 
-def get_watermark(session: Session, name: str) -> datetime | None:
-    """The stored arrival watermark of raw table ``name``, or ``None``."""
-    return session.scalar(
-        select(rollup_watermark.c.received_at).where(rollup_watermark.c.name == name)
-    )
-
-
-def set_watermark(session: Session, name: str, at: datetime) -> None:
-    """Store ``at`` as the watermark of ``name`` (replacing any)."""
+def set_mark(session: Session, name: str, at: datetime) -> None:
+    """Store ``at`` as the progress mark ``name`` (replacing any)."""
     session.execute(delete(rollup_watermark).where(rollup_watermark.c.name == name))
-    session.execute(rollup_watermark.insert().values(name=name, received_at=at))
+    session.execute(rollup_watermark.insert().values(name=name, mark_at=at))
 
 
 def fold_arrivals(
@@ -67,7 +60,7 @@ def fold_arrivals(
     owners that had arrivals in it, so a late replay of one node does not recompute the fleet.
     """
     raw = spec.raw
-    since = get_watermark(session, spec.name) or now - timedelta(seconds=lookback_s)
+    since = get_mark(session, spec.arrival_key) or now - timedelta(seconds=lookback_s)
     minute = sql_cast(func.floor(epoch_s(raw.c.sampled_at) / fold.MINUTE_S), BigInteger)
     stmt = (
         select(raw.c[spec.owner], minute, func.max(raw.c.received_at))
@@ -92,7 +85,7 @@ def fold_arrivals(
         written = (written[0] + done[0], written[1] + done[1])
     settled = now - timedelta(seconds=SETTLE_S)
     mark = since if newest is None else max(since, min(newest, settled))
-    set_watermark(session, spec.name, mark)
+    set_mark(session, spec.arrival_key, mark)
     return written
 
 
@@ -115,6 +108,29 @@ def fold_recent(
     within ingest's tolerance, included). Returns (minute, hour) buckets written."""
     lo = now.timestamp() - lookback_s
     return fold.fold_range(session, spec, lo_s=lo, hi_s=now.timestamp() + 3600)
+
+
+def _advance_horizon(session: Session, spec: Spec, *, now: datetime, lookback_s: float) -> None:
+    """Move the folded-until mark to ``now − SETTLE_S``. With no mark yet, only when the raw
+    table holds nothing older than this run folded (a new database): history needs
+    ``fleetwatch rollups rebuild`` first, and until then charts read raw rows."""
+    if get_mark(session, spec.horizon_key) is None:
+        before = now - timedelta(seconds=lookback_s)
+        if session.scalar(
+            select(spec.raw.c.sampled_at).where(spec.raw.c.sampled_at < before).limit(1)
+        ):
+            if spec.name not in _WARNED:
+                _WARNED.add(spec.name)
+                log.warning(
+                    "%s has samples older than the rollups: run 'fleetwatch rollups rebuild' "
+                    "(charts read raw rows until then)",
+                    spec.name,
+                )
+            return
+    set_mark(session, spec.horizon_key, now - timedelta(seconds=SETTLE_S))
+
+
+_WARNED: set[str] = set()
 
 
 def prune_rollups(
@@ -152,6 +168,7 @@ def run_once(
             written[spec.name] = fold_arrivals(session, spec, now=now, lookback_s=lookback_s)
         else:
             written[spec.name] = fold_recent(session, spec, now=now, lookback_s=lookback_s)
+        _advance_horizon(session, spec, now=now, lookback_s=lookback_s)
     prune_rollups(session, minute_days=minute_days, hour_days=hour_days, now=now)
     return written
 
@@ -171,8 +188,10 @@ def rebuild(
     factory: sessionmaker[Session], *, since: datetime | None, now: datetime | None = None
 ) -> dict[str, tuple[int, int]]:
     """Recompute every rollup bucket from ``since`` (default: the oldest raw sample) to now,
-    :data:`REBUILD_CHUNK_S` of history per transaction, then set the GPU arrival watermark to
-    the rebuild's start minus :data:`SETTLE_S`, so the job goes on from there. Returns
+    :data:`REBUILD_CHUNK_S` of history per transaction, then set the folded-until marks (and
+    the GPU arrival watermark) to the rebuild's start minus :data:`SETTLE_S`, so charts read
+    the rollups and the job goes on from there. Raw rows must still exist from the hour of
+    ``since`` on: that hour's buckets are recomputed from them. Returns
     (minute, hour) buckets written per raw table."""
     began = now or utcnow()
     totals: dict[str, tuple[int, int]] = {}
@@ -193,5 +212,8 @@ def rebuild(
                 lo += REBUILD_CHUNK_S
         totals[spec.name] = written
     with session_scope(factory) as session:
-        set_watermark(session, GPU.name, began - timedelta(seconds=SETTLE_S))
+        for spec in SPECS:
+            set_mark(session, spec.horizon_key, began - timedelta(seconds=SETTLE_S))
+            if spec.by_arrival:
+                set_mark(session, spec.arrival_key, began - timedelta(seconds=SETTLE_S))
     return totals

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -33,7 +34,6 @@ from sqlalchemy import (
     String,
     Table,
 )
-from sqlalchemy.types import TypeEngine
 
 from app.db import Base, UInt64, UTCDateTime
 from app.metrics.catalog import METRICS
@@ -58,7 +58,7 @@ class Field:
 
     name: str
     kinds: tuple[str, ...]
-    type_: TypeEngine[object] | type[TypeEngine[object]]
+    type_: Any
     parts: tuple[str, ...] = ()
 
     def column(self, kind: str) -> str:
@@ -105,9 +105,9 @@ NIC_FIELDS = (
 )
 
 
-def rollup_columns(fields: Sequence[Field]) -> list[Column[object]]:
+def rollup_columns(fields: Sequence[Field]) -> list[Column[Any]]:
     """``samples`` and one nullable column per field and kind."""
-    columns: list[Column[object]] = [Column("samples", Integer, nullable=False)]
+    columns: list[Column[Any]] = [Column("samples", Integer, nullable=False)]
     for f in fields:
         for kind in f.kinds:
             type_ = Double if kind == "sum" else Integer if kind == "n" else f.type_
@@ -115,7 +115,7 @@ def rollup_columns(fields: Sequence[Field]) -> list[Column[object]]:
     return columns
 
 
-def key_columns(kind: str) -> list[Column[object]]:
+def key_columns(kind: str) -> list[Column[Any]]:
     """The key columns of a rollup of ``kind`` (``gpu``, ``disk``, ``nfs``, ``nic``), the owner
     first with its cascade, as in the raw table."""
     if kind == "gpu":
@@ -123,15 +123,15 @@ def key_columns(kind: str) -> list[Column[object]]:
             Column("gpu_id", Integer, ForeignKey("gpu.id", ondelete="CASCADE"), primary_key=True)
         ]
     node = Column("node_id", Integer, ForeignKey("node.id", ondelete="CASCADE"), primary_key=True)
-    extra = {
+    extras: dict[str, list[Column[Any]]] = {
         "disk": [Column("device", String(64), primary_key=True)],
         "nfs": [Column("mountpoint", String(512), primary_key=True)],
         "nic": [
             Column("device", String(64), primary_key=True),
             Column("port", Integer, primary_key=True, autoincrement=False),
         ],
-    }[kind]
-    return [node, *extra]
+    }
+    return [node, *extras[kind]]
 
 
 def rollup_table(
@@ -163,9 +163,11 @@ rollup_watermark = Table(
     "rollup_watermark",
     Base.metadata,
     Column("name", String(64), primary_key=True),
-    Column("received_at", UTCDateTime(), nullable=False),
+    Column("mark_at", UTCDateTime(), nullable=False),
 )
-"""Per raw table folded by arrival, the ``received_at`` up to which rows are known folded."""
+"""The fold's progress marks: ``<raw>:folded_until`` (rollups hold every sample taken before it
+that had arrived by then; charts read raw rows after it) and ``gpu_sample:received_at`` (rows
+that arrived after it are still to be folded)."""
 
 # The GPU fold finds new rows by arrival time (see app.rollups.fold). The index belongs to
 # gpu_sample; it is declared here, beside the only reader, and created by migration 0005.

@@ -14,11 +14,12 @@ half hour (Australia/Lord_Howe) cuts UTC hours in two at local midnight, so thos
 the 1-minute rollup, whose minutes always nest (and a pre-1972 offset with seconds, raw rows).
 
 The window ``[start, end]`` rarely starts or ends on a bucket boundary: whole source buckets
-inside it come from the rollup, and the partial ones at either edge from the raw rows, so every
+inside it come from the rollup, and the partial ones at either edge from the finer sources, so every
 aggregate is that of exactly the raw samples in the window. Rows come as parts — Σ, count,
 max, min — that the caller aggregates (``Σ sums ÷ Σ counts`` for a mean), so results equal those
 of the raw query (to the last bit when the sums are exact in floating point, as for integer or
-binary-fraction values; otherwise up to the summation order).
+binary-fraction values; otherwise up to the summation order). Samples newer than the fold's
+last run (``<raw>:folded_until``) are read raw, so a chart never misses its newest minute.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sqlalchemy import Subquery, Table, case, select, union_all
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
-from app.rollups.specs import Spec, raw_value
+from app.rollups.specs import Spec, get_mark, raw_value
 
 Where = Callable[[Table], list[Any]]
 
@@ -75,8 +76,10 @@ def parts(
     ``sum`` and ``n``, MAX and MIN for the others. ``where(table)`` gives the filters (owners,
     keys), applied alike to the raw and the rollup table.
 
-    With ``resolution_s`` 0 every row is raw; otherwise the whole rollup buckets inside the
-    window, plus the raw rows of the partial buckets at its edges.
+    With ``resolution_s`` 0 every row is raw; otherwise, up to the spec's folded-until mark (the
+    job's last run; none before the first run or rebuild: all raw), the whole rollup buckets
+    inside the window, and for the partial ones at its edges the next finer source (1-hour →
+    1-minute → raw), so an edge costs at most 59 minute rows and 59 s of raw rows per series.
     """
     dialect = session.get_bind().dialect.name
     raw = spec.raw
@@ -92,18 +95,42 @@ def parts(
         stmt = select(*keys, epoch_s(raw.c.sampled_at).label("t_s"), *columns)
         return stmt.where(*where(raw), *time)
 
-    if resolution_s == 0:
-        return from_raw(raw.c.sampled_at >= start, raw.c.sampled_at <= end).subquery("parts")
-    first = math.ceil(start.timestamp() / resolution_s) * resolution_s
-    stop = math.floor(end.timestamp() / resolution_s) * resolution_s
-    if stop <= first:
-        return from_raw(raw.c.sampled_at >= start, raw.c.sampled_at <= end).subquery("parts")
-    table = spec.tables[resolution_s]
-    rolled = select(
-        *(table.c[k] for k in spec.keys),
-        table.c.bucket_start_s.label("t_s"),
-        *(table.c[f"{name}_{kind}"].label(f"{name}_{kind}") for name, kind in fields),
-    ).where(*where(table), table.c.bucket_start_s >= first, table.c.bucket_start_s < stop)
-    head = from_raw(raw.c.sampled_at >= start, raw.c.sampled_at < _at(first))
-    tail = from_raw(raw.c.sampled_at >= _at(stop), raw.c.sampled_at <= end)
-    return union_all(head, rolled, tail).subquery("parts")
+    def pieces(resolution: int, lo: datetime, hi: datetime, hi_closed: bool) -> list[Any]:
+        """Selects covering ``[lo, hi]`` (``[lo, hi)`` unless ``hi_closed``): whole buckets of
+        ``resolution`` from its rollup, the partial edges from the next finer source."""
+        if resolution == 0:
+            if lo >= hi and not hi_closed:
+                return []
+            upper = raw.c.sampled_at <= hi if hi_closed else raw.c.sampled_at < hi
+            return [from_raw(raw.c.sampled_at >= lo, upper)]
+        finer = FINER[resolution]
+        first = math.ceil(lo.timestamp() / resolution) * resolution
+        stop = math.floor(hi.timestamp() / resolution) * resolution
+        if stop <= first:
+            return pieces(finer, lo, hi, hi_closed)
+        table = spec.tables[resolution]
+        rolled = select(
+            *(table.c[k] for k in spec.keys),
+            table.c.bucket_start_s.label("t_s"),
+            *(table.c[f"{name}_{kind}"].label(f"{name}_{kind}") for name, kind in fields),
+        ).where(*where(table), table.c.bucket_start_s >= first, table.c.bucket_start_s < stop)
+        return [
+            *pieces(finer, lo, _at(first), False),
+            rolled,
+            *pieces(finer, _at(stop), hi, hi_closed),
+        ]
+
+    horizon = get_mark(session, spec.horizon_key) if resolution_s else None
+    if horizon is None or horizon <= start:
+        selects = pieces(0, start, end, True)
+    elif horizon >= end:
+        selects = pieces(resolution_s, start, end, True)
+    else:
+        selects = [*pieces(resolution_s, start, horizon, False), *pieces(0, horizon, end, True)]
+    if len(selects) == 1:
+        return selects[0].subquery("parts")
+    return union_all(*selects).subquery("parts")
+
+
+#: The source a rollup's partial edge buckets are read from.
+FINER = {3600: 60, 60: 0}

@@ -4,8 +4,10 @@ raw table, used by the fold, the query side and retention alike."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import ColumnElement, Table, func, literal
+from sqlalchemy import ColumnElement, Table, func, literal, select
+from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnClause
 
 from app.db import UInt64
@@ -23,6 +25,16 @@ class Spec:
     fields: tuple[m.Field, ...]
     tables: dict[int, Table]
     by_arrival: bool = False
+
+    @property
+    def horizon_key(self) -> str:
+        """The :data:`~app.rollups.models.rollup_watermark` name of the folded-until mark."""
+        return f"{self.name}:folded_until"
+
+    @property
+    def arrival_key(self) -> str:
+        """The :data:`~app.rollups.models.rollup_watermark` name of the arrival watermark."""
+        return f"{self.name}:received_at"
 
     @property
     def owner(self) -> str:
@@ -59,6 +71,14 @@ SPECS: tuple[Spec, ...] = (GPU, DISK, NFS, NIC)
 BY_RAW: dict[str, Spec] = {s.name: s for s in SPECS}
 
 
+def get_mark(session: Session, name: str) -> datetime | None:
+    """The stored progress mark ``name`` (:data:`~app.rollups.models.rollup_watermark`), or
+    ``None``."""
+    return session.scalar(
+        select(m.rollup_watermark.c.mark_at).where(m.rollup_watermark.c.name == name)
+    )
+
+
 def ordered(
     column: ColumnElement[object] | ColumnClause[object], dialect: str
 ) -> ColumnElement[object]:
@@ -67,7 +87,7 @@ def ordered(
     does for raw rows); the padded text is what rollups store there."""
     if dialect == "sqlite" and isinstance(column.type, UInt64):
         return func.substr(literal("0" * 20).concat(column), -20)
-    return column  # type: ignore[return-value]
+    return column
 
 
 def raw_value(spec: Spec, f: m.Field, dialect: str, *, for_order: bool) -> ColumnElement[object]:

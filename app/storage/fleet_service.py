@@ -2,25 +2,31 @@
 each chart's top N series plus the summary of the rest, bucketed in SQL.
 
 Gauges (the agent's per-interval rates and latencies, ``disk_sample`` / ``nfs_sample`` /
-``nic_port_sample``) are averaged per bucket. Counters (NFS ``retransmits``, IB port error
-counters) take the bucket maximum — the last reading of a counter that only grows — and their
-increases between buckets follow :mod:`app.storage.counters` (a reset or 64-bit wrap is a gap).
+``nic_port_sample``) are averaged per bucket. Every query reads the minute or hour rollups
+where their buckets nest, with raw rows only at the window's partial edges
+(:mod:`app.rollups.source`); rankings and "did it move" checks over the whole window read the
+hour rollups whatever the step, since a window's mean, max and min do not depend on buckets.
+
+Counters (NFS ``retransmits``, IB port error counters) take the bucket maximum — the last
+reading of a counter that only grows — and their increases between buckets follow
+:mod:`app.storage.counters` (a reset or 64-bit wrap is a gap).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, false, func, literal, or_, select, true
+from sqlalchemy import ColumnElement, Subquery, Table, false, func, or_, select, true
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from app.db import UInt64, epoch_s
 from app.fleet.models import Node
 from app.nics.models import NicPortSample
+from app.rollups import source as rollup_source
+from app.rollups import specs as rollup_specs
 from app.storage import counters
 from app.storage.models import DiskSample, NfsSample
 from app.storage.series import ChartData, Series, pick_top, rest_means, rest_sums
@@ -37,7 +43,7 @@ class NodeScope:
     hostnames: dict[int, str]
     filtered: bool
 
-    def where(self, column: InstrumentedAttribute[int]) -> ColumnElement[bool]:
+    def where(self, column: InstrumentedAttribute[int] | ColumnElement[int]) -> ColumnElement[bool]:
         """``column IN (node ids)`` when filtered, else TRUE."""
         return column.in_(list(self.hostnames)) if self.filtered else true()
 
@@ -94,6 +100,11 @@ METRICS: dict[str, Metric] = {
         Metric("ib_errors", NicPortSample, ("device", "port"), _IB_ERRORS, counter=True),
     )
 }
+_SPECS: dict[Any, rollup_specs.Spec] = {
+    DiskSample: rollup_specs.DISK,
+    NfsSample: rollup_specs.NFS,
+    NicPortSample: rollup_specs.NIC,
+}
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,8 @@ class Query:
     match: str = ""
     top_n: int = 10
     by: Measure = "mean"
+    #: The resolution read (0 raw, 60, 3600); ``None`` picks the coarsest that fits.
+    source_s: int | None = None
 
 
 def item_label(values: Sequence[Any]) -> str:
@@ -115,21 +128,56 @@ def item_label(values: Sequence[Any]) -> str:
     return "/".join(str(v) for v in values)
 
 
-def _where(metric: Metric, q: Query) -> list[ColumnElement[bool]]:
-    model = metric.model
-    clauses = [q.scope.where(model.node_id), model.sampled_at >= q.start, model.sampled_at <= q.end]
-    if q.match:
-        first = metric.key_columns()[0]
-        clauses.append(func.lower(first).contains(q.match.lower(), autoescape=True))
-    return clauses
+def _spec(metric: Metric) -> rollup_specs.Spec:
+    return _SPECS[metric.model]
 
 
-def _bucket(metric: Metric, step_s: int) -> Any:
-    return func.floor(epoch_s(metric.model.sampled_at) / step_s).label("bucket")
+def _filters(metric: Metric, q: Query) -> rollup_source.Where:
+    """The scope and match filters of ``q`` for the raw table or any of its rollups."""
+
+    def where(table: Table) -> list[ColumnElement[bool]]:
+        clauses = [q.scope.where(table.c.node_id)]
+        if q.match:
+            first = table.c[metric.keys[0]]
+            clauses.append(func.lower(first).contains(q.match.lower(), autoescape=True))
+        return clauses
+
+    return where
+
+
+def _parts(
+    session: Session, metric: Metric, q: Query, fields: list[tuple[str, str]], *, whole: bool
+) -> Subquery:
+    """Rows of ``metric``'s table over the window (:func:`app.rollups.source.parts`): for
+    aggregates over the ``whole`` window from the coarsest rollup (every source gives the same
+    sums, counts, maxima and minima), else from the coarsest that nests in ``q.step_s``
+    buckets; ``q.source_s`` overrides both."""
+    if q.source_s is not None:
+        resolution = q.source_s
+    else:
+        resolution = 3600 if whole else rollup_source.source_resolution(q.step_s)
+    return rollup_source.parts(
+        session,
+        _spec(metric),
+        resolution_s=resolution,
+        start=q.start,
+        end=q.end,
+        where=_filters(metric, q),
+        fields=fields,
+    )
+
+
+def _bucket(src: Subquery, step_s: int) -> Any:
+    return func.floor(src.c.t_s / step_s).label("bucket")
 
 
 def _bucket_time(raw: Any, step_s: int) -> datetime:
     return datetime.fromtimestamp(int(raw) * step_s, UTC)
+
+
+def _mean(src: Subquery, column: str) -> Any:
+    """``Σ sums ÷ Σ counts`` of a gauge's parts: the mean of its samples (NULL when none)."""
+    return func.sum(src.c[f"{column}_sum"]) / func.nullif(func.sum(src.c[f"{column}_n"]), 0)
 
 
 def gauge_chart(session: Session, metric: Metric, q: Query) -> ChartData:
@@ -143,8 +191,8 @@ Buckets = dict[datetime, tuple[float, int]]
 
 def gauge_charts(session: Session, metrics: Sequence[Metric], q: Query) -> dict[str, ChartData]:
     """:func:`gauge_chart` of several gauges of one table (same model and keys) with three
-    scans of the window for all of them: the ranking, the top series' buckets, and the bucket
-    sums and counts of every series (for the rest's mean).
+    queries for all of them: the ranking over the whole window (from hour rollups), the top
+    series' buckets, and the bucket sums and counts of every series (for the rest's mean).
 
     Raises:
         ValueError: the metrics are not of one table, or not gauges.
@@ -152,14 +200,14 @@ def gauge_charts(session: Session, metrics: Sequence[Metric], q: Query) -> dict[
     first = metrics[0]
     if any(m.model is not first.model or m.counter for m in metrics):
         raise ValueError("gauges of one table only")
-    model = first.model
-    values = [getattr(model, m.columns[0]) for m in metrics]
-    keys = first.key_columns()
-    where = _where(first, q)
-    agg = func.avg if q.by == "mean" else func.max
+    columns = [m.columns[0] for m in metrics]
+    kinds = ("sum", "n") if q.by == "mean" else ("max",)
+    whole = _parts(session, first, q, [(c, k) for c in columns for k in kinds], whole=True)
+    keys = [whole.c[k] for k in first.keys]
+    aggs = [_mean(whole, c) if q.by == "mean" else func.max(whole.c[f"{c}_max"]) for c in columns]
     measures: list[dict[SeriesKey, float | None]] = [{} for _ in metrics]
-    ranking = select(model.node_id, *keys, *(agg(v) for v in values)).group_by(model.node_id, *keys)
-    for row in session.execute(ranking.where(*where)):
+    ranking = select(whole.c.node_id, *keys, *aggs).group_by(whole.c.node_id, *keys)
+    for row in session.execute(ranking):
         if row[0] not in q.scope.hostnames:
             continue
         key = (row[0], item_label(row[1 : 1 + len(keys)]))
@@ -171,14 +219,14 @@ def gauge_charts(session: Session, metrics: Sequence[Metric], q: Query) -> dict[
     wanted = set().union(*tops)
     if not wanted:
         return charts
-    bucket = _bucket(first, q.step_s)
-    sums = [agg for v in values for agg in (func.sum(v), func.count(v))]
+    fields = [(c, k) for c in columns for k in ("sum", "n")]
+    nodes = replace(q, scope=NodeScope({k[0]: "" for k in wanted}, filtered=True))
+    src = _parts(session, first, nodes, fields, whole=False)
+    bucket = _bucket(src, q.step_s)
+    sums = [func.sum(src.c[f"{c}_{k}"]) for c, k in fields]
+    keys = [src.c[k] for k in first.keys]
     per_series: list[dict[SeriesKey, Buckets]] = [{k: {} for k in top} for top in tops]
-    stmt = (
-        select(model.node_id, *keys, bucket, *sums)
-        .where(*where, model.node_id.in_({k[0] for k in wanted}))
-        .group_by(model.node_id, *keys, bucket)
-    )
+    stmt = select(src.c.node_id, *keys, bucket, *sums).group_by(src.c.node_id, *keys, bucket)
     for row in session.execute(stmt):
         key = (row[0], item_label(row[1 : 1 + len(keys)]))
         when = _bucket_time(row[1 + len(keys)], q.step_s)
@@ -189,7 +237,10 @@ def gauge_charts(session: Session, metrics: Sequence[Metric], q: Query) -> dict[
     needs_rest = any(len(m) > len(t) for m, t in zip(measures, tops, strict=True))
     all_buckets: list[Buckets] = [{} for _ in metrics]
     if needs_rest:
-        for row in session.execute(select(bucket, *sums).where(*where).group_by(bucket)):
+        src = _parts(session, first, q, fields, whole=False)
+        bucket = _bucket(src, q.step_s)
+        sums = [func.sum(src.c[f"{c}_{k}"]) for c, k in fields]
+        for row in session.execute(select(bucket, *sums).group_by(bucket)):
             when = _bucket_time(row[0], q.step_s)
             for i, rest_buckets in enumerate(all_buckets):
                 total, count = row[1 + 2 * i], row[2 + 2 * i]
@@ -217,14 +268,6 @@ def _mean_series(
     return Series(hostname, item, times, values, measure or 0.0)
 
 
-def _counter_expr(session: Session, column: InstrumentedAttribute[Any]) -> Any:
-    """An expression whose max/min order numerically: on SQLite a :class:`UInt64` is stored as
-    decimal text, so it is zero-padded to 20 digits first."""
-    if session.get_bind().dialect.name == "sqlite" and isinstance(column.type, UInt64):
-        return func.substr(literal("0" * 20).concat(column), -20)
-    return column
-
-
 @dataclass(frozen=True)
 class CounterTotal:
     """What a counter series counted in the window: ``total`` events over the intervals that
@@ -243,40 +286,40 @@ def counter_chart(
     events per minute at each bucket; the top N by total increase, the rest summed. Only
     series whose counters changed in the window are read. Also every changed series' total,
     highest first."""
-    model = metric.model
-    keys = metric.key_columns()
-    where = _where(metric, q)
-    exprs = [_counter_expr(session, getattr(model, c)) for c in metric.columns]
-    # Several (small, saturating) counters: one aggregate of their sum instead of ten; a change
-    # hides only where one counter's rise exactly cancels another's reset in the same window.
-    if len(exprs) > 1:
-        summed = sum((func.coalesce(e, 0) for e in exprs[1:]), func.coalesce(exprs[0], 0))
-        moved = func.max(summed) != func.min(summed)
-    else:
-        moved = or_(func.max(exprs[0]) != func.min(exprs[0]), false())
-    changed_stmt = (
-        select(model.node_id, *keys).where(*where).group_by(model.node_id, *keys).having(moved)
+    # Several (small, saturating) counters: one aggregate of their per-row sum instead of ten; a
+    # change hides only where one counter's rise exactly cancels another's reset in the window.
+    moved_field = (
+        metric.columns[0]
+        if len(metric.columns) == 1
+        else next(f.name for f in _spec(metric).fields if f.parts == metric.columns)
     )
+    whole = _parts(session, metric, q, [(moved_field, "max"), (moved_field, "min")], whole=True)
+    keys = [whole.c[k] for k in metric.keys]
+    moved = or_(
+        func.max(whole.c[f"{moved_field}_max"]) != func.min(whole.c[f"{moved_field}_min"]), false()
+    )
+    changed_stmt = select(whole.c.node_id, *keys).group_by(whole.c.node_id, *keys).having(moved)
     changed = {(r[0], item_label(r[1:])) for r in session.execute(changed_stmt)}
     changed = {k for k in changed if k[0] in q.scope.hostnames}
     empty = ChartData(metric.name, q.start, q.end, q.step_s, [])
     if not changed:
         return empty, []
-    bucket = _bucket(metric, q.step_s)
+    nodes = replace(q, scope=NodeScope({k[0]: "" for k in changed}, filtered=True))
+    src = _parts(session, metric, nodes, [(c, "max") for c in metric.columns], whole=False)
+    bucket = _bucket(src, q.step_s)
+    keys = [src.c[k] for k in metric.keys]
     stmt = (
-        select(model.node_id, *keys, bucket, *(func.max(e) for e in exprs))
-        .where(*where, model.node_id.in_({k[0] for k in changed}))
-        .group_by(model.node_id, *keys, bucket)
-        .order_by(model.node_id, *keys, bucket)
+        select(src.c.node_id, *keys, bucket, *(func.max(src.c[f"{c}_max"]) for c in metric.columns))
+        .group_by(src.c.node_id, *keys, bucket)
+        .order_by(src.c.node_id, *keys, bucket)
     )
+    width = len(metric.columns)
     readings: dict[SeriesKey, list[tuple[datetime, list[int | None]]]] = defaultdict(list)
     for row in session.execute(stmt):
         key = (row[0], item_label(row[1 : 1 + len(keys)]))
         if key in changed:
             when = _bucket_time(row[1 + len(keys)], q.step_s)
-            readings[key].append(
-                (when, [None if v is None else int(v) for v in row[-len(exprs) :]])
-            )
+            readings[key].append((when, [None if v is None else int(v) for v in row[-width:]]))
     built = {k: _counter_series(q.scope.hostnames[k[0]], k[1], r) for k, r in readings.items()}
     totals = sorted((t for _, t in built.values()), key=lambda t: (-t.total, t.hostname, t.item))
     top = pick_top({k: s.measure for k, (s, _) in built.items()}, q.top_n)

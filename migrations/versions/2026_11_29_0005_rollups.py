@@ -96,7 +96,7 @@ def upgrade() -> None:
     op.create_table(
         "rollup_watermark",
         sa.Column("name", sa.String(length=64), nullable=False),
-        sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("mark_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_rollup_watermark")),
     )
     with op.batch_alter_table("gpu_sample", schema=None) as batch_op:

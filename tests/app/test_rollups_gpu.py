@@ -20,7 +20,7 @@ from app.metrics.models import gpu_sample
 from app.rollups import fold, jobs
 from app.rollups.models import GPU_ROLLUPS, rollup_watermark
 from app.rollups.source import source_resolution
-from app.rollups.specs import GPU
+from app.rollups.specs import GPU, get_mark
 from app.timebounds import offset_segments
 
 T0 = datetime(2026, 3, 28, 0, 0, tzinfo=UTC)  # Europe/Berlin springs forward on 2026-03-29
@@ -154,7 +154,9 @@ def test_job_folds_a_late_sample_by_arrival_and_running_again_changes_nothing(
         (g, bucket // 3600 * 3600, 1, 8.0),
         (g, (int(now.timestamp()) - 120) // 3600 * 3600, 2, 400.0),
     ]
-    mark = session.scalar(select(rollup_watermark.c.received_at))
+    mark = session.scalar(
+        select(rollup_watermark.c.mark_at).where(rollup_watermark.c.name == GPU.arrival_key)
+    )
     assert mark == now + timedelta(seconds=30)  # the newest arrival, older than now − SETTLE_S
 
 
@@ -191,6 +193,7 @@ def seed_two_days(session: Session) -> Node:
             )
     session.execute(gpu_sample.insert(), values)
     fold.fold_range(session, GPU, lo_s=T0.timestamp(), hi_s=T0.timestamp() + 49 * 3600)
+    jobs.set_mark(session, GPU.horizon_key, T0 + timedelta(days=3))
     return node
 
 
@@ -224,6 +227,40 @@ def test_chart_buckets_from_rollups_equal_those_from_raw_rows(
             assert as_tuples(rolled) == as_tuples(raw), (step, source)
         picked = metrics_service.node_series(session, zone=zone, **args)
         assert as_tuples(picked) == as_tuples(raw), step
+
+
+def test_samples_after_the_folded_until_mark_are_read_raw(session: Session) -> None:
+    node = seed_two_days(session)
+    args: dict[str, Any] = {"node": node, "metrics": METRICS, "step_s": 3600}
+    args |= {"start": T0 + timedelta(hours=2), "end": T0 + timedelta(hours=30)}
+    raw = as_tuples(metrics_service.node_series_from(session, source_s=0, **args))
+    # As if the job had last run at 20:30:05 on the first day: later minutes are not folded,
+    # and the hour of 20:00 is not complete (removed here, so reading it would show).
+    base = int(T0.timestamp())
+    minutes, hours = GPU_ROLLUPS[60], GPU_ROLLUPS[3600]
+    session.execute(delete(minutes).where(minutes.c.bucket_start_s >= base + 20 * 3600 + 1800))
+    session.execute(delete(hours).where(hours.c.bucket_start_s >= base + 20 * 3600))
+    jobs.set_mark(session, GPU.horizon_key, T0 + timedelta(hours=20, minutes=30, seconds=5))
+    assert as_tuples(metrics_service.node_series_from(session, source_s=3600, **args)) == raw
+    # No mark at all (upgraded, not rebuilt): everything is read raw.
+    session.execute(delete(hours))
+    session.execute(delete(rollup_watermark))
+    assert as_tuples(metrics_service.node_series_from(session, source_s=3600, **args)) == raw
+
+
+def test_a_new_database_gets_its_mark_from_the_job_an_old_one_from_rebuild(
+    session: Session,
+) -> None:
+    node = make_node(session, gpus=1)
+    now = T0 + timedelta(days=1)
+    put(session, node.gpus[0].id, now - timedelta(seconds=30), power_w=1.0)
+    settings = {"lookback_s": 900.0, "minute_days": 90.0, "hour_days": 1000.0}
+    jobs.run_once(session, now=now, **settings)
+    assert get_mark(session, GPU.horizon_key) == now - timedelta(seconds=jobs.SETTLE_S)
+    session.execute(delete(rollup_watermark))
+    put(session, node.gpus[0].id, now - timedelta(hours=5), power_w=2.0)  # history
+    jobs.run_once(session, now=now, **settings)
+    assert get_mark(session, GPU.horizon_key) is None
 
 
 def test_the_gpu_page_query_reads_one_gpu(session: Session) -> None:
