@@ -12,6 +12,7 @@ from app.db import utcnow
 from app.fleet import service as fleet_service
 from app.fleet.service import NodeView
 from app.health import checks
+from app.health.evidence import Evidence, load_evidence
 from app.health.rules import HealthRules, State, worst
 from app.health.schemas import (
     ClusterHealthOut,
@@ -22,7 +23,6 @@ from app.health.schemas import (
     ReasonOut,
     StateCounts,
 )
-from app.health.suspects import Suspects, find_suspects
 
 UNGROUPED = "ungrouped"
 UNLABELLED = "unlabelled"
@@ -65,29 +65,25 @@ def evaluate_node(
     view: NodeView,
     rules: HealthRules,
     now: datetime,
-    suspects: Suspects | None = None,
+    evidence: Evidence | None = None,
 ) -> NodeHealthOut:
     """The health of one node and its GPUs. A stale or never-seen node and its GPUs are
-    Unknown, whatever their last known reasons (which are still listed). With ``suspects``
-    (a fleet-wide evaluation), checks that cannot find anything on this node are skipped."""
+    Unknown, whatever their last known reasons (which are still listed). ``evidence`` is what
+    a fleet-wide evaluation loaded for all its nodes; without it, this node's is loaded (six
+    statements)."""
+    if evidence is None:
+        evidence = load_evidence(session, views=[view], rules=rules, now=now)
     found: dict[int | None, list[ReasonOut]] = defaultdict(list)
     if view.freshness != "never_seen":
-        node_id = view.node.id
-        may = suspects.may if suspects is not None else (lambda _kind, _id: True)
-        nothing: checks.Found = defaultdict(list)
-        by_event, first_lost = (
-            checks.events(session, view, rules, now=now)
-            if may("events", node_id)
-            else (nothing, {})
-        )
+        by_event, first_lost = checks.events(view, rules, evidence)
         for part in (
             checks.inventory(view, events_first_lost=first_lost),
             by_event,
             checks.latest_values(view),
-            checks.throttling(session, view, rules) if may("throttling", node_id) else nothing,
-            checks.links(session, view) if may("links", node_id) else nothing,
-            checks.ports(session, view, rules) if may("ports", node_id) else nothing,
-            checks.storage(session, view, rules) if may("storage", node_id) else nothing,
+            checks.throttling(view, rules, evidence),
+            checks.links(view, evidence),
+            checks.ports(view, evidence),
+            checks.storage(view, rules, evidence),
         ):
             for key, reasons in part.items():
                 found[key].extend(reasons)
@@ -122,10 +118,11 @@ def evaluate_node(
 def evaluate_views(
     session: Session, *, views: list[NodeView], rules: HealthRules, now: datetime
 ) -> dict[str, NodeHealthOut]:
-    """Health of each of ``views``, by hostname (suspects found fleet-wide first)."""
-    suspects = find_suspects(session, views=views, rules=rules, now=now)
+    """Health of each of ``views``, by hostname: six statements for the whole fleet
+    (:func:`~app.health.evidence.load_evidence`), whatever its size or freshness."""
+    evidence = load_evidence(session, views=views, rules=rules, now=now)
     return {
-        v.node.hostname: evaluate_node(session, view=v, rules=rules, now=now, suspects=suspects)
+        v.node.hostname: evaluate_node(session, view=v, rules=rules, now=now, evidence=evidence)
         for v in views
     }
 

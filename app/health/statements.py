@@ -1,0 +1,174 @@
+"""The six statements of :func:`app.health.evidence.load_evidence`, built once per pair of
+windows and reused (building and cache-keying them costs more than running them on a small
+fleet). Parameters: ``ids`` (node ids, expanding), ``since`` (events), ``disk_wait_s`` and
+``nfs_rtt_s`` (thresholds)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Executable, Select, bindparam, case, func, or_, select
+
+from app.db import UTCDateTime
+from app.events import models as event_models
+from app.fleet import models as fleet_models
+from app.health.rules import LOST_EVENT_KINDS, POWER_BITS, THERMAL_BITS
+from app.health.sql import before, latest_rows
+from app.metrics.models import gpu_sample
+from app.nics import models as nic_models
+from app.nvlinks import models as nvlink_models
+from app.storage import models as storage_models
+
+# Core tables, not ORM entities: the statements compile in about half the time (the first
+# request of a process compiles them).
+NodeEvent = event_models.NodeEvent.__table__.c
+Node = fleet_models.Node.__table__.c
+Gpu = fleet_models.Gpu.__table__.c
+NicPortSample = nic_models.NicPortSample.__table__
+NvlinkSample = nvlink_models.NvlinkSample.__table__.c
+DiskSample = storage_models.DiskSample.__table__.c
+NfsSample = storage_models.NfsSample.__table__.c
+
+
+@dataclass(frozen=True)
+class Statements:
+    """One statement per kind of evidence (columns as :class:`~app.health.evidence.Evidence`
+    documents them)."""
+
+    events: Executable
+    throttle: Executable
+    links: Executable
+    ports: Executable
+    disks: Executable
+    nfs: Executable
+
+
+def _ids() -> Any:
+    return bindparam("ids", expanding=True)
+
+
+@lru_cache(maxsize=8)
+def statements(*, event_window_s: float, throttle_window_s: float) -> Statements:
+    """The statements for these windows (seconds)."""
+    nodes = select(Node.id.label("id")).where(Node.id.in_(_ids())).subquery("owners")
+    gpus = select(Gpu.id.label("id")).where(Gpu.node_id.in_(_ids())).subquery("owners")
+    d, n = DiskSample, NfsSample
+    return Statements(
+        events=select(
+            NodeEvent.node_id,
+            NodeEvent.gpu_id,
+            NodeEvent.kind,
+            NodeEvent.xid,
+            NodeEvent.occurred_at,
+            NodeEvent.pci_bus_id,
+        )
+        .where(
+            NodeEvent.node_id.in_(_ids()),
+            NodeEvent.occurred_at >= bindparam("since", type_=UTCDateTime()),
+            or_(NodeEvent.kind == "xid", NodeEvent.kind.in_(LOST_EVENT_KINDS)),
+        )
+        .order_by(NodeEvent.occurred_at, NodeEvent.id),
+        throttle=_throttle(throttle_window_s),
+        links=latest_rows(
+            NvlinkSample,
+            owner=NvlinkSample.gpu_id,
+            owners=gpus,
+            keys=[NvlinkSample.link],
+            columns=[NvlinkSample.gpu_id, NvlinkSample.link, NvlinkSample.sampled_at],
+        )
+        .where(NvlinkSample.state == "down")
+        .order_by(NvlinkSample.gpu_id, NvlinkSample.link),
+        ports=_ports(nodes, event_window_s),
+        disks=latest_rows(
+            d,
+            owner=d.node_id,
+            owners=nodes,
+            keys=[d.device],
+            columns=[d.node_id, d.device, d.avg_wait_s, d.sampled_at],
+        ).where(d.avg_wait_s > bindparam("disk_wait_s")),
+        nfs=latest_rows(
+            n,
+            owner=n.node_id,
+            owners=nodes,
+            keys=[n.mountpoint],
+            columns=[n.node_id, n.mountpoint, n.avg_rtt_s, n.sampled_at],
+        ).where(n.avg_rtt_s > bindparam("nfs_rtt_s")),
+    )
+
+
+def _throttle(window_s: float) -> Select[Any]:
+    """Per GPU, over the window ending at its node's newest sample (``node.last_sample_at``):
+    samples with a ``clocks_event_reasons`` value, and for thermal and power bits how many
+    have one set and the first of those."""
+    bits = gpu_sample.c.clocks_event_reasons
+    at = gpu_sample.c.sampled_at
+    thermal = bits.op("&")(THERMAL_BITS) != 0
+    power = bits.op("&")(POWER_BITS) != 0
+    return (
+        select(
+            gpu_sample.c.gpu_id,
+            func.count(),
+            func.sum(case((thermal, 1), else_=0)),
+            func.min(case((thermal, at))),
+            func.sum(case((power, 1), else_=0)),
+            func.min(case((power, at))),
+        )
+        .join(Gpu.id.table, Gpu.id == gpu_sample.c.gpu_id)
+        .join(Node.id.table, Node.id == Gpu.node_id)
+        .where(
+            Node.id.in_(_ids()),
+            at >= before(Node.last_sample_at, window_s),
+            bits.is_not(None),
+        )
+        .group_by(gpu_sample.c.gpu_id)
+    )
+
+
+def _ports(nodes: Any, event_window_s: float) -> Select[Any]:
+    """Newest reading of each port not ACTIVE, the last ACTIVE reading within the event window
+    before it, and the first reading after that one (when the port went down)."""
+    p = NicPortSample.c
+    down = (
+        latest_rows(
+            p,
+            owner=p.node_id,
+            owners=nodes,
+            keys=[p.device, p.port],
+            columns=[p.node_id, p.device, p.port, p.state, p.sampled_at],
+        )
+        .where(or_(p.state.is_(None), func.upper(p.state) != "ACTIVE"))
+        .subquery("down")
+    )
+    up = NicPortSample.alias("up").c
+    last_up = (
+        select(func.max(up.sampled_at))
+        .where(
+            up.node_id == down.c.node_id,
+            up.device == down.c.device,
+            up.port == down.c.port,
+            up.sampled_at >= before(down.c.sampled_at, event_window_s),
+            func.upper(up.state) == "ACTIVE",
+        )
+        .scalar_subquery()
+    )
+    with_up = select(down, last_up.label("last_up")).subquery("with_up")
+    after = NicPortSample.alias("after").c
+    since = (
+        select(func.min(after.sampled_at))
+        .where(
+            after.node_id == with_up.c.node_id,
+            after.device == with_up.c.device,
+            after.port == with_up.c.port,
+            after.sampled_at > with_up.c.last_up,
+        )
+        .scalar_subquery()
+    )
+    return select(
+        with_up.c.node_id,
+        with_up.c.device,
+        with_up.c.port,
+        with_up.c.state,
+        since.label("since"),
+    ).where(with_up.c.last_up.is_not(None))
