@@ -283,6 +283,10 @@ def run(url: str, args: argparse.Namespace, *, seed: bool) -> None:
             took = time.monotonic() - began
             print(f"current state of {args.nodes} nodes ingested in {took:.0f} s")
             seed_history(url, args.hours, args.step_s, args.host_step_s)
+            subprocess.run(
+                [sys.executable, "-m", "app", "rollups", "rebuild", "--database-url", url],
+                check=True,
+            )
         else:
             hostnames = [str(n["hostname"]) for n in demo_fleet(args.nodes, 8)]
         faulty = hostnames[FAULTS[0][0] % len(hostnames)]
