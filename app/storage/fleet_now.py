@@ -1,8 +1,10 @@
 """The ``/storage`` page's "now" tables: the newest reading of every disk, mount, NFS mount and
-IB port of the chosen nodes (one query per table, not one per node), ranked."""
+IB port of the chosen nodes (one query per table, not one per node), ranked. Counter rises over
+the range come from :func:`app.storage.fleet_service.counter_chart`, which reads rollups."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -12,6 +14,8 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from app.nics.models import NicPortSample
+from app.rollups import specs as rollup_specs
+from app.rollups.specs import get_mark
 from app.storage.fleet_service import CounterTotal, NodeScope
 from app.storage.models import DiskSample, MountSample, NfsSample
 from app.timeseries import LATEST_WINDOW_S, natural_key
@@ -20,16 +24,78 @@ Row = TypeVar("Row")
 _PARTITION = re.compile(r"^(.*\d)p\d+$|^(.*\D)\d+$")
 
 
+#: Rows this recent are read raw for the "now" tables; older keys (an agent stopped a few
+#: minutes ago) are found through the minute rollups, seconds.
+RECENT_S = 60.0
+_SPECS: dict[Any, rollup_specs.Spec] = {
+    DiskSample: rollup_specs.DISK,
+    NfsSample: rollup_specs.NFS,
+    NicPortSample: rollup_specs.NIC,
+}
+
+
 def latest_rows(
     session: Session, model: type[Row], keys: tuple[str, ...], scope: NodeScope, now: datetime
 ) -> list[Row]:
     """The newest row of each (node, ``keys``…) of ``model`` reported within
-    :data:`~app.timeseries.LATEST_WINDOW_S` before ``now`` (older ones are gone or stale)."""
-    m: Any = model
+    :data:`~app.timeseries.LATEST_WINDOW_S` before ``now`` (older ones are gone or stale).
+
+    Where the table has rollups folded up to a recent mark, only the last :data:`RECENT_S`
+    (or since the mark) of raw rows are grouped; keys whose newest row is older are found in
+    the narrower 1-minute rollup and only their nodes' raw rows are read. Results are kept on
+    the session for the same arguments (the disk table feeds two tables of one page)."""
+    cache: dict[Any, list[Any]] = session.info.setdefault("fleet_now.latest_rows", {})
+    cache_key = (model, keys, id(scope), now)
+    if cache_key not in cache:
+        cache[cache_key] = _latest(session, model, keys, scope, now)
+    return cache[cache_key]
+
+
+def _latest(
+    session: Session, model: Any, keys: tuple[str, ...], scope: NodeScope, now: datetime
+) -> list[Any]:
+    window_start = now - timedelta(seconds=LATEST_WINDOW_S)
+    spec = _SPECS.get(model)
+    horizon = get_mark(session, spec.horizon_key) if spec else None
+    if spec is None or horizon is None or horizon <= window_start:
+        return _newest_in(session, model, keys, scope, window_start)
+    recent_from = min(now - timedelta(seconds=RECENT_S), horizon)
+    rows = _newest_in(session, model, keys, scope, recent_from)
+    found = {(r.node_id, *(getattr(r, k) for k in keys)) for r in rows}
+    table = spec.tables[60]
+    seen = (
+        select(table.c.node_id, *(table.c[k] for k in keys))
+        .where(
+            scope.where(table.c.node_id),
+            table.c.bucket_start_s >= math.floor(window_start.timestamp() / 60) * 60,
+        )
+        .group_by(table.c.node_id, *(table.c[k] for k in keys))
+    )
+    stale = {tuple(r) for r in session.execute(seen)} - found
+    if not stale:
+        return rows
+    nodes = NodeScope({key[0]: "" for key in stale}, filtered=True)
+    older = _newest_in(session, model, keys, nodes, window_start, before=recent_from)
+    older = [r for r in older if (r.node_id, *(getattr(r, k) for k in keys)) in stale]
+    return [*rows, *(r for r in older if r.node_id in scope.hostnames)]
+
+
+def _newest_in(
+    session: Session,
+    model: Any,
+    keys: tuple[str, ...],
+    scope: NodeScope,
+    since: datetime,
+    *,
+    before: datetime | None = None,
+) -> list[Any]:
+    """The newest row of each (node, ``keys``…) among rows sampled in ``[since, before)``."""
+    m = model
     cols = [getattr(m, k) for k in keys]
+    window = [m.sampled_at >= since] + ([m.sampled_at < before] if before is not None else [])
     newest = (
         select(m.node_id, *cols, func.max(m.sampled_at).label("newest_at"))
-        .where(scope.where(m.node_id), m.sampled_at >= now - timedelta(seconds=LATEST_WINDOW_S))
+        .where(scope.where(m.node_id), *window)
         .group_by(m.node_id, *cols)
         .subquery()
     )
