@@ -11,7 +11,6 @@ attempt may have caused. Error texts are passed through :func:`app.notify.secret
 from __future__ import annotations
 
 import hashlib
-import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import httpx
 
 from app.notify.channels.base import ChannelConfig, ChannelKind, NoticeGroup, Outcome
 from app.notify.secrets import redact
-from app.notify.ssrf import BlockedDestination, check_url
+from app.notify.ssrf import BlockedDestination, Unresolvable, check_url
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -64,11 +63,11 @@ def send_group(
     for part, request in enumerate(requests, start=1):
         try:
             target = check_url(request.url, allow=allow_hosts)
+        except Unresolvable as exc:
+            detail = redact(str(exc), *secrets_)
+            return SendResult(Outcome(ok=False, detail=detail, retryable=True), None, waited_ms)
         except BlockedDestination as exc:
             return SendResult(Outcome(ok=False, detail=redact(str(exc), *secrets_)), None, 0.0)
-        except (OSError, socket.gaierror) as exc:
-            detail = redact(f"cannot resolve the host: {exc}", *secrets_)
-            return SendResult(Outcome(ok=False, detail=detail, retryable=True), None, waited_ms)
         headers = {
             **dict(request.headers),
             "Host": target.host_header,

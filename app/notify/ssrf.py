@@ -32,6 +32,10 @@ class BlockedDestination(Exception):
     """The URL may not be requested; the message says why without the URL's path."""
 
 
+class Unresolvable(BlockedDestination):
+    """The host name does not resolve now (DNS down or the name is wrong): worth retrying."""
+
+
 @dataclass(frozen=True)
 class Target:
     """An approved destination: ``address`` to connect to, ``host`` the TLS server name,
@@ -80,7 +84,7 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise BlockedDestination(f"cannot resolve host {host}: {exc.strerror}") from None
+        raise Unresolvable(f"cannot resolve host {host}: {exc.strerror}") from None
     seen: list[IPAddress] = []
     for info in infos:
         addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
@@ -96,7 +100,8 @@ def check_url(url: str, *, allow: Sequence[str] = ()) -> Target:
     address and a bad one); the first is used.
 
     Raises:
-        BlockedDestination: not http(s), no host, unresolvable, or refused and not allow-listed.
+        BlockedDestination: not http(s), no host, or refused and not allow-listed.
+        Unresolvable: the name does not resolve (a BlockedDestination too).
     """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):

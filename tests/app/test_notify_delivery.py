@@ -472,3 +472,19 @@ def test_an_undecryptable_url_marks_the_channel_broken_with_a_clear_error(env: E
             "the stored webhook URL cannot be decrypted with this server's secret key"
         )
     assert [r.status for r in rows(env)] == ["failed"]
+
+
+def test_the_guard_is_checked_again_at_send_time(env: Env) -> None:
+    with receiver() as hook:
+        add_channel(env, hook.url + SECRET_PATH)
+        env.alerts.transition("gpu-lost", "n1", "firing")
+        worker = make_worker(env, allow_hosts=())  # the allow-list changed since
+        worker.run_once()
+        worker.close()
+    [row] = rows(env)
+    assert (row.status, row.last_error) == (
+        "failed",
+        "host 127.0.0.1 resolves to 127.0.0.1, a loopback address "
+        "(allow it with the notify_allow_hosts setting)",
+    )
+    assert hook.requests == []

@@ -132,3 +132,10 @@ def test_the_idempotency_key_depends_on_the_rows_not_their_order() -> None:
     assert idempotency_key([3, 1, 2]) == idempotency_key([1, 2, 3])
     assert idempotency_key([1, 2]) != idempotency_key([1, 2, 3])
     assert len(idempotency_key([1])) == len("fleetwatch-") + 32
+
+
+def test_an_unresolvable_host_is_a_retryable_refusal() -> None:
+    from app.notify.ssrf import Unresolvable
+
+    with pytest.raises(Unresolvable, match=r"cannot resolve host no-such-host\.invalid"):
+        check_url("https://no-such-host.invalid/hook")
