@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
@@ -26,6 +26,8 @@ DEFAULT_GROUP_WAIT_S = 5.0
 DEFAULT_REPEAT_INTERVAL_S = 4 * 3600.0
 #: Retries stop this long after a row was queued (the ``notify_deadline_s`` setting).
 DEADLINE_S = 3600.0
+#: Advisory lock key of the repeat scan ("fleetwatch repeats"), arbitrary but fixed.
+REPEAT_LOCK_KEY = 0x466C5752_45504541
 
 
 def alert_team(labels: Mapping[str, Any]) -> str | None:
@@ -215,8 +217,13 @@ def enqueue_repeats(
 ) -> int:
     """Queue a ``repeat`` row for each firing alert, neither silenced nor acknowledged, whose
     last firing/repeat row on a route is ``repeat_interval_s`` old at ``now`` and has nothing
-    queued. The rows are due at once. Returns the rows queued."""
+    queued. The rows are due at once. On Postgres the scan holds a transaction-level advisory
+    lock, so processes scanning at the same moment cannot both queue a repeat. Returns the rows
+    queued."""
     now = now or utcnow()
+    if session.get_bind().dialect.name == "postgresql":
+        # Every server process scans; one at a time, so two never queue the same repeat.
+        session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": REPEAT_LOCK_KEY})
     last = (
         select(
             NotifyDelivery.instance_id,
