@@ -118,8 +118,16 @@ def apply_rule(
         if inst is None:
             created.append({"rule_id": rule_id, "fingerprint": fp, **row})
         else:
+            if transition is None:
+                # A steady alert writes nothing but what changed: no per-tick timestamps
+                # (last_active_at matters only for keep_firing_for), so thousands of firing
+                # instances do not mean thousands of UPDATEs every evaluation.
+                del row["last_evaluated_at"]
+                if timing.keep_firing_for_s <= 0:
+                    del row["last_active_at"]
             for key, value in row.items():
-                setattr(inst, key, value)
+                if getattr(inst, key) != value:
+                    setattr(inst, key, value)
         if transition is not None:
             changes.append((fp, row, transition.from_state, transition.to_state))
     if created:

@@ -52,7 +52,10 @@ class AlertInstance(Base):
 
     ``state``: ``inactive`` (never fired or pending dropped), ``pending``, ``firing`` or
     ``resolved``. ``active_since`` starts the ``for`` timer, ``last_active_at`` is the last
-    evaluation at which the condition held (``keep_firing_for`` counts from it).
+    evaluation at which the condition held (``keep_firing_for`` counts from it; kept up to date
+    only for rules with a ``keep_firing_for``). ``last_evaluated_at`` is the evaluation of the
+    last transition (steady alerts are not rewritten every tick); ``value`` and the texts follow
+    the latest observation.
     """
 
     __tablename__ = "alert_instance"

@@ -15,6 +15,9 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
     cond = spec.condition
     assert isinstance(cond, HealthCondition)
     by_host = {n.hostname: n for n in ctx.nodes.values()}
+    if "gpu_by_uuid" not in ctx.cache:
+        ctx.cache["gpu_by_uuid"] = {g.uuid: g.id for g in ctx.gpus.values()}
+    uuids: dict[str, int] = ctx.cache["gpu_by_uuid"]
     out = []
     for hostname, health in sorted(ctx.health().items()):
         node = by_host.get(hostname)
@@ -32,7 +35,6 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
                     )
                 )
             continue
-        uuids = {g.uuid: g.id for g in ctx.gpus.values() if g.node_id == node.id}
         for gpu in health.gpus:
             gpu_id = uuids.get(gpu.uuid)
             if gpu_id is None or not ctx.gpu_in(spec.scope, gpu_id):
