@@ -58,9 +58,7 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_alert_instance")),
-        sa.UniqueConstraint(
-            "rule_id", "fingerprint", name="uq_alert_instance_rule_id_fingerprint"
-        ),
+        sa.UniqueConstraint("rule_id", "fingerprint", name="uq_alert_instance_rule_id_fingerprint"),
     )
     op.create_index("ix_alert_instance_state", "alert_instance", ["state"])
     op.create_table(
