@@ -156,7 +156,15 @@ def _replace(
         )
     )
     result: Any = session.execute(table.insert().from_select(names, stmt))
-    return int(result.rowcount or 0)
+    if result.rowcount is not None and result.rowcount >= 0:
+        return int(result.rowcount)
+    # psycopg reports -1 for INSERT … SELECT here (the engine's executemany settings): count.
+    count = select(func.count()).where(
+        table.c.bucket_start_s >= lo_s,
+        table.c.bucket_start_s < hi_s,
+        *_owner_filter(table, spec, owners),
+    )
+    return int(session.scalar(count.select_from(table)) or 0)
 
 
 def fold_range(
