@@ -23,6 +23,16 @@ from app.timeseries import natural_key
 
 Found = dict[int | None, list[ReasonOut]]
 
+#: The metrics of each GPU's newest sample that :func:`latest_values` reads.
+LATEST_METRICS_READ = (
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+    "pcie_link_gen",
+    "pcie_link_gen_max",
+    "pcie_link_width",
+    "pcie_link_width_max",
+)
+
 
 def _reason(
     view: NodeView,

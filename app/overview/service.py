@@ -8,12 +8,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, exists, select
-from sqlalchemy.orm import Session, aliased, selectinload
+from sqlalchemy.orm import Session, aliased
 
 from app.events.models import NodeEvent
 from app.fleet import service as fleet_service
 from app.fleet.models import Gpu, Node
-from app.fleet.service import GpuView, NodeView
+from app.fleet.service import NodeView
 from app.metrics.models import gpu_sample
 from app.topology.models import TopologyChange
 
@@ -53,25 +53,11 @@ def list_views(
     session: Session, *, stale_after_s: float, now: datetime, search: str | None = None
 ) -> list[NodeView]:
     """Every node (hostname containing ``search``, any case), sorted by hostname, with its
-    freshness, GPUs and their latest values: three queries (nodes, GPUs, latest samples)."""
-    # The per-GPU JSON documents (processes, MIG, unavailable) are not read here: not loaded,
-    # and an access raises instead of costing a query per GPU.
-    gpus = selectinload(Node.gpus).defer(Gpu.processes, raiseload=True)
-    gpus = gpus.defer(Gpu.mig_instances, raiseload=True).defer(Gpu.unavailable, raiseload=True)
-    stmt = select(Node).options(gpus).order_by(Node.hostname)
-    nodes = list(session.scalars(stmt))
-    if search:
-        needle = search.lower()
-        nodes = [n for n in nodes if needle in n.hostname.lower()]
-    latest = latest_values(session)
-    return [
-        NodeView(
-            node=n,
-            freshness=fleet_service.freshness(n, now=now, stale_after_s=stale_after_s),
-            gpus=[GpuView(g, g.last_sample_at, latest.get(g.id, {})) for g in n.gpus],
-        )
-        for n in nodes
-    ]
+    freshness, GPUs and their latest :data:`LATEST_METRICS`: three statements of plain rows
+    (:func:`app.fleet.service.list_node_rows`)."""
+    return fleet_service.list_node_rows(
+        session, stale_after_s=stale_after_s, now=now, search=search, metrics=LATEST_METRICS
+    )
 
 
 @dataclass(frozen=True)
