@@ -89,9 +89,9 @@ def test_default_rules_fire_on_injected_faults_and_resolve_when_they_clear(
         injected = time.monotonic()
         fleet.inject("hgx-001", "gpu_lost", 2, 15.0)
         fleet.inject("hgx-002", "xid", 1, 15.0, 79)
-        fleet.inject("pcie-001", "thermal_throttle", 0, 75.0)
+        fleet.inject("pcie-001", "thermal_throttle", 0, 150.0)  # ~50 s to reach 87 °C
         fleet.inject("pcie-002", "agent_stop", None, 15.0)
-        deadline = injected + 200
+        deadline = injected + 280
         while time.monotonic() < deadline and not (
             expected_firing <= set(fired) and expected_resolved <= set(resolved)
         ):
