@@ -178,10 +178,30 @@ def list_nodes(
     ]
 
 
-#: The columns :func:`list_node_rows` reads: all but the JSON documents a list never shows.
-NODE_ROW_COLUMNS = tuple(c for c in Node.__table__.c if c.name != "collection_errors")
-GPU_ROW_COLUMNS = tuple(
-    c for c in Gpu.__table__.c if c.name not in ("unavailable", "mig_instances", "processes")
+#: The columns :func:`list_node_rows` reads: what the fleet lists, the overview and the health
+#: checks show (not the JSON documents, nor first-seen times, PCI address, MIG mode).
+NODE_ROW_COLUMNS = (
+    Node.id,
+    Node.hostname,
+    Node.labels,
+    Node.agent_version,
+    Node.driver_version,
+    Node.cuda_version,
+    Node.last_seen_at,
+    Node.last_sample_at,
+    Node.clock_skew_s,
+)
+GPU_ROW_COLUMNS = (
+    Gpu.id,
+    Gpu.node_id,
+    Gpu.uuid,
+    Gpu.index,
+    Gpu.name,
+    Gpu.mem_total_bytes,
+    Gpu.state,
+    Gpu.state_reason,
+    Gpu.last_seen_at,
+    Gpu.last_sample_at,
 )
 
 

@@ -61,7 +61,11 @@ def load_evidence(
     ids = sorted({v.node.id for v in views if v.freshness != "never_seen"})
     if not ids:
         return found
-    sql = statements(event_window_s=rules.event_window_s, throttle_window_s=rules.throttle_window_s)
+    sql = statements(
+        dialect=session.get_bind().dialect.name,
+        event_window_s=rules.event_window_s,
+        throttle_window_s=rules.throttle_window_s,
+    )
     since = now - timedelta(seconds=rules.event_window_s)
     for row in session.execute(sql.events, {"ids": ids, "since": since}):
         found.events[row.node_id].append(row)

@@ -1,7 +1,7 @@
 """The six statements of :func:`app.health.evidence.load_evidence`, built once per pair of
 windows and reused (building and cache-keying them costs more than running them on a small
-fleet). Parameters: ``ids`` (node ids, expanding), ``since`` (events), ``disk_wait_s`` and
-``nfs_rtt_s`` (thresholds)."""
+fleet). Parameters: ``ids`` (node ids: an array on Postgres, expanding elsewhere), ``since``
+(events), ``disk_wait_s`` and ``nfs_rtt_s`` (thresholds)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Executable, Select, bindparam, case, func, or_, select
+from sqlalchemy import ARRAY, Executable, Integer, Select, any_, bindparam, case, func, or_, select
 
 from app.db import UTCDateTime
 from app.events import models as event_models
@@ -45,15 +45,19 @@ class Statements:
     nfs: Executable
 
 
-def _ids() -> Any:
-    return bindparam("ids", expanding=True)
+def _of_ids(column: Any, dialect: str) -> Any:
+    """``column`` is one of the ``ids`` parameter: one array parameter on Postgres (an
+    expanded ``IN`` of 1,000 ids costs more to render and parse than to run), else ``IN``."""
+    if dialect == "postgresql":
+        return column == any_(bindparam("ids", type_=ARRAY(Integer)))
+    return column.in_(bindparam("ids", expanding=True))
 
 
 @lru_cache(maxsize=8)
-def statements(*, event_window_s: float, throttle_window_s: float) -> Statements:
-    """The statements for these windows (seconds)."""
-    nodes = select(Node.id.label("id")).where(Node.id.in_(_ids())).subquery("owners")
-    gpus = select(Gpu.id.label("id")).where(Gpu.node_id.in_(_ids())).subquery("owners")
+def statements(*, dialect: str, event_window_s: float, throttle_window_s: float) -> Statements:
+    """The statements for the ``dialect`` (its name) and these windows (seconds)."""
+    nodes = select(Node.id.label("id")).where(_of_ids(Node.id, dialect)).subquery("owners")
+    gpus = select(Gpu.id.label("id")).where(_of_ids(Gpu.node_id, dialect)).subquery("owners")
     d, n = DiskSample, NfsSample
     return Statements(
         events=select(
@@ -65,12 +69,12 @@ def statements(*, event_window_s: float, throttle_window_s: float) -> Statements
             NodeEvent.pci_bus_id,
         )
         .where(
-            NodeEvent.node_id.in_(_ids()),
+            _of_ids(NodeEvent.node_id, dialect),
             NodeEvent.occurred_at >= bindparam("since", type_=UTCDateTime()),
             or_(NodeEvent.kind == "xid", NodeEvent.kind.in_(LOST_EVENT_KINDS)),
         )
         .order_by(NodeEvent.occurred_at, NodeEvent.id),
-        throttle=_throttle(throttle_window_s),
+        throttle=_throttle(throttle_window_s, dialect),
         links=latest_rows(
             NvlinkSample,
             owner=NvlinkSample.gpu_id,
@@ -98,7 +102,7 @@ def statements(*, event_window_s: float, throttle_window_s: float) -> Statements
     )
 
 
-def _throttle(window_s: float) -> Select[Any]:
+def _throttle(window_s: float, dialect: str) -> Select[Any]:
     """Per GPU, over the window ending at its node's newest sample (``node.last_sample_at``):
     samples with a ``clocks_event_reasons`` value, and for thermal and power bits how many
     have one set and the first of those."""
@@ -118,7 +122,7 @@ def _throttle(window_s: float) -> Select[Any]:
         .join(Gpu.id.table, Gpu.id == gpu_sample.c.gpu_id)
         .join(Node.id.table, Node.id == Gpu.node_id)
         .where(
-            Node.id.in_(_ids()),
+            _of_ids(Node.id, dialect),
             at >= before(Node.last_sample_at, window_s),
             bits.is_not(None),
         )
