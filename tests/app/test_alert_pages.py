@@ -274,3 +274,17 @@ def test_non_numeric_ids_are_400_pages_naming_the_id(site: Any) -> None:
     assert "alert id: expected a positive integer, got &#39;&lt;b&gt;x&#39;" in detail.text
     assert ack.status_code == 400 and "alert id: expected a positive integer" in ack.text
     assert expire.status_code == 400 and "silence id: expected a positive integer" in expire.text
+
+
+def test_fleet_overview_panel_lists_firing_alerts(site: Any, db_url: str) -> None:
+    html = get(site["url"] + "/").text
+    panel = html.split('id="overview-alerts"', 1)[1].split("</section>", 1)[0]
+
+    assert "<strong>1 firing</strong>" in panel
+    assert f'<a href="/alerts/{site["ids"]["hot"]}">hot</a> on ' in panel
+    assert "warm" not in panel and '<a href="/alerts">All alerts →</a>' in panel
+    assert "<b>" not in panel
+
+    wipe_alerts(db_url)
+    empty = get(site["url"] + "/fleet/_nodes").text
+    assert "No firing alerts" in empty.split('id="overview-alerts"', 1)[1]
