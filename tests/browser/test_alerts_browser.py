@@ -51,7 +51,8 @@ def test_alert_pages_load_without_errors(page: Tab, live: LiveServer, alerts: An
     tab.goto(live.url + "/")
     badge = tab.locator(".mainnav .nav-badge")
     expect(badge).to_have_text("1 firing")
-    tab.get_by_role("link", name="Alerts").click()
+    expect(tab.locator("#overview-alerts")).to_contain_text("1 firing")
+    tab.locator(".mainnav").get_by_role("link", name="Alerts").click()
     tab.wait_for_url("**/alerts")
     expect(tab.locator(".alerts-table tbody tr")).to_have_count(2)
 
