@@ -4,13 +4,15 @@ Seeds ``--nodes × --gpus`` (default 1,000 × 8) through the ingest service (the
 as ``POST /api/v1/ingest``, without HTTP) into a fresh SQLite file, or a fresh Postgres database
 with ``--postgres``: 4 clusters, 16 nodes per IB pod, one GPU in 200 lost with an Xid 79, one in
 100 thermally throttled, 1 % of nodes stale. The others stay fresh for the whole run
-(``stale_after_s`` of an hour: seeding takes longer than the default 120 s, and a stale node
-gets every health check, see :mod:`app.health.suspects`). Then starts one server and GETs each
-page ``--repeat`` times, printing the HTML bytes (raw and gzip, as sent), the median and max
-wall time per request (client on the same machine), and an in-process split of one page's
-server work: loading the fleet (3 queries), health, building the grid (rendering is the rest).
+(``stale_after_s`` of an hour: seeding takes longer than the default 120 s); ``--stale`` makes
+the whole fleet stale instead (``stale_after_s`` of 1 s, as after a server outage). Then starts
+one server and GETs each page ``--repeat`` times, printing the HTML bytes (raw and gzip, as
+sent), the median and max wall time per request (client on the same machine), and an in-process
+split of one page's server work with the SQL statements it ran: loading the fleet (3),
+health (6), building the grid, the recent events (2) (rendering is the rest). The statement
+counts do not depend on the fleet's size or freshness (tests/app/test_health_query_count.py).
 
-    python bench/overview_page.py [--nodes 1000] [--gpus 8] [--repeat 5] [--postgres]
+    python bench/overview_page.py [--nodes 1000] [--gpus 8] [--repeat 5] [--postgres] [--stale]
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import update
+from sqlalchemy import event, update
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -144,26 +146,30 @@ def database(postgres: bool) -> Iterator[tuple[str, Path]]:
 
 
 def split(url: str, stale_after_s: float) -> None:
-    """Print the milliseconds of each step of one overview build, in process."""
+    """Print the milliseconds and SQL statements of each step of one overview build, in
+    process."""
     engine = make_engine(url)
-    settings = load_settings(database_url=url)
+    settings = load_settings(database_url=url, stale_after_s=stale_after_s)
+    ran: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda _c, _cur, sql, *_a: ran.append(sql))
     with session_scope(make_session_factory(engine)) as session:
         now = datetime.now(UTC)
         t0 = time.perf_counter()
         views = overview_service.list_views(session, stale_after_s=stale_after_s, now=now)
-        t1 = time.perf_counter()
+        t1, n1 = time.perf_counter(), len(ran)
         health = health_service.evaluate_views(
             session, views=views, rules=rules_from_settings(settings), now=now
         )
-        t2 = time.perf_counter()
+        t2, n2 = time.perf_counter(), len(ran)
         tiles.build_grid(views, health, overlay="temp")
         t3 = time.perf_counter()
         overview_service.recent_events(session, limit=20)
-        t4 = time.perf_counter()
+        t4, n4 = time.perf_counter(), len(ran)
     engine.dispose()
     print(
-        f"in process: load fleet {(t1 - t0) * 1000:.0f} ms, health {(t2 - t1) * 1000:.0f} ms, "
-        f"grid {(t3 - t2) * 1000:.0f} ms, events {(t4 - t3) * 1000:.0f} ms"
+        f"in process: load fleet {(t1 - t0) * 1000:.0f} ms ({n1} statements), "
+        f"health {(t2 - t1) * 1000:.0f} ms ({n2 - n1}), grid {(t3 - t2) * 1000:.0f} ms, "
+        f"events {(t4 - t3) * 1000:.0f} ms ({n4 - n2})"
     )
 
 
@@ -173,13 +179,17 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--stale", action="store_true", help="the whole fleet stale")
     args = parser.parse_args()
+    stale_after_s = 1.0 if args.stale else STALE_AFTER_S
     with database(args.postgres) as (url, tmp):
         took = seed(url, nodes=args.nodes, gpus=args.gpus)
         backend = "Postgres" if args.postgres else "SQLite"
         print(f"{backend}: seeded {args.nodes} nodes × {args.gpus} GPUs in {took:.1f} s")
-        split(url, stale_after_s=STALE_AFTER_S)
-        settings = load_settings(database_url=url, data_dir=tmp, stale_after_s=STALE_AFTER_S)
+        if args.stale:
+            time.sleep(stale_after_s)
+        split(url, stale_after_s=stale_after_s)
+        settings = load_settings(database_url=url, data_dir=tmp, stale_after_s=stale_after_s)
         with live_server(settings) as server, httpx.Client(base_url=server.url, timeout=120) as c:
             c.get("/")  # warm-up
             print(f"{'request':34} {'raw KiB':>9} {'gzip KiB':>9} {'median ms':>10} {'max ms':>8}")
