@@ -33,6 +33,7 @@ from app.migrate import is_up_to_date
 from app.nics import router as nic_router
 from app.notify import pages as notify_pages
 from app.notify import router as notify_router
+from app.notify import ui_pages as notify_ui_pages
 from app.notify.jobs import NotifyJobs
 from app.nvlinks import router as nvlink_router
 from app.retention.jobs import prune_job
@@ -168,6 +169,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(alerts_router.router)
     app.include_router(notify_router.router)
     app.include_router(notify_pages.router)
+    app.include_router(notify_ui_pages.router)
     app.include_router(fleet_pages.router)
     app.include_router(alert_pages.router)
     app.include_router(topology_pages.router)

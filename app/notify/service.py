@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db import utcnow
@@ -211,14 +211,20 @@ def delivery_out(row: NotifyDelivery) -> DeliveryOut:
 
 
 def list_deliveries(
-    session: Session, *, channel_id: int, status: str | None = None, limit: int = 100
+    session: Session,
+    *,
+    channel_id: int,
+    status: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
 ) -> list[NotifyDelivery]:
-    """A channel's delivery log, newest first. Raises NotFound."""
+    """A channel's delivery log, newest first, ``offset`` rows skipped. Raises NotFound."""
     get_channel(session, channel_id=channel_id)
     stmt = select(NotifyDelivery).where(NotifyDelivery.channel_id == channel_id)
     if status is not None:
         stmt = stmt.where(NotifyDelivery.status == status)
-    stmt = stmt.order_by(NotifyDelivery.created_at.desc(), NotifyDelivery.id.desc()).limit(limit)
+    stmt = stmt.order_by(NotifyDelivery.created_at.desc(), NotifyDelivery.id.desc())
+    stmt = stmt.limit(limit).offset(offset)
     return list(session.scalars(stmt))
 
 
@@ -304,3 +310,38 @@ def ensure_webhook_channel(
     if not catch_all:
         create_route(session, data=RouteIn(channel_id=channel.id))
     return channel
+
+
+def count_deliveries(session: Session, *, channel_id: int, status: str | None = None) -> int:
+    """How many rows :func:`list_deliveries` would page through (for the log's pagination)."""
+    stmt = select(func.count()).where(NotifyDelivery.channel_id == channel_id)
+    if status is not None:
+        stmt = stmt.where(NotifyDelivery.status == status)
+    return int(session.scalar(stmt) or 0)
+
+
+def latest_deliveries(session: Session) -> dict[int, NotifyDelivery]:
+    """Each channel's newest delivery row (channel id → row), for the channels page: one
+    statement over the ``(channel_id, created_at)`` index."""
+    newest = (
+        select(NotifyDelivery.channel_id, func.max(NotifyDelivery.id).label("id"))
+        .group_by(NotifyDelivery.channel_id)
+        .subquery()
+    )
+    rows = session.scalars(select(NotifyDelivery).join(newest, NotifyDelivery.id == newest.c.id))
+    return {row.channel_id: row for row in rows}
+
+
+def list_alert_deliveries(
+    session: Session, *, alert_id: int, limit: int = 200
+) -> list[tuple[NotifyDelivery, str]]:
+    """An alert instance's deliveries with their channel's name, newest first (the alert
+    page's "Notifications" section; uses the ``(instance_id, channel_id)`` index)."""
+    stmt = (
+        select(NotifyDelivery, NotifyChannel.name)
+        .join(NotifyChannel, NotifyChannel.id == NotifyDelivery.channel_id)
+        .where(NotifyDelivery.instance_id == alert_id)
+        .order_by(NotifyDelivery.id.desc())
+        .limit(limit)
+    )
+    return [(row, name) for row, name in session.execute(stmt).all()]
