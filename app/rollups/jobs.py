@@ -22,7 +22,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, CursorResult, delete, func, select
+from sqlalchemy import BigInteger, CursorResult, delete, func, select, text
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -216,4 +216,8 @@ def rebuild(
             set_mark(session, spec.horizon_key, began - timedelta(seconds=SETTLE_S))
             if spec.by_arrival:
                 set_mark(session, spec.arrival_key, began - timedelta(seconds=SETTLE_S))
+            # Fresh statistics: a planner that has never seen the bulk-filled rollups scans
+            # them whole instead of using the bucket index.
+            for table in spec.tables.values():
+                session.execute(text(f"ANALYZE {table.name}"))
     return totals

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Subquery, Table, case, select, union_all
+from sqlalchemy import BigInteger, Subquery, Table, case, cast, func, select, union_all
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
@@ -69,12 +69,15 @@ def parts(
     end: datetime,
     where: Where,
     fields: Sequence[tuple[str, str]],
+    step_s: int | None = None,
 ) -> Subquery:
     """Rows to aggregate for ``[start, end]``: columns ``spec.keys``, ``t_s`` (Unix seconds of
     the sample, or of the rollup bucket's start) and ``<field>_<kind>`` for each ``(field,
     kind)`` of ``fields`` (kinds ``sum``, ``n``, ``max``, ``min``). Aggregate them with SUM for
     ``sum`` and ``n``, MAX and MIN for the others. ``where(table)`` gives the filters (owners,
-    keys), applied alike to the raw and the rollup table.
+    keys), applied alike to the raw and the rollup table. With ``step_s`` (epoch-aligned
+    buckets that the source's buckets nest in) a ``bucket`` column, ``floor(t / step_s)``,
+    replaces ``t_s``: integer arithmetic on the rollup rows, cheaper than a NUMERIC ``t_s``.
 
     With ``resolution_s`` 0 every row is raw; otherwise, up to the spec's folded-until mark (the
     job's last run; none before the first run or rebuild: all raw), the whole rollup buckets
@@ -83,6 +86,7 @@ def parts(
     """
     dialect = session.get_bind().dialect.name
     raw = spec.raw
+    time_label = "bucket" if step_s else "t_s"
 
     def from_raw(*time: Any) -> Any:
         columns = []
@@ -92,7 +96,10 @@ def parts(
                 value = case((value.is_not(None), 1), else_=0)
             columns.append(value.label(f"{name}_{kind}"))
         keys = [raw.c[k] for k in spec.keys]
-        stmt = select(*keys, epoch_s(raw.c.sampled_at).label("t_s"), *columns)
+        when: Any = epoch_s(raw.c.sampled_at)
+        if step_s:
+            when = cast(func.floor(when / step_s), BigInteger)
+        stmt = select(*keys, when.label(time_label), *columns)
         return stmt.where(*where(raw), *time)
 
     def pieces(resolution: int, lo: datetime, hi: datetime, hi_closed: bool) -> list[Any]:
@@ -111,7 +118,9 @@ def parts(
         table = spec.tables[resolution]
         rolled = select(
             *(table.c[k] for k in spec.keys),
-            table.c.bucket_start_s.label("t_s"),
+            (table.c.bucket_start_s // step_s if step_s else table.c.bucket_start_s).label(
+                time_label
+            ),
             *(table.c[f"{name}_{kind}"].label(f"{name}_{kind}") for name, kind in fields),
         ).where(*where(table), table.c.bucket_start_s >= first, table.c.bucket_start_s < stop)
         return [

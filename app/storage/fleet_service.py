@@ -164,11 +164,12 @@ def _parts(
         end=q.end,
         where=_filters(metric, q),
         fields=fields,
+        step_s=None if whole else q.step_s,
     )
 
 
 def _bucket(src: Subquery, step_s: int) -> Any:
-    return func.floor(src.c.t_s / step_s).label("bucket")
+    return src.c.bucket
 
 
 def _bucket_time(raw: Any, step_s: int) -> datetime:
