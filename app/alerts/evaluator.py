@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, or_, select
+from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.alerts.context import Observation, fingerprint, load_context
@@ -85,6 +85,27 @@ def condition_of(spec: RuleSpec, obs: Observation | None) -> bool | None:
     return {"ok": False, "firing": True, "keep": None}[spec.no_data]
 
 
+_T = AlertInstance.__table__
+#: What the state machine and the change test read of an instance (Core rows, not ORM objects:
+#: a rule firing on 8,000 GPUs loads 8,000 tuples, not 8,000 tracked objects).
+_READ = (
+    "id",
+    "fingerprint",
+    "labels",
+    "value",
+    "summary",
+    "description",
+    "state",
+    "active_since",
+    "last_active_at",
+    "fired_at",
+    "resolved_at",
+    "last_evaluated_at",
+    "silenced",
+    "acked",
+)
+
+
 def apply_rule(
     session: Session,
     *,
@@ -95,18 +116,22 @@ def apply_rule(
     now: datetime,
 ) -> int:
     """Step every instance of one rule with this evaluation's ``observations``, writing each
-    transition and its event; returns the number of transitions written. New instances and
-    events go in as one executemany each, so a rule firing on 8,000 GPUs at once is not 16,000
-    round trips."""
+    transition and its event; returns the number of transitions written. Instances are read as
+    Core rows; new instances, changed instances (only the columns that changed, one
+    executemany per set of columns) and events are written as one executemany each, so a rule
+    firing on 8,000 GPUs at once is not 16,000 round trips, and a steady one writes nothing."""
+    session.flush()  # Core reads below do not autoflush pending ORM changes (acks, edits)
     observed = {fingerprint(spec.name, o.identity): o for o in observations}
-    query = select(AlertInstance).where(AlertInstance.rule_id == rule_id)
-    known = or_(AlertInstance.state.in_(("pending", "firing")))
+    known = _T.c.state.in_(("pending", "firing"))
     if observed:
-        known = or_(known, AlertInstance.fingerprint.in_(sorted(observed)))
-    instances = {i.fingerprint: i for i in session.scalars(query.where(known))}
+        known = or_(known, _T.c.fingerprint.in_(sorted(observed)))
+    query = select(*(_T.c[c] for c in _READ)).where(_T.c.rule_id == rule_id, known)
+    instances = {i.fingerprint: i for i in session.execute(query)}
     timing = Timing(spec.for_s, spec.keep_firing_for_s)
     created: list[dict[str, Any]] = []
+    updates: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     changes: list[tuple[str, dict[str, Any], str, str]] = []  # fp, row, from, to
+    ids: dict[str, int] = {}
     for fp in sorted(set(observed) | set(instances)):
         obs, inst = observed.get(fp), instances.get(fp)
         new, transition = step(
@@ -118,6 +143,7 @@ def apply_rule(
         if inst is None:
             created.append({"rule_id": rule_id, "fingerprint": fp, **row})
         else:
+            ids[fp] = inst.id
             if transition is None:
                 # A steady alert writes nothing but what changed: no per-tick timestamps
                 # (last_active_at matters only for keep_firing_for), so thousands of firing
@@ -125,24 +151,32 @@ def apply_rule(
                 del row["last_evaluated_at"]
                 if timing.keep_firing_for_s <= 0:
                     del row["last_active_at"]
-            for key, value in row.items():
-                if getattr(inst, key) != value:
-                    setattr(inst, key, value)
+            changed = {k: v for k, v in row.items() if getattr(inst, k) != v}
+            if changed:
+                keys = tuple(sorted(changed))
+                params = {f"v_{k}": v for k, v in changed.items()}
+                updates.setdefault(keys, []).append({"k_id": inst.id, **params})
         if transition is not None:
             changes.append((fp, row, transition.from_state, transition.to_state))
     if created:
         session.execute(insert(AlertInstance), created)
-    session.flush()
+    for keys, params in updates.items():
+        stmt = (
+            update(_T)
+            .where(_T.c.id == bindparam("k_id"))
+            .values({k: bindparam(f"v_{k}") for k in keys})
+        )
+        session.execute(stmt, params)
     if not changes:
         return 0
-    ids = dict(
-        session.execute(
-            select(AlertInstance.fingerprint, AlertInstance.id).where(
-                AlertInstance.rule_id == rule_id,
-                AlertInstance.fingerprint.in_([fp for fp, *_ in changes]),
+    fresh = [fp for fp, *_ in changes if fp not in ids]
+    if fresh:
+        found = session.execute(
+            select(_T.c.fingerprint, _T.c.id).where(
+                _T.c.rule_id == rule_id, _T.c.fingerprint.in_(fresh)
             )
-        ).all()
-    )
+        )
+        ids.update((fp, instance_id) for fp, instance_id in found)
     session.execute(
         insert(AlertEvent),
         [
@@ -169,7 +203,7 @@ def apply_rule(
 def _row(
     spec: RuleSpec,
     obs: Observation | None,
-    inst: AlertInstance | None,
+    inst: Any,
     new: InstanceState,
     silences: list[AlertSilence],
     now: datetime,
@@ -201,7 +235,7 @@ def _row(
     }
 
 
-def _state_of(inst: AlertInstance | None) -> InstanceState:
+def _state_of(inst: Any) -> InstanceState:
     if inst is None:
         return InstanceState()
     return InstanceState(
