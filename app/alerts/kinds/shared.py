@@ -2,18 +2,21 @@
 every metric and aggregation the rules ask for over that window, for every entity of every
 fresh node, and each rule then picks its column, its scope and its comparison in Python.
 
-500 rules over 8,000 GPUs are then a dozen scans (one per distinct window, one for the newest
-rows, one per rate window) instead of 500, each returning one row per entity, never histories.
+500 rules over 8,000 GPUs are then a handful of statements (per target one scan of its widest
+window for every window at once, one primary-key lookup per GPU for the newest rows, one per
+rate window; see :mod:`app.alerts.kinds.scans`) instead of 500, each returning one row per
+entity, never histories.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Float, and_, case, cast, func, select
 
 from app.alerts.context import EvalContext
+from app.alerts.kinds import scans
 from app.alerts.kinds.samples import entity_columns, windowed
 from app.alerts.spec import RateCondition, RuleSpec, Scope, ThresholdCondition
 from app.alerts.targets import GPU_STATE_METRICS, TARGETS
@@ -23,11 +26,6 @@ from app.timeseries import LATEST_WINDOW_S
 #: (owner id, node id, *keys): a GPU is (gpu_id, node_id); a disk (node_id, node_id, device).
 EntityKey = tuple[Any, ...]
 Need = tuple[str, str]  # (metric, aggregation: last | avg | min | max | rate)
-AGGREGATES: dict[str, Callable[[Any], Any]] = {
-    "avg": func.avg,
-    "min": func.min,
-    "max": func.max,
-}
 _CACHE = "shared_aggregates"
 _PLAN = "shared_plan"
 
@@ -59,13 +57,19 @@ def values(
     ctx: EvalContext, cond: ThresholdCondition | RateCondition
 ) -> dict[EntityKey, float | None]:
     """The condition's aggregate for every entity of every fresh node (None: no data); rate
-    conditions get the rise per second."""
+    conditions get the rise per second. Window slots of one target are computed together
+    (:func:`app.alerts.kinds.scans.windows`)."""
     slot, need = _slot(cond)
     cache: dict[tuple[str, str, float], dict[Need, dict[EntityKey, float | None]]]
     cache = ctx.cache.setdefault(_CACHE, {})
     if need not in cache.get(slot, {}):
-        needs = set(ctx.cache.setdefault(_PLAN, {}).get(slot, set())) | {need}
-        cache[slot] = _compute(ctx, slot, sorted(needs))
+        planned: dict[tuple[str, str, float], set[Need]] = ctx.cache.setdefault(_PLAN, {})
+        planned.setdefault(slot, set()).add(need)
+        if slot[1] == "window":
+            group = {s: sorted(n) for s, n in planned.items() if s[:2] == slot[:2]}
+            cache.update(scans.windows(ctx, slot[0], group))
+        else:
+            cache[slot] = _compute(ctx, slot, sorted(planned[slot]))
     return cache[slot][need]
 
 
@@ -78,10 +82,11 @@ def _compute(
     keys = entity_columns(target)
     names = [c.key for c in keys]
     out: dict[Need, dict[EntityKey, float | None]] = {n: {} for n in needs}
-    if mode == "window":
-        columns = [AGGREGATES[agg](target.metrics[m](t)) for m, agg in needs]
-        stmt = windowed(ctx, target, Scope(), window_s, *keys, *columns)
-        rows = [] if stmt is None else ctx.session.execute(stmt.group_by(*keys)).all()
+    metrics = [m for m, _ in needs]
+    if target_name == "gpu" and mode == "last":
+        rows = scans.gpu_latest(ctx, LATEST_WINDOW_S, metrics)
+    elif target_name == "gpu" and mode == "rate":
+        rows = scans.gpu_rates(ctx, window_s, metrics)
     elif mode == "last":
         newest = windowed(
             ctx, target, Scope(), LATEST_WINDOW_S, *keys, func.max(t.c.sampled_at).label("at")
@@ -94,7 +99,7 @@ def _compute(
             stmt = select(*(sub.c[n] for n in names), *(target.metrics[m](t) for m, _ in needs))
             rows = ctx.session.execute(stmt.select_from(t.join(sub, and_(*on)))).all()
     else:
-        rows = _rates(ctx, target_name, window_s, [m for m, _ in needs])
+        rows = _rates(ctx, target_name, window_s, metrics)
     width = len(names)
     for row in rows:
         key = tuple(row[:width])

@@ -1,0 +1,142 @@
+"""The fleet-wide statements behind :mod:`app.alerts.kinds.shared`, each returning one row per
+entity (never histories):
+
+* every window of a target in **one** scan of its widest window: per window a row count and
+  each aggregate over ``CASE WHEN sampled_at within the window THEN value END`` (NULLs are
+  ignored by AVG/MIN/MAX, so each equals the aggregate over that window's rows alone); an
+  entity with no row inside a window is left out of that window, as a scan of it alone would;
+* a GPU's newest sample by primary-key lookup on ``(gpu_id, gpu.last_sample_at)`` (the ingest
+  keeps ``gpu.last_sample_at`` the newest stored ``sampled_at``), not a window scan;
+* a GPU counter's rise: the window's oldest sample found per GPU by one index probe
+  (``ORDER BY sampled_at LIMIT 1`` on the ``(gpu_id, sampled_at)`` key), the newest by
+  ``gpu.last_sample_at``.
+
+Windows end at each node's newest sample (``node.last_sample_at``, agent clock) as in
+:func:`app.alerts.kinds.samples.windowed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Float, and_, case, cast, func, select
+
+from app.alerts.context import EvalContext
+from app.alerts.kinds.samples import entity_columns, windowed
+from app.alerts.spec import Scope
+from app.alerts.targets import TARGETS
+from app.db import epoch_s
+from app.fleet.models import Gpu, Node
+
+Slot = tuple[str, str, float]  # (target, mode, window seconds)
+Need = tuple[str, str]  # (metric, aggregation)
+EntityKey = tuple[Any, ...]
+Values = dict[Need, dict[EntityKey, float | None]]
+AGGREGATES: dict[str, Callable[[Any], Any]] = {
+    "avg": func.avg,
+    "min": func.min,
+    "max": func.max,
+}
+
+
+def windows(
+    ctx: EvalContext, target_name: str, group: dict[Slot, list[Need]]
+) -> dict[Slot, Values]:
+    """Every ``(metric, aggregation)`` of every window slot in ``group`` (all of one target),
+    per entity of every fresh node: one statement over the widest window."""
+    target = TARGETS[target_name]
+    t = target.table
+    keys = entity_columns(target)
+    width = len(keys)
+    when, newest = epoch_s(t.c.sampled_at), epoch_s(Node.last_sample_at)
+    layout = sorted(group.items())
+    columns: list[Any] = []
+    for (_, _, window_s), needs in layout:
+        inside = when >= newest - window_s
+        columns.append(func.sum(case((inside, 1), else_=0)))
+        columns += [AGGREGATES[agg](case((inside, target.metrics[m](t)))) for m, agg in needs]
+    widest = max(slot[2] for slot in group)
+    stmt = windowed(ctx, target, Scope(), widest, *keys, *columns)
+    rows = [] if stmt is None else ctx.session.execute(stmt.group_by(*keys)).all()
+    out: dict[Slot, Values] = {slot: {n: {} for n in needs} for slot, needs in layout}
+    for row in rows:
+        key = tuple(row[:width])
+        i = width
+        for slot, needs in layout:
+            present, values = row[i], row[i + 1 : i + 1 + len(needs)]
+            i += 1 + len(needs)
+            if not present:
+                continue
+            for need, value in zip(needs, values, strict=True):
+                out[slot][need][key] = None if value is None else float(value)
+    return out
+
+
+def _fresh_gpus(ctx: EvalContext, window_s: float, *columns: Any) -> Any:
+    """``SELECT columns`` over GPUs joined to their node, for fresh nodes whose GPU's newest
+    sample lies within ``window_s`` of the node's newest; None when no node is fresh."""
+    node_ids = ctx.fresh_node_ids
+    starts = [ctx.nodes[i].last_sample_at for i in node_ids]
+    bounds = [s for s in starts if s is not None]
+    if not bounds:
+        return None
+    stmt = select(*columns).select_from(Gpu).join(Node, Node.id == Gpu.node_id)
+    stmt = stmt.where(epoch_s(Gpu.last_sample_at) >= epoch_s(Node.last_sample_at) - window_s)
+    if len(node_ids) < len(ctx.nodes):
+        stmt = stmt.where(Node.id.in_(sorted(node_ids)))
+    return stmt
+
+
+def gpu_latest(ctx: EvalContext, window_s: float, metrics: list[str]) -> list[Any]:
+    """Rows ``(gpu_id, node_id, *metric values)`` of each GPU's newest sample, for GPUs whose
+    newest sample is within ``window_s`` of their node's newest."""
+    t = TARGETS["gpu"].table
+    exprs = [TARGETS["gpu"].metrics[m](t) for m in metrics]
+    stmt = _fresh_gpus(ctx, window_s, Gpu.id, Gpu.node_id, *exprs)
+    if stmt is None:
+        return []
+    on = and_(t.c.gpu_id == Gpu.id, t.c.sampled_at == Gpu.last_sample_at)
+    return list(ctx.session.execute(stmt.join(t, on)).all())
+
+
+def gpu_rates(ctx: EvalContext, window_s: float, metrics: list[str]) -> list[Any]:
+    """Rows ``(gpu_id, node_id, *rates)``: per GPU counter, (value at the newest sample −
+    value at the oldest sample within the window) ÷ seconds between them; None for one sample,
+    a missing value or a reset (the value went down)."""
+    t = TARGETS["gpu"].table
+    first = t.alias("s0")
+    oldest = (
+        select(first.c.sampled_at)
+        .where(
+            first.c.gpu_id == Gpu.id,
+            epoch_s(first.c.sampled_at) >= epoch_s(Node.last_sample_at) - window_s,
+        )
+        .order_by(first.c.sampled_at)
+        .limit(1)
+        .scalar_subquery()
+    )
+    span_stmt = _fresh_gpus(
+        ctx,
+        window_s,
+        Gpu.id.label("gpu_id"),
+        Gpu.node_id.label("node_id"),
+        oldest.label("t0"),
+        Gpu.last_sample_at.label("t1"),
+    )
+    if span_stmt is None:
+        return []
+    span = span_stmt.subquery("span")
+    v0s, v1s = t.alias("v0"), t.alias("v1")
+    seconds = epoch_s(span.c.t1) - epoch_s(span.c.t0)
+    rates = []
+    for metric in metrics:
+        v0 = cast(TARGETS["gpu"].metrics[metric](v0s), Float)
+        v1 = cast(TARGETS["gpu"].metrics[metric](v1s), Float)
+        rates.append(case((and_(span.c.t1 > span.c.t0, v1 >= v0), (v1 - v0) / seconds), else_=None))
+    stmt = select(span.c.gpu_id, span.c.node_id, *rates).select_from(
+        span.join(v0s, and_(v0s.c.gpu_id == span.c.gpu_id, v0s.c.sampled_at == span.c.t0)).join(
+            v1s, and_(v1s.c.gpu_id == span.c.gpu_id, v1s.c.sampled_at == span.c.t1)
+        )
+    )
+    return list(ctx.session.execute(stmt).all())
