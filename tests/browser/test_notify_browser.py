@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -118,3 +119,42 @@ def test_bad_url_is_explained_next_to_the_field(page: Tab, live: LiveServer) -> 
     ]
     assert [r.rsplit(" ", 1)[1] for r in problems.failed_requests] == ["400"]
     assert problems.foreign_requests == []
+
+
+def test_routes_edit_form_and_paused_log_load_cleanly(page: Tab, live: LiveServer) -> None:
+    tab, problems = page
+    made = httpx.post(
+        f"{live.url}/api/v1/channels",
+        json={"name": "pager", "kind": "webhook", "url": "http://127.0.0.1:9" + SECRET_PATH},
+    )
+    assert made.status_code == 201
+    cid = made.json()["id"]
+
+    tab.goto(live.url + "/notifications")
+    tab.get_by_role("link", name="Add a route").click()
+    tab.wait_for_url("**/notifications/routes/new")
+    tab.get_by_label("Channel").select_option(label="pager")
+    tab.get_by_label("Team").fill("ml")
+    tab.get_by_label("critical").check()
+    tab.get_by_role("button", name="Create route").click()
+    tab.wait_for_url("**/notifications#routes")
+    route = tab.locator("table.notify-routes tbody tr")
+    expect(route.locator("td").first).to_have_text("critical")
+    expect(tab.locator("#routes h3")).to_have_text("ml")
+
+    tab.locator(f"#channel-{cid}").get_by_role("link", name="Edit").click()
+    tab.wait_for_url(f"**/notifications/channels/{cid}/edit")
+    expect(tab.get_by_label("URL")).to_have_value("")
+    expect(tab.get_by_label("URL")).to_have_attribute("placeholder", "unchanged unless filled")
+    expect(tab.get_by_label("Name")).to_have_value("pager")
+    assert "SECRET" not in tab.content()
+
+    tab.goto(f"{live.url}/notifications/channels/{cid}")
+    tab.get_by_role("button", name="Pause refresh").click()
+    expect(tab.locator("#live-status")).to_have_attribute("data-state", "paused")
+    tab.goto(f"{live.url}/notifications/channels/{cid}/delete")
+    expect(tab.get_by_role("heading", level=1)).to_have_text("Delete channel pager?")
+    tab.get_by_role("button", name="Delete channel").click()
+    tab.wait_for_url("**/notifications")
+    expect(tab.locator("#no-channels")).to_have_text("No channels yet.")
+    assert_clean(problems)
