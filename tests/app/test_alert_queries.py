@@ -130,3 +130,33 @@ def test_rate_runs_from_the_oldest_sample_inside_the_window_to_the_newest(url: s
     cond = {"kind": "rate", "metric": count, "window": "1h", "per": "h", "op": ">", "threshold": 0}
     [per_s] = values_of(url, cond)
     assert per_s == {0: 60 / 1800, 1: None, 2: None, 3: None}
+
+
+def test_breaching_entities_by_binary_search_equal_comparing_every_value() -> None:
+    import math
+    import random
+    from types import SimpleNamespace
+
+    from app.alerts.kinds import compare
+    from app.alerts.kinds.threshold import breaching
+
+    rng = random.Random(5)
+    for _ in range(2000):
+        ctx: Any = SimpleNamespace(cache={})
+        values: dict[Any, float | None] = {}
+        for i in range(rng.randint(0, 30)):
+            r = rng.random()
+            pick = rng.choice([0.0, 1.0, 2.0, 0.5, -1.0, rng.uniform(-5, 5)])
+            values[(i,)] = None if r < 0.15 else (math.nan if r < 0.2 else pick)
+        op = rng.choice([">", ">=", "<", "<=", "==", "!="])
+        limit = rng.choice([0.0, 1.0, 0.5, -1.0, rng.uniform(-5, 5), 3600.0])
+        scale = rng.choice([1.0, 60.0, 3600.0])
+        no_data = rng.random() < 0.5
+        expected = [
+            key
+            for key, v in values.items()
+            if (met := compare(None if v is None else v * scale, op, limit))
+            or (met is None and no_data)
+        ]
+        got = breaching(ctx, values, op, limit, scale=scale, with_no_data=no_data)
+        assert got == expected, (values, op, limit, scale, no_data)

@@ -36,11 +36,14 @@ def observations(
     *,
     scale: float = 1.0,
 ) -> list[Observation]:
-    """Compare each entity's value (times ``scale``) within the rule's scope."""
+    """Compare each entity's value (times ``scale``) within the rule's scope. Only the
+    breaching entities (found by binary search in the values sorted once per evaluation,
+    :func:`breaching`) and, unless ``no_data`` is ok, those with no value are looked at."""
     keep_no_data = spec.no_data != "ok"
     keys = TARGETS[target].keys
     out = []
-    for key, raw in values.items():
+    for key in breaching(ctx, values, op, threshold, scale=scale, with_no_data=keep_no_data):
+        raw = values[key]
         value = None if raw is None else raw * scale
         met = compare(value, op, threshold)
         if not (met or (met is None and keep_no_data)):
@@ -52,7 +55,7 @@ def observations(
             gpu = ctx.gpus[gpu_id]
             out.append(
                 Observation(
-                    ctx.gpu_labels(gpu_id),
+                    _gpu_labels(ctx, gpu_id),
                     (ctx.nodes[gpu.node_id].hostname, gpu.uuid),
                     value,
                     met,
@@ -75,6 +78,77 @@ def observations(
             )
         )
     return out
+
+
+def breaching(
+    ctx: EvalContext,
+    values: dict[Any, float | None],
+    op: str,
+    threshold: float,
+    *,
+    scale: float = 1.0,
+    with_no_data: bool = False,
+) -> list[Any]:
+    """The keys of ``values`` whose ``value × scale op threshold`` holds (plus, with
+    ``with_no_data``, those whose value is None or NaN), in ``values``' order. ``scale`` must
+    be positive. The values are sorted once per evaluation (cached in ``ctx``); each
+    comparison is then a binary search of the exact predicate, which is monotone in the value,
+    so 300 rules over 8,000 GPUs do not make 2.4 million comparisons."""
+    order, sorted_values, positions, missing = _index(ctx, values)
+
+    def first(pred: Any) -> int:
+        lo, hi = 0, len(sorted_values)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pred(sorted_values[mid] * scale):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    n = len(sorted_values)
+    if op in (">", ">="):
+        ranges = [(first(lambda v: compare(v, op, threshold)), n)]
+    elif op in ("<", "<="):
+        ranges = [(0, first(lambda v: not compare(v, op, threshold)))]
+    else:
+        lo = first(lambda v: v >= threshold)
+        hi = first(lambda v: v > threshold)
+        ranges = [(lo, hi)] if op == "==" else [(0, lo), (hi, n)]
+    chosen = [p for a, b in ranges for p in positions[a:b]]
+    if with_no_data:
+        chosen += missing
+    return [order[p] for p in sorted(chosen)]
+
+
+def _index(
+    ctx: EvalContext, values: dict[Any, float | None]
+) -> tuple[list[Any], list[float], list[int], list[int]]:
+    """``values`` as (keys in order, present values sorted, their key positions, positions of
+    keys with no value), cached per values dict for the evaluation."""
+    cache: dict[int, tuple[Any, ...]] = ctx.cache.setdefault("threshold_index", {})
+    entry = cache.get(id(values))
+    if entry is None or entry[0] is not values:
+        order = list(values)
+        present, missing = [], []
+        for i, key in enumerate(order):
+            v = values[key]
+            if v is None or v != v:
+                missing.append(i)
+            else:
+                present.append((v, i))
+        present.sort()
+        entry = (values, order, [v for v, _ in present], [i for _, i in present], missing)
+        cache[id(values)] = entry
+    return entry[1], entry[2], entry[3], entry[4]
+
+
+def _gpu_labels(ctx: EvalContext, gpu_id: int) -> dict[str, str]:
+    """``ctx.gpu_labels`` built once per GPU and evaluation (shared, never mutated)."""
+    labels: dict[int, dict[str, str]] = ctx.cache.setdefault("gpu_labels", {})
+    if gpu_id not in labels:
+        labels[gpu_id] = ctx.gpu_labels(gpu_id)
+    return labels[gpu_id]
 
 
 def _gpu_state(ctx: EvalContext, spec: RuleSpec, cond: ThresholdCondition) -> list[Observation]:
