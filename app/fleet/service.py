@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Literal, cast
 
 from sqlalchemy import and_, func, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, subqueryload
 
 from app.db import utcnow
 from app.errors import NotFound
@@ -155,10 +155,13 @@ def list_nodes(
 ) -> list[NodeView]:
     """Every node (filtered by exact label values and a hostname substring), sorted by hostname,
     with freshness, GPUs and latest values: three statements whatever the fleet size. The GPUs'
-    JSON documents (processes, MIG instances, unavailable) are not loaded (an access raises)."""
+    JSON documents (processes, MIG instances, unavailable) are deferred (loaded on access)."""
     now = now or utcnow()
-    gpus = selectinload(Node.gpus).defer(Gpu.processes, raiseload=True)
-    gpus = gpus.defer(Gpu.mig_instances, raiseload=True).defer(Gpu.unavailable, raiseload=True)
+    # subqueryload: one statement for any number of nodes (selectinload sends 500 ids a time).
+    # Deferred, not raiseload: other code in the same session (alert evaluation) may load these
+    # GPUs again and read them.
+    gpus = subqueryload(Node.gpus).defer(Gpu.processes).defer(Gpu.mig_instances)
+    gpus = gpus.defer(Gpu.unavailable)
     stmt = select(Node).options(gpus).order_by(Node.hostname)
     if search:
         # lower() on both sides: LIKE is case-sensitive on Postgres and not on SQLite.
