@@ -129,16 +129,19 @@ def channel_in(form: Form) -> tuple[ChannelIn | None, ChannelForm]:
     return model, shown
 
 
-def channel_update(form: Form, kind: str) -> tuple[ChannelUpdate | None, ChannelForm]:
+def channel_update(
+    form: Form, kind: str, current_options: dict[str, str]
+) -> tuple[ChannelUpdate | None, ChannelForm]:
     """Changes from the edit form: an empty ``url`` or ``secret`` leaves it unchanged,
-    ``remove_secret`` = ``1`` removes the secret; name, team and options are replaced."""
+    ``remove_secret`` = ``1`` removes the secret; name and team are replaced, options only
+    when they differ from ``current_options`` (a changed URL, secret or options clears the
+    channel's broken state, so a rename must not)."""
     shown = ChannelForm(kind, {k: form.one(k) for k in ("name", "team")})
-    shown.typed.update({f"opt_{k}": v for k, v in _options(form, kind).items()})
-    data: dict[str, Any] = {
-        "name": form.one("name"),
-        "team": form.one("team") or None,
-        "options": _options(form, kind),
-    }
+    options = _options(form, kind)
+    shown.typed.update({f"opt_{k}": v for k, v in options.items()})
+    data: dict[str, Any] = {"name": form.one("name"), "team": form.one("team") or None}
+    if options != current_options:
+        data["options"] = options
     if form.one("url"):
         data["url"] = form.one("url")
     if form.one("remove_secret") == "1":

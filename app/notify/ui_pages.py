@@ -132,7 +132,7 @@ def update_channel(
     cid = parse_id(channel_id, "channel id")
     box = box_of(request)
     channel = service.channel_out(service.get_channel(session, channel_id=cid), box)
-    data, shown = channel_update(form, channel.kind)
+    data, shown = channel_update(form, channel.kind, channel.options)
     if data is None or shown.errors:
         return _form_page(request, shown, channel=channel, status_code=422)
     try:

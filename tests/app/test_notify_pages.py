@@ -161,6 +161,18 @@ def test_a_broken_channel_shows_its_last_error(live: Live, db_url: str) -> None:
     assert "SECRET" not in page + log_page
     empty = httpx.get(f"{server.url}/notifications/channels/{cid}?status=delivered").text
     assert "No deliveries with status delivered." in empty
+    edit = f"{server.url}/notifications/channels/{cid}/edit"
+    renamed = httpx.post(edit, data={"name": "still broken", "team": "vision", "url": ""})
+    assert renamed.status_code == 303
+    assert httpx.get(f"{server.url}/api/v1/channels/{cid}").json()["broken"] is True
+    fixed = httpx.post(edit, data={"name": "fixed", "url": "http://127.0.0.1:9/new-SECRET"})
+    assert fixed.status_code == 303
+    after = httpx.get(f"{server.url}/api/v1/channels/{cid}").json()
+    assert (after["broken"], after["last_error"], after["url_masked"]) == (
+        False,
+        None,
+        "http://127.0.0.1:9/…",
+    )
 
 
 def test_user_text_is_escaped(live: Live, db_url: str) -> None:
