@@ -5,7 +5,7 @@ nodes counted from ``created_at``), a GPU of a fresh node missing from the batch
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
@@ -45,19 +45,25 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
         assert cond.metric is not None
         since = now - timedelta(seconds=after)
         skews = [abs(ctx.nodes[g.node_id].clock_skew_s or 0.0) for g in gpus]
-        # sampled_at bounds the index scan; received_at (server time) decides.
+        # sampled_at bounds the index scan; received_at (server time) decides. Rules asking
+        # the same (metric, bounds) share one statement: it does not depend on the scope.
         lower = since - timedelta(seconds=max(skews, default=0.0) + 60.0)
-        present = set(
-            ctx.session.scalars(
-                select(gpu_sample.c.gpu_id)
-                .where(
-                    gpu_sample.c.sampled_at >= lower,
-                    gpu_sample.c.received_at >= since,
-                    gpu_sample.c[cond.metric].isnot(None),
+        key = (cond.metric, since, lower)
+        cache: dict[tuple[str, datetime, datetime], set[int]]
+        cache = ctx.cache.setdefault("absence_present", {})
+        if key not in cache:
+            cache[key] = set(
+                ctx.session.scalars(
+                    select(gpu_sample.c.gpu_id)
+                    .where(
+                        gpu_sample.c.sampled_at >= lower,
+                        gpu_sample.c.received_at >= since,
+                        gpu_sample.c[cond.metric].isnot(None),
+                    )
+                    .distinct()
                 )
-                .distinct()
             )
-        )
+        present = cache[key]
         absent = {g.id: None for g in gpus if g.id not in present}
     for gpu_id, seconds in sorted(absent.items()):
         gpu = ctx.gpus[gpu_id]
