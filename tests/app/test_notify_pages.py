@@ -16,6 +16,7 @@ from sqlalchemy import update
 
 from app.config import Settings
 from app.db import make_engine, make_session_factory, session_scope
+from app.notify import service
 from app.notify.jobs import NotifyJobs
 from app.notify.models import NotifyChannel
 from tests.conftest import make_settings
@@ -377,3 +378,26 @@ def test_the_alert_page_lists_its_notifications(live: Live, db_url: str) -> None
     assert f'href="/notifications/channels/{cid}"' in row
     quiet = httpx.get(f"{server.url}/alerts/{quiet_id}").text
     assert "No notifications sent for this alert." in quiet
+
+
+def test_the_log_is_paged_newest_first(live: Live, db_url: str) -> None:
+    server, _ = live
+    cid = create_webhook(server, "http://127.0.0.1:9/x")
+    engine = make_engine(db_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            ids = [service.send_test(session, channel_id=cid).id for _ in range(53)]
+    finally:
+        engine.dispose()
+    url = f"{server.url}/notifications/channels/{cid}"
+    first = httpx.get(url).text
+    shown = [int(i) for i in re.findall(r'<tr id="delivery-(\d+)"', first)]
+    assert shown == sorted(ids, reverse=True)[:50]
+    assert "53 deliveries · page 1 of 2" in first
+    assert f'<a class="btn" rel="next" href="/notifications/channels/{cid}?page=2">' in first
+    second = httpx.get(f"{url}?status=queued&page=2&tz=Europe/Berlin").text
+    shown = [int(i) for i in re.findall(r'<tr id="delivery-(\d+)"', second)]
+    assert shown == sorted(ids, reverse=True)[50:]
+    prev = f"/notifications/channels/{cid}?status=queued&amp;tz=Europe%2FBerlin"
+    assert f'<a class="btn" rel="prev" href="{prev}">' in second
+    assert re.search(r"<th scope=\"row\">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d CE[S]?T</th>", second)
