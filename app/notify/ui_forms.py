@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.alerts.page_forms import Form
 from app.notify.channels.registry import KINDS
-from app.notify.schemas import SEVERITIES, ChannelIn, ChannelUpdate, RouteIn
+from app.notify.schemas import ChannelIn, ChannelUpdate, RouteIn
 
 ALLOW_ENV = "FLEETWATCH_NOTIFY_ALLOW_HOSTS"
 
@@ -196,6 +196,3 @@ def route_typed(route: Any) -> dict[str, Any]:
         "group_wait_s": f"{route.group_wait_s:g}",
         "repeat_interval_s": f"{route.repeat_interval_s:g}",
     }
-
-
-__all__ = ["KIND_FORMS", "SEVERITIES", "ChannelForm", "RouteForm", "error_key"]
