@@ -53,6 +53,11 @@ KIND_FORMS: dict[str, KindForm] = {
 }
 assert set(KIND_FORMS) == set(KINDS), "every registered kind needs a form"
 
+#: Options chosen from a list: option → (value, label); ``""`` leaves the option unset.
+OPTION_CHOICES: dict[str, tuple[tuple[str, str], ...]] = {
+    "truncate": (("", "no: split into several bodies"), ("true", "yes: drop the extra alerts")),
+}
+
 Errors = dict[str, str]
 _FIELD = re.compile(r"^([a-z_]+(?:\.[a-z_]+)?): ")
 

@@ -20,7 +20,14 @@ from app.errors import BadRequest, Conflict
 from app.notify import service, ui_deliveries, ui_routes
 from app.notify.schemas import ChannelOut, ChannelUpdate
 from app.notify.ui_common import FormDep, WriteSessionDep, allow_hosts, box_of, see_other
-from app.notify.ui_forms import KIND_FORMS, ChannelForm, channel_in, channel_update, error_key
+from app.notify.ui_forms import (
+    KIND_FORMS,
+    OPTION_CHOICES,
+    ChannelForm,
+    channel_in,
+    channel_update,
+    error_key,
+)
 from app.web import is_htmx, render
 
 router = APIRouter(include_in_schema=False)
@@ -74,6 +81,7 @@ def _form_page(
             "spec": KIND_FORMS[form.kind],
             "channel": channel,
             "kinds": KIND_FORMS,
+            "choices": OPTION_CHOICES,
         },
         status_code,
     )

@@ -120,6 +120,8 @@ def test_the_test_message_is_delivered_and_no_page_or_log_shows_the_secret(
     assert re.search(r'<input id="url" name="url" type="text" maxlength="2048" value=""', edit)
     assert 'placeholder="unchanged unless filled"' in edit
     assert 'id="opt_max_alerts" name="opt_max_alerts" type="text" maxlength="64" value="7"' in edit
+    assert '<select id="opt_truncate" name="opt_truncate">' in edit
+    assert '<option value="" selected>no: split into several bodies</option>' in edit
     assert "SECRET" not in caplog.text
 
 
