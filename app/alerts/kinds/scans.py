@@ -44,21 +44,43 @@ def windows(
     ctx: EvalContext, target_name: str, group: dict[Slot, list[Need]]
 ) -> dict[Slot, Values]:
     """Every ``(metric, aggregation)`` of every window slot in ``group`` (all of one target),
-    per entity of every fresh node: one statement over the widest window."""
+    per entity of every fresh node: one statement over the widest window. Each row gets the
+    index of the narrowest window holding it and each metric once, in a subquery; the
+    aggregates then only test that integer."""
     target = TARGETS[target_name]
     t = target.table
     keys = entity_columns(target)
     width = len(keys)
     when, newest = epoch_s(t.c.sampled_at), epoch_s(Node.last_sample_at)
     layout = sorted(group.items())
+    metrics = sorted({m for _, needs in layout for m, _ in needs})
+    narrowest = case(
+        *((when >= newest - slot[2], i) for i, (slot, _) in enumerate(layout)),
+        else_=len(layout) - 1,
+    )
+    inner = windowed(
+        ctx,
+        target,
+        Scope(),
+        max(slot[2] for slot in group),
+        *(k.label(f"k{i}") for i, k in enumerate(keys)),
+        narrowest.label("wi"),
+        *(target.metrics[m](t).label(f"m{j}") for j, m in enumerate(metrics)),
+    )
+    if inner is None:
+        return {slot: {n: {} for n in needs} for slot, needs in layout}
+    # OFFSET 0 keeps Postgres from inlining the subquery, which would repeat the window test
+    # (and the metric expressions) in every aggregate instead of computing them once per row.
+    rows_in = inner.offset(0).subquery("rows_in")
     columns: list[Any] = []
-    for (_, _, window_s), needs in layout:
-        inside = when >= newest - window_s
+    for i, (_, needs) in enumerate(layout):
+        inside = rows_in.c.wi <= i
         columns.append(func.sum(case((inside, 1), else_=0)))
-        columns += [AGGREGATES[agg](case((inside, target.metrics[m](t)))) for m, agg in needs]
-    widest = max(slot[2] for slot in group)
-    stmt = windowed(ctx, target, Scope(), widest, *keys, *columns)
-    rows = [] if stmt is None else ctx.session.execute(stmt.group_by(*keys)).all()
+        columns += [
+            AGGREGATES[agg](case((inside, rows_in.c[f"m{metrics.index(m)}"]))) for m, agg in needs
+        ]
+    owners = [rows_in.c[f"k{i}"] for i in range(width)]
+    rows = ctx.session.execute(select(*owners, *columns).group_by(*owners)).all()
     out: dict[Slot, Values] = {slot: {n: {} for n in needs} for slot, needs in layout}
     for row in rows:
         key = tuple(row[:width])
