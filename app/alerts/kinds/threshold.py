@@ -41,6 +41,7 @@ def observations(
     :func:`breaching`) and, unless ``no_data`` is ok, those with no value are looked at."""
     keep_no_data = spec.no_data != "ok"
     keys = TARGETS[target].keys
+    in_scope = scoped_gpus(ctx, spec) if target == "gpu" else None
     out = []
     for key in breaching(ctx, values, op, threshold, scale=scale, with_no_data=keep_no_data):
         raw = values[key]
@@ -50,7 +51,7 @@ def observations(
             continue
         if target == "gpu":
             gpu_id = key[0]
-            if gpu_id not in ctx.gpus or not ctx.gpu_in(spec.scope, gpu_id):
+            if gpu_id not in ctx.gpus or (in_scope is not None and gpu_id not in in_scope):
                 continue
             gpu = ctx.gpus[gpu_id]
             out.append(
@@ -141,6 +142,19 @@ def _index(
         entry = (values, order, [v for v, _ in present], [i for _, i in present], missing)
         cache[id(values)] = entry
     return entry[1], entry[2], entry[3], entry[4]
+
+
+def scoped_gpus(ctx: EvalContext, spec: RuleSpec) -> set[int] | None:
+    """Ids of the GPUs within the rule's scope (``ctx.gpu_in``), None for every GPU; computed
+    once per distinct scope and evaluation."""
+    scope = spec.scope
+    if not scope.labels and not scope.nodes and not scope.gpu_models:
+        return None
+    cache: dict[str, set[int]] = ctx.cache.setdefault("scoped_gpus", {})
+    key = scope.model_dump_json()
+    if key not in cache:
+        cache[key] = {gpu_id for gpu_id in ctx.gpus if ctx.gpu_in(scope, gpu_id)}
+    return cache[key]
 
 
 def _gpu_labels(ctx: EvalContext, gpu_id: int) -> dict[str, str]:
