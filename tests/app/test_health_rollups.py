@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from app.config import SettingsError, load_settings
+from tests.app.helpers import post_batch
 from tests.app.section_factories import disk
 from tests.app.test_health_rules import codes, ingest, node_health, xid_event
 from tests.conftest import make_settings
@@ -39,11 +40,34 @@ def fleet_health(server: LiveServer, **params: Any) -> dict[str, Any]:
     return response.json()
 
 
+STALE_WINDOW_S = 2.0
+
+
+def fresh_health(server: LiveServer, token: str) -> dict[str, Any]:
+    """Post a batch for ``node-a`` and read its health, retrying until the post and the read
+    both fit inside ``STALE_WINDOW_S`` (so the node was fresh for certain when it was read).
+
+    Returns the health read; the monotonic time the post was acknowledged is under ``"_acked"``.
+    """
+    for _ in range(5):
+        sent = time.monotonic()
+        response = post_batch(server.url, token, batch(gpus=1))
+        assert response.status_code == 200, response.text
+        acked = time.monotonic()
+        health = node_health(server)
+        if time.monotonic() - sent < STALE_WINDOW_S:
+            return {**health, "_acked": acked}
+    pytest.fail(f"post and read never fitted in {STALE_WINDOW_S} s")
+
+
 def test_a_stale_node_is_unknown_never_healthy(db_url: str, tmp_path: Path) -> None:
-    with live(db_url, tmp_path, stale_after_s=0.5) as server:
-        ingest(server, db_url, batch(gpus=1))
-        assert node_health(server)["state"] == "healthy"
-        time.sleep(1.0)
+    with live(db_url, tmp_path, stale_after_s=STALE_WINDOW_S) as server:
+        token = create_token(db_url, "node-a")
+        fresh = fresh_health(server, token)
+        assert fresh["state"] == "healthy"
+        # last_seen_at is at most the acknowledgement time: past it by more than the window,
+        # the node is stale whatever the load.
+        time.sleep(max(0.0, fresh["_acked"] + STALE_WINDOW_S + 0.2 - time.monotonic()))
 
         health = node_health(server)
 
@@ -129,12 +153,16 @@ def test_pages_show_health_and_sort_unhealthy_first(server: LiveServer, db_url: 
     bad = [gpu(0, hostname="z-bad")]
     ingest(server, db_url, batch("z-bad", gpus=bad, events=[xid_event(79, bad[0])]))
 
-    fleet = httpx.get(f"{server.url}/?sort=health", timeout=30).text
+    tiles = httpx.get(f"{server.url}/", timeout=30).text
+    table = httpx.get(f"{server.url}/?view=table&sort=health", timeout=30).text
     node = httpx.get(f"{server.url}/nodes/z-bad", timeout=30).text
 
-    assert 'aria-label="Node health"' in fleet
-    assert '<th scope="col">Health</th>' in fleet
-    assert fleet.index("z-bad") < fleet.index("a-ok")
-    assert "health-unhealthy" in fleet and "health-healthy" in fleet
+    bad_tile = '<a class="ov-node n-unhealthy" href="/nodes/z-bad" title="z-bad · Unhealthy'
+    ok_tile = '<a class="ov-node n-healthy" href="/nodes/a-ok" title="a-ok · Healthy"'
+    assert bad_tile in tiles and ok_tile in tiles
+    assert tiles.index(bad_tile) < tiles.index(ok_tile)
+    assert '<th scope="col">Health</th>' in table
+    assert table.index("/nodes/z-bad") < table.index("/nodes/a-ok")
+    assert "health-unhealthy" in table and "health-healthy" in table
     assert "xid_79" in node and "fallen off the bus" in node
     assert node.count("health-unhealthy") >= 2  # the node header and its GPU's cell
