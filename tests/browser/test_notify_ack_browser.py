@@ -8,7 +8,7 @@ from playwright.sync_api import Page
 
 from app.db import make_engine, make_session_factory
 from app.notify.jobs import signer_for
-from tests.browser.conftest import Problems, browser, live, page  # noqa: F401 - fixtures
+from tests.browser.conftest import Problems
 from tests.live_server import LiveServer
 from tests.notify_helpers import Alerts, wipe_notify
 
@@ -16,7 +16,7 @@ from tests.notify_helpers import Alerts, wipe_notify
 def test_the_ack_link_page_acknowledges_on_the_button_only(
     page: tuple[Page, Problems],
     live: LiveServer,
-    sqlite_url: str,  # noqa: F811
+    sqlite_url: str,
 ) -> None:
     tab, problems = page
     engine = make_engine(sqlite_url)
