@@ -183,9 +183,7 @@ def seed_history(url: str, hours: float, step_s: int, host_step_s: int) -> None:
     def gpu_part(parity: int) -> None:
         with engine.begin() as conn:
             conn.execute(text("SET LOCAL synchronous_commit = off"))
-            statement = GPU_HISTORY_SQL.replace(
-                "FROM gpu g", f"FROM gpu g WHERE g.id % 2 = {parity}"
-            )
+            statement = GPU_HISTORY_SQL.replace("ORDER BY", f"WHERE g.id % 2 = {parity}\nORDER BY")
             conn.execute(text(statement), {**window, "step": step_s})
 
     try:
