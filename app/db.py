@@ -190,11 +190,27 @@ def get_session(request: Request) -> Iterator[Session]:
 
 SessionDep = Annotated[Session, Depends(get_session)]
 
+
+def get_write_session(request: Request) -> Iterator[Session]:
+    """FastAPI dependency for endpoints that write: one read-write transaction, committed when
+    the endpoint returns, rolled back if it raises (see :func:`session_scope`)."""
+    with session_scope(request.app.state.session_factory) as session:
+        yield session
+
+
+#: The write session of every endpoint that changes data. ``scope="function"`` runs the
+#: teardown (the commit) when the endpoint function returns, BEFORE the response is sent:
+#: with the default scope FastAPI (0.12x+) commits after the client already has its answer,
+#: so a client reading right after its POST might not see its change, and a failed commit
+#: would have been reported as success.
+WriteSessionDep = Annotated[Session, Depends(get_write_session, scope="function")]
+
 __all__ = [
     "Base",
     "SessionDep",
     "UInt64",
     "UTCDateTime",
+    "WriteSessionDep",
     "epoch_s",
     "func",
     "make_engine",

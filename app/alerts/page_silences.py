@@ -13,9 +13,8 @@ from sqlalchemy.orm import Session
 from app.alerts import service as alert_service
 from app.alerts.page_forms import Form, SilenceForm, read_form, validate_silence
 from app.alerts.page_views import parse_id
-from app.alerts.router import WriteSessionDep
 from app.alerts.silences import MATCH_OPS
-from app.db import SessionDep, utcnow
+from app.db import SessionDep, WriteSessionDep, utcnow
 from app.viewer_time import tz_query, viewer_tz
 from app.web import render
 

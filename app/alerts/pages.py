@@ -34,8 +34,7 @@ from app.alerts.page_views import (
     row_of,
     runbook_link,
 )
-from app.alerts.router import WriteSessionDep
-from app.db import SessionDep, session_scope, utcnow
+from app.db import SessionDep, WriteSessionDep, session_scope, utcnow
 from app.errors import BadRequest
 from app.viewer_time import tz_query
 from app.web import is_htmx, render, templates

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query, Request, Response
-from sqlalchemy.orm import Session
+from fastapi import APIRouter, Query, Request, Response
 
 from app.alerts import service as alert_service
 from app.alerts import store
@@ -24,18 +22,10 @@ from app.alerts.schemas import (
     SilenceOut,
 )
 from app.alerts.spec import RuleSpec
-from app.db import SessionDep, session_scope, utcnow
+from app.db import SessionDep, WriteSessionDep, utcnow
 from app.health.rules import rules_from_settings
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
-
-
-def _write_session(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.session_factory) as session:
-        yield session
-
-
-WriteSessionDep = Annotated[Session, Depends(_write_session)]
 
 
 def rule_out(rule: AlertRule) -> RuleOut:

@@ -8,15 +8,12 @@ There is no UI login yet, so the signed link is the only credential (see
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
 from app.alerts import service as alert_service
-from app.db import SessionDep, session_scope
+from app.db import SessionDep, WriteSessionDep
 from app.errors import BadRequest, NotFound
 from app.notify.ack_links import AckClaim, AckLinkInvalid
 from app.notify.jobs import signer_for
@@ -26,14 +23,6 @@ router = APIRouter(tags=["notifications"], include_in_schema=False)
 
 ACK_OWNER = "ack link"
 ACK_NOTE = "acknowledged from a notification's one-click link"
-
-
-def _write_session(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.session_factory) as session:
-        yield session
-
-
-WriteSessionDep = Annotated[Session, Depends(_write_session)]
 
 
 def _claim(request: Request, token: str) -> AckClaim:

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from sqlalchemy.orm import Session
 
-from app.db import SessionDep, session_scope
+from app.db import SessionDep, WriteSessionDep
 from app.notify import service
 from app.notify.models import NotifyRoute
 from app.notify.schemas import (
@@ -23,14 +21,6 @@ from app.notify.schemas import (
 from app.notify.secrets import SecretBox
 
 router = APIRouter(prefix="/api/v1", tags=["notifications"])
-
-
-def _write_session(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.session_factory) as session:
-        yield session
-
-
-WriteSessionDep = Annotated[Session, Depends(_write_session)]
 
 
 def _box(request: Request) -> SecretBox:

@@ -3,26 +3,15 @@ sent), the secret box, the SSRF allow-list, the form reader and the redirect aft
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.responses import RedirectResponse
-from sqlalchemy.orm import Session
 
 from app.alerts.page_forms import Form, read_form
-from app.db import session_scope
 from app.notify.secrets import SecretBox
 from app.viewer_time import tz_query
 
-
-def _write_session(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.session_factory) as session:
-        yield session
-
-
-# Commit before the response is sent: a redirect must never race its own commit.
-WriteSessionDep = Annotated[Session, Depends(_write_session, scope="function")]
 FormDep = Annotated[Form, Depends(read_form)]
 
 

@@ -15,11 +15,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.alerts.page_views import parse_id
-from app.db import SessionDep
+from app.db import SessionDep, WriteSessionDep
 from app.errors import BadRequest, Conflict
 from app.notify import service, ui_deliveries, ui_routes
 from app.notify.schemas import ChannelOut, ChannelUpdate
-from app.notify.ui_common import FormDep, WriteSessionDep, allow_hosts, box_of, see_other
+from app.notify.ui_common import FormDep, allow_hosts, box_of, see_other
 from app.notify.ui_forms import (
     KIND_FORMS,
     OPTION_CHOICES,

@@ -12,13 +12,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.alerts.page_views import parse_id
-from app.db import SessionDep
+from app.db import SessionDep, WriteSessionDep
 from app.errors import BadRequest
 from app.notify import service
 from app.notify.models import NotifyRoute
 from app.notify.outbox import DEFAULT_GROUP_BY, DEFAULT_GROUP_WAIT_S, DEFAULT_REPEAT_INTERVAL_S
 from app.notify.schemas import SEVERITIES
-from app.notify.ui_common import FormDep, WriteSessionDep, see_other
+from app.notify.ui_common import FormDep, see_other
 from app.notify.ui_forms import RouteForm, error_key, route_in, route_typed
 from app.web import render
 

@@ -3,7 +3,6 @@ fills in that alert's values), ``/runbooks/{name}/edit`` (textarea, htmx preview
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import parse_qs, quote
@@ -12,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from app.db import SessionDep, session_scope
+from app.db import SessionDep, WriteSessionDep
 from app.errors import BadRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from app.runbooks import service as runbook_service
 from app.runbooks.context import RunbookContext, context_for_alert
@@ -24,15 +23,6 @@ router = APIRouter(include_in_schema=False)
 
 AlertParam = Annotated[str | None, Query(alias="alert")]
 MAX_FORM_BYTES = 4 * MAX_MARKDOWN_CHARS
-
-
-def _write_session(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.session_factory) as session:
-        yield session
-
-
-# Commit before the response is sent: a redirect must never race its own commit.
-WriteSessionDep = Annotated[Session, Depends(_write_session, scope="function")]
 
 
 async def read_form(request: Request) -> dict[str, str]:

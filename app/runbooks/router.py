@@ -4,30 +4,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
-from sqlalchemy.orm import Session
+from fastapi import APIRouter, Request, Response
 
-from app.db import SessionDep, session_scope
+from app.db import SessionDep, WriteSessionDep
 from app.runbooks import pages
 from app.runbooks import service as runbook_service
 from app.runbooks.schemas import RunbookIn, RunbookOut
 
 router = APIRouter()
 api = APIRouter(prefix="/api/v1", tags=["runbooks"])
-
-
-def write_session(request: Request) -> Iterator[Session]:
-    """FastAPI dependency: a read-write session committed when the request succeeds."""
-    with session_scope(request.app.state.session_factory) as session:
-        yield session
-
-
-# Commit before the response is sent: a redirect must never race its own commit.
-WriteSessionDep = Annotated[Session, Depends(write_session, scope="function")]
 
 
 def runbooks_dir(request: Request) -> Path:
