@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select, update
+from sqlalchemy import bindparam, insert, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from app.alerts.context import Observation, fingerprint, load_context
@@ -106,6 +106,13 @@ _READ = (
 )
 
 
+_VALUES_UPDATE = text(
+    "UPDATE alert_instance SET value = u.value"
+    " FROM unnest(CAST(:ids AS integer[]), CAST(:vals AS double precision[])) AS u(id, value)"
+    " WHERE alert_instance.id = u.id"
+)
+
+
 def apply_rule(
     session: Session,
     *,
@@ -161,6 +168,14 @@ def apply_rule(
     if created:
         session.execute(insert(AlertInstance), created)
     for keys, params in updates.items():
+        if keys == ("value",) and session.get_bind().dialect.name == "postgresql":
+            # The common steady change (an absence's age, a window's new value): one statement
+            # joining two arrays, not one UPDATE per instance.
+            session.execute(
+                _VALUES_UPDATE,
+                {"ids": [p["k_id"] for p in params], "vals": [p["v_value"] for p in params]},
+            )
+            continue
         stmt = (
             update(_T)
             .where(_T.c.id == bindparam("k_id"))
