@@ -4,6 +4,7 @@ pages that record console errors and failed requests."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,22 @@ from app.config import load_settings
 from tests.browser import chromium
 from tests.dbs import wipe
 from tests.live_server import LiveServer
+
+SCREENSHOT_DIR = Path(__file__).resolve().parents[2] / "build" / "screenshots"
+"""Where :func:`shot` writes (``build/`` is git-ignored)."""
+
+
+def shot(page: Page, name: str) -> Path | None:
+    """Save a full-page PNG of ``page`` as ``build/screenshots/<name>.png`` (``name`` reduced to
+    ``[A-Za-z0-9_.-]``) and return its path; ``None`` when the screenshot fails, which never fails
+    the test that asked for it (it is a record of the view, not a check)."""
+    path = SCREENSHOT_DIR / (re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") + ".png")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=path, full_page=True, timeout=5_000)
+    except Exception:  # a screenshot must never fail the test
+        return None
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.app.test_alert_pages import seed
-from tests.browser.conftest import Problems
+from tests.browser.conftest import Problems, shot
 from tests.factories import wipe_alerts
 from tests.live_server import LiveServer
 
@@ -55,13 +55,16 @@ def test_alert_pages_load_without_errors(page: Tab, live: LiveServer, alerts: An
     tab.locator(".mainnav").get_by_role("link", name="Alerts").click()
     tab.wait_for_url("**/alerts")
     expect(tab.locator(".alerts-table tbody tr")).to_have_count(2)
+    shot(tab, "alerts")
 
     for path in ("/alerts?tab=resolved", "/silences", "/rules", "/rules/new", "/rules/hot/edit"):
         tab.goto(live.url + path)
         expect(tab.locator("h1")).to_be_visible()
+        shot(tab, "alerts-page" + path)
     tab.goto(live.url + "/alerts")
     tab.locator(".alerts-table").get_by_role("link", name="hot").click()
     expect(tab.locator("h1")).to_contain_text("hot on node-a GPU 1")
+    shot(tab, "alert-detail")
     assert tab.evaluate("window.__pwned === undefined")
     assert_clean(problems)
 
@@ -116,6 +119,7 @@ def test_rule_editor_previews_then_creates(page: Tab, live: LiveServer, alerts: 
     tab.get_by_role("button", name="Create").click()
     tab.wait_for_url("**/rules")
     expect(tab.locator('tr[data-rule="very-hot"]')).to_contain_text("enabled")
+    shot(tab, "rules")
     assert_clean(problems)
 
 
@@ -149,6 +153,7 @@ def test_create_and_expire_a_silence(page: Tab, live: LiveServer, alerts: Any) -
     tab.wait_for_url("**/silences")
     expect(tab.locator("#active-silences tbody tr")).to_have_count(1)
     expect(tab.locator("#active-silences")).to_contain_text('alertname="hot"')
+    shot(tab, "silences")
 
     tab.goto(live.url + "/alerts")
     expect(tab.locator(".alerts-table .marker-silenced")).to_have_count(1)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import Problems
+from tests.browser.conftest import Problems, shot
 from tests.browser.fleet_data import node_history, post_batch
 from tests.factories import batch, create_token
 from tests.live_server import LiveServer
@@ -40,9 +40,11 @@ def test_fleet_page_loads_local_assets_without_errors_and_shows_the_nodes(
     tab.goto(live.url + "/")
 
     expect(tab.locator("a[href='/nodes/gpu-a-001']")).to_be_visible()
+    shot(tab, "fleet-overview")
     tab.wait_for_function("window.htmx !== undefined")
     tab.goto(live.url + "/?view=table")  # the node table, the overview's other view
     expect(tab.locator("tr", has=tab.locator("a[href='/nodes/gpu-b-001']"))).to_contain_text("N/A")
+    shot(tab, "fleet-table")
     assert_clean(problems)
 
 
@@ -107,6 +109,7 @@ def test_node_page_draws_one_trace_per_gpu_and_refreshes_them_from_the_api(
         tab.get_by_role("button", name="Resume refresh").click()
 
     expect(tab.locator("#chart-util_gpu_pct .scatterlayer .trace")).to_have_count(4)
+    shot(tab, "node-page")
     assert tab.evaluate("document.getElementById('chart-temp_c').data.length") == 4
     assert_clean(problems)
 

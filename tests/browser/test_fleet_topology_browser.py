@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.app.topology_drift_data import drop_nic, node_payload, set_link
-from tests.browser.conftest import Problems
+from tests.browser.conftest import Problems, shot
 from tests.browser.fleet_data import post_batch
 from tests.factories import create_token
 from tests.live_server import LiveServer
@@ -51,6 +51,7 @@ def test_topology_page_loads_without_errors_and_a_kind_filter_updates_the_url(
     tab.get_by_role("link", name="Topology").click()
     tab.wait_for_url("**/topology")
     expect(tab.locator(".drift-list tbody tr")).to_have_count(2)
+    shot(tab, "fleet-topology-drift")
     tab.wait_for_function("window.htmx !== undefined")
 
     tab.locator("#drift-kind").select_option("nic_missing")

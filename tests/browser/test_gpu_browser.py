@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import Problems
+from tests.browser.conftest import Problems, shot
 from tests.browser.fleet_data import node_history, post_batch
 from tests.factories import batch, create_token, gpu, sample
 from tests.live_server import LiveServer
@@ -56,6 +56,7 @@ def test_gpu_page_draws_its_charts_without_errors(page: Tab, live: LiveServer) -
     expect(tab.locator("#chart-temp_c .scatterlayer .trace.scatter").first).to_be_attached()
     expect(tab.locator("#gpu-health")).to_contain_text("Unhealthy")
     expect(tab.locator(".gpu-events")).to_contain_text("GPU has fallen off the bus")
+    shot(tab, "gpu-page")
     assert_clean(problems)
 
 

@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 from app.config import Settings, load_settings
 from app.db import make_engine, make_session_factory
 from app.notify.jobs import NotifyJobs
-from tests.browser.conftest import Problems
+from tests.browser.conftest import Problems, shot
 from tests.live_server import LiveServer
 from tests.notify_helpers import receiver, wipe_notify
 
@@ -68,6 +68,7 @@ def test_create_a_channel_send_a_test_message_and_filter_its_log(
     tab.get_by_role("link", name="Notifications").click()
     tab.wait_for_url("**/notifications")
     expect(tab.locator("#no-channels")).to_have_text("No channels yet.")
+    shot(tab, "notifications")
 
     tab.get_by_role("link", name="Generic webhook").click()
     tab.wait_for_url("**/notifications/channels/new?kind=webhook")
@@ -96,6 +97,7 @@ def test_create_a_channel_send_a_test_message_and_filter_its_log(
     log_url = tab.url
     expect(tab.locator("tr.delivery-row")).to_have_count(1)
     expect(tab.locator("tr.delivery-row td").nth(2)).to_have_text("✓ delivered")
+    shot(tab, "notification-channel-log")
 
     tab.get_by_label("Status").select_option("failed")
     tab.wait_for_url("**?status=failed")
@@ -146,6 +148,7 @@ def test_routes_edit_form_and_paused_log_load_cleanly(page: Tab, live: LiveServe
     route = tab.locator("table.notify-routes tbody tr")
     expect(route.locator("td").first).to_have_text("critical")
     expect(tab.locator("#routes h3")).to_have_text("ml")
+    shot(tab, "notification-routes")
 
     tab.locator(f"#channel-{cid}").get_by_role("link", name="Edit").click()
     tab.wait_for_url(f"**/notifications/channels/{cid}/edit")

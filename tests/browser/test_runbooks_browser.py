@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import Problems
+from tests.browser.conftest import Problems, shot
 from tests.factories import wipe_alerts
 from tests.live_server import LiveServer
 
@@ -37,6 +37,7 @@ def test_list_and_view_a_shipped_runbook(page: Tab, site: LiveServer) -> None:
     tab.wait_for_url("**/runbooks")
 
     expect(tab.locator("table.runbooks tbody tr")).to_have_count(10)
+    shot(tab, "runbooks")
     tab.get_by_role("link", name="gpu-double-bit-ecc", exact=True).click()
     tab.wait_for_url("**/runbooks/gpu-double-bit-ecc")
 
@@ -48,6 +49,7 @@ def test_list_and_view_a_shipped_runbook(page: Tab, site: LiveServer) -> None:
         "nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT -i <gpu.index>"
     )
     expect(tab.locator(".runbook-meta")).to_contain_text("▤ file")
+    shot(tab, "runbook")
     assert_clean(problems)
 
 

@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.app.test_storage_page import HOSTILE, seed, send
-from tests.browser.conftest import Problems
+from tests.browser.conftest import Problems, shot
 from tests.live_server import LiveServer
 
 pytestmark = pytest.mark.browser
@@ -35,6 +35,7 @@ def test_storage_page_draws_charts_without_errors(page: Tab, live: LiveServer) -
     expect(tab.locator("#chart-nfs_avg_rtt_s .legendtext").first).to_have_text("node-b " + HOSTILE)
     expect(tab.locator("#chart-ib_errors .scatterlayer .trace")).to_have_count(1)
     expect(tab.locator("table.slowest-mounts")).to_contain_text(HOSTILE)
+    shot(tab, "storage")
     assert tab.evaluate("window.__pwned === undefined")
     assert_clean(problems)
 

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from app.viewer_time import fmt_local, zone_label
-from tests.browser.conftest import Problems
+from tests.browser.conftest import Problems, shot
 from tests.browser.fleet_data import node_history, post_batch
 from tests.factories import create_token, iso
 from tests.live_server import LiveServer
@@ -64,6 +64,7 @@ def test_choosing_a_zone_updates_the_url_times_charts_and_refreshes(
     expect(tab.locator("#chart-util_gpu_pct .scatterlayer .trace")).to_have_count(3)  # + events
     expect(tab.locator("#chart-util_gpu_pct .xtitle")).to_have_text("Time (Asia/Kolkata)")
     expect(tab.locator("#chart-util_gpu_pct .shapelayer path")).to_have_count(1)
+    shot(tab, "node-page-time-zone")
     first_x = tab.evaluate("document.getElementById('chart-util_gpu_pct').data[0].x[0]")
     assert first_x.endswith("+05:30")
     assert "fw_tz=Asia%2FKolkata" in tab.evaluate("document.cookie")

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.app.section_factories import nvlinks, topology
-from tests.browser.conftest import Problems
+from tests.browser.conftest import Problems, shot
 from tests.browser.fleet_data import post_batch
 from tests.factories import batch, create_token, gpu
 from tests.live_server import LiveServer
@@ -62,6 +62,7 @@ def test_topology_page_draws_gpus_and_names_the_down_link(page: Tab, live: LiveS
         "p => getComputedStyle(p).stroke"
     )
     expect(tab.locator("table.topo")).to_be_visible()
+    shot(tab, "node-topology")
     assert_clean(problems)
 
 
