@@ -21,6 +21,7 @@ from app.alerts import pages as alert_pages
 from app.alerts import router as alerts_router
 from app.alerts.scheduler import AlertEvaluator
 from app.config import PROJECT_ROOT, Settings, get_settings
+from app.csrf import OriginCheckMiddleware
 from app.db import make_engine, make_session_factory
 from app.errors import FleetwatchError
 from app.fleet import pages as fleet_pages
@@ -148,6 +149,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     )
     app.state.settings = settings
     app.add_middleware(GZipMiddleware, minimum_size=1024)
+    app.add_middleware(OriginCheckMiddleware, external_url=settings.external_url)
 
     @app.middleware("http")
     async def _refuse_nul_in_url(request: Request, call_next: Any) -> Response:
