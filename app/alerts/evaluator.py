@@ -9,10 +9,11 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, insert, or_, select, text, update
+from sqlalchemy import Table, bindparam, insert, or_, select, text, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from app.alerts.context import Observation, fingerprint, load_context
 from app.alerts.kinds import observe, shared
@@ -85,7 +86,7 @@ def condition_of(spec: RuleSpec, obs: Observation | None) -> bool | None:
     return {"ok": False, "firing": True, "keep": None}[spec.no_data]
 
 
-_T = AlertInstance.__table__
+_T = cast(Table, AlertInstance.__table__)
 #: What the state machine and the change test read of an instance (Core rows, not ORM objects:
 #: a rule firing on 8,000 GPUs loads 8,000 tuples, not 8,000 tracked objects).
 _READ = (
@@ -129,7 +130,7 @@ def apply_rule(
     firing on 8,000 GPUs at once is not 16,000 round trips, and a steady one writes nothing."""
     session.flush()  # Core reads below do not autoflush pending ORM changes (acks, edits)
     observed = {fingerprint(spec.name, o.identity): o for o in observations}
-    known = _T.c.state.in_(("pending", "firing"))
+    known: ColumnElement[bool] = _T.c.state.in_(("pending", "firing"))
     if observed:
         known = or_(known, _T.c.fingerprint.in_(sorted(observed)))
     query = select(*(_T.c[c] for c in _READ)).where(_T.c.rule_id == rule_id, known)
@@ -167,13 +168,13 @@ def apply_rule(
             changes.append((fp, row, transition.from_state, transition.to_state))
     if created:
         session.execute(insert(AlertInstance), created)
-    for keys, params in updates.items():
+    for keys, batch in updates.items():
         if keys == ("value",) and session.get_bind().dialect.name == "postgresql":
             # The common steady change (an absence's age, a window's new value): one statement
             # joining two arrays, not one UPDATE per instance.
             session.execute(
                 _VALUES_UPDATE,
-                {"ids": [p["k_id"] for p in params], "vals": [p["v_value"] for p in params]},
+                {"ids": [p["k_id"] for p in batch], "vals": [p["v_value"] for p in batch]},
             )
             continue
         stmt = (
@@ -181,7 +182,7 @@ def apply_rule(
             .where(_T.c.id == bindparam("k_id"))
             .values({k: bindparam(f"v_{k}") for k in keys})
         )
-        session.execute(stmt, params)
+        session.execute(stmt, batch)
     if not changes:
         return 0
     fresh = [fp for fp, *_ in changes if fp not in ids]
@@ -254,7 +255,7 @@ def _state_of(inst: Any) -> InstanceState:
     if inst is None:
         return InstanceState()
     return InstanceState(
-        inst.state,  # type: ignore[arg-type]
+        inst.state,
         inst.active_since,
         inst.last_active_at,
         inst.fired_at,

@@ -97,7 +97,7 @@ def _compute(
             on = [t.c[target.owner] == sub.c[target.owner], t.c.sampled_at == sub.c.at]
             on += [t.c[k] == sub.c[k] for k in target.keys]
             stmt = select(*(sub.c[n] for n in names), *(target.metrics[m](t) for m, _ in needs))
-            rows = ctx.session.execute(stmt.select_from(t.join(sub, and_(*on)))).all()
+            rows = list(ctx.session.execute(stmt.select_from(t.join(sub, and_(*on)))).all())
     else:
         rows = _rates(ctx, target_name, window_s, metrics)
     width = len(names)
