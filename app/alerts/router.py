@@ -22,6 +22,7 @@ from app.alerts.schemas import (
     SilenceOut,
 )
 from app.alerts.spec import RuleSpec
+from app.api_params import IdPath
 from app.db import SessionDep, WriteSessionDep, utcnow
 from app.health.rules import rules_from_settings
 
@@ -143,7 +144,7 @@ def list_alerts(
 
 
 @router.get("/alerts/{alert_id}", response_model=AlertDetailOut, summary="One alert")
-def get_alert(session: SessionDep, alert_id: int) -> AlertDetailOut:
+def get_alert(session: SessionDep, alert_id: IdPath) -> AlertDetailOut:
     """An instance with its transitions (oldest first) and acknowledgements."""
     inst, rule = alert_service.get_alert(session, alert_id=alert_id)
     return AlertDetailOut(
@@ -159,7 +160,7 @@ def get_alert(session: SessionDep, alert_id: int) -> AlertDetailOut:
 
 
 @router.post("/alerts/{alert_id}/ack", response_model=AckOut, status_code=201, summary="Ack")
-def ack_alert(session: WriteSessionDep, alert_id: int, body: AckIn) -> AckOut:
+def ack_alert(session: WriteSessionDep, alert_id: IdPath, body: AckIn) -> AckOut:
     """Acknowledge a pending or firing alert (owner and note); held until it resolves."""
     return AckOut.model_validate(
         alert_service.ack(session, alert_id=alert_id, owner=body.owner, note=body.note)
@@ -191,6 +192,6 @@ def create_silence(session: WriteSessionDep, body: SilenceIn) -> SilenceOut:
 
 
 @router.post("/silences/{silence_id}/expire", response_model=SilenceOut, summary="Expire")
-def expire_silence(session: WriteSessionDep, silence_id: int) -> SilenceOut:
+def expire_silence(session: WriteSessionDep, silence_id: IdPath) -> SilenceOut:
     """End a silence now."""
     return SilenceOut.model_validate(alert_service.expire_silence(session, silence_id=silence_id))

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from app.api_params import IdPath, IdQuery
 from app.db import SessionDep, WriteSessionDep
 from app.notify import service
 from app.notify.models import NotifyRoute
@@ -67,13 +68,13 @@ def create_channel(
 
 
 @router.get("/channels/{channel_id}", response_model=ChannelOut, summary="One channel")
-def get_channel(session: SessionDep, box: BoxDep, channel_id: int) -> ChannelOut:
+def get_channel(session: SessionDep, box: BoxDep, channel_id: IdPath) -> ChannelOut:
     return service.channel_out(service.get_channel(session, channel_id=channel_id), box)
 
 
 @router.patch("/channels/{channel_id}", response_model=ChannelOut, summary="Change a channel")
 def update_channel(
-    request: Request, session: WriteSessionDep, box: BoxDep, channel_id: int, data: ChannelUpdate
+    request: Request, session: WriteSessionDep, box: BoxDep, channel_id: IdPath, data: ChannelUpdate
 ) -> ChannelOut:
     channel = service.update_channel(
         session, channel_id=channel_id, data=data, box=box, allow_hosts=_allow(request)
@@ -82,7 +83,7 @@ def update_channel(
 
 
 @router.delete("/channels/{channel_id}", status_code=204, summary="Delete a channel")
-def delete_channel(session: WriteSessionDep, channel_id: int) -> Response:
+def delete_channel(session: WriteSessionDep, channel_id: IdPath) -> Response:
     service.delete_channel(session, channel_id=channel_id)
     return Response(status_code=204)
 
@@ -93,7 +94,7 @@ def delete_channel(session: WriteSessionDep, channel_id: int) -> Response:
     status_code=202,
     summary="Send a test message",
 )
-def send_test(session: WriteSessionDep, channel_id: int) -> DeliveryOut:
+def send_test(session: WriteSessionDep, channel_id: IdPath) -> DeliveryOut:
     """Queues the test message; its row in ``…/deliveries`` shows the outcome within a
     second or two (the worker's next tick)."""
     return service.delivery_out(service.send_test(session, channel_id=channel_id))
@@ -106,7 +107,7 @@ def send_test(session: WriteSessionDep, channel_id: int) -> DeliveryOut:
 )
 def deliveries(
     session: SessionDep,
-    channel_id: int,
+    channel_id: IdPath,
     status: Annotated[
         Literal["queued", "delivered", "failed", "suppressed"] | None, Query()
     ] = None,
@@ -117,9 +118,7 @@ def deliveries(
 
 
 @router.get("/routes", response_model=list[RouteOut], summary="Notification routes")
-def list_routes(
-    session: SessionDep, channel_id: Annotated[int | None, Query()] = None
-) -> list[RouteOut]:
+def list_routes(session: SessionDep, channel_id: IdQuery = None) -> list[RouteOut]:
     return [route_out(r) for r in service.list_routes(session, channel_id=channel_id)]
 
 
@@ -129,16 +128,16 @@ def create_route(session: WriteSessionDep, data: RouteIn) -> RouteOut:
 
 
 @router.get("/routes/{route_id}", response_model=RouteOut, summary="One route")
-def get_route(session: SessionDep, route_id: int) -> RouteOut:
+def get_route(session: SessionDep, route_id: IdPath) -> RouteOut:
     return route_out(service.get_route(session, route_id=route_id))
 
 
 @router.put("/routes/{route_id}", response_model=RouteOut, summary="Replace a route")
-def replace_route(session: WriteSessionDep, route_id: int, data: RouteIn) -> RouteOut:
+def replace_route(session: WriteSessionDep, route_id: IdPath, data: RouteIn) -> RouteOut:
     return route_out(service.replace_route(session, route_id=route_id, data=data))
 
 
 @router.delete("/routes/{route_id}", status_code=204, summary="Delete a route")
-def delete_route(session: WriteSessionDep, route_id: int) -> Response:
+def delete_route(session: WriteSessionDep, route_id: IdPath) -> Response:
     service.delete_route(session, route_id=route_id)
     return Response(status_code=204)
