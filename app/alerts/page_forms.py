@@ -1,51 +1,21 @@
-"""HTML form bodies of the alert pages (``application/x-www-form-urlencoded``, read without
-python-multipart) and their validation into field-named errors for inline display."""
+"""HTML form bodies of the alert pages (read by :func:`app.forms.read_form`) and their
+validation into field-named errors for inline display."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
-from urllib.parse import parse_qs
 
 import yaml
-from fastapi import Request
 from pydantic import ValidationError
 
-from app.alerts.schemas import Matcher
+from app.alerts.schemas import Matcher, storable_text
 from app.alerts.spec import RuleSpec, parse_duration
-from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from app.ingest.fields import plain_text
+from app.forms import Form
 
-MAX_FORM_BYTES = 256 * 1024
 MATCHER_ROWS = 4
-
-
-class Form(dict[str, list[str]]):
-    """A parsed form: field name → every value sent, in order."""
-
-    def one(self, name: str) -> str:
-        """The first value of ``name`` stripped, or ``""``."""
-        return (self.get(name) or [""])[0].strip()
-
-
-async def read_form(request: Request) -> Form:
-    """FastAPI dependency: the request's urlencoded form.
-
-    Raises:
-        UnsupportedMediaType: another content type. PayloadTooLarge: over 256 KiB.
-        BadRequest: not UTF-8.
-    """
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind not in ("application/x-www-form-urlencoded", ""):
-        raise UnsupportedMediaType(f"content-type: expected a form, got {kind!r}")
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
-        raise PayloadTooLarge(f"the form is over {MAX_FORM_BYTES} bytes")
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
-        raise BadRequest("the form is not UTF-8") from None
-    return Form(parse_qs(text, keep_blank_values=True))
 
 
 def error_field(loc: tuple[Any, ...], doc: Any) -> str:
@@ -173,6 +143,8 @@ def validate_silence(form: SilenceForm, *, zone: tzinfo, now: datetime) -> Silen
                 errors["duration"] = "the duration must be longer than 0 s"
         except ValueError as exc:
             errors["duration"] = str(exc)
+        except OverflowError:
+            errors["duration"] = "the end would be after the year 9999"
     else:
         errors["ends"] = "give an end time or a duration"
     if form.ends and ends_at is not None and "ends" not in errors:
@@ -186,6 +158,11 @@ def validate_silence(form: SilenceForm, *, zone: tzinfo, now: datetime) -> Silen
         errors["created_by"] = "at most 128 characters"
     if len(form.comment) > 4096:
         errors["comment"] = "at most 4096 characters"
+    for name, check in (("created_by", plain_text), ("comment", storable_text)):
+        try:
+            check(getattr(form, name))
+        except ValueError as exc:  # NUL: PostgreSQL refuses it, so every backend does
+            errors.setdefault(name, str(exc))
     if not errors:
         form.starts_at, form.ends_at = starts_at, ends_at
     return form

@@ -14,9 +14,10 @@ from sqlalchemy.orm import Session
 
 from app.alerts import store
 from app.alerts.models import AlertInstance
-from app.alerts.page_forms import Form, RuleForm, parse_rule, read_form
+from app.alerts.page_forms import RuleForm, parse_rule
 from app.db import SessionDep, WriteSessionDep
 from app.errors import Conflict
+from app.forms import Form, read_form
 from app.health.rules import rules_from_settings
 from app.viewer_time import tz_query
 from app.web import render

@@ -11,10 +11,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.alerts import service as alert_service
-from app.alerts.page_forms import Form, SilenceForm, read_form, validate_silence
+from app.alerts.page_forms import SilenceForm, validate_silence
 from app.alerts.page_views import parse_id
 from app.alerts.silences import MATCH_OPS
 from app.db import SessionDep, WriteSessionDep, utcnow
+from app.forms import Form, read_form
 from app.viewer_time import tz_query, viewer_tz
 from app.web import render
 

@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session
 from app.alerts import page_rules, page_silences
 from app.alerts import service as alert_service
 from app.alerts.models import AlertInstance, AlertRule
-from app.alerts.page_forms import Form, read_form
 from app.alerts.page_views import (
     HISTORY_RANGES,
     SEVERITIES,
@@ -36,6 +35,7 @@ from app.alerts.page_views import (
 )
 from app.db import SessionDep, WriteSessionDep, session_scope, utcnow
 from app.errors import BadRequest
+from app.forms import Form, read_form
 from app.viewer_time import tz_query
 from app.web import is_htmx, render, templates
 

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.responses import RedirectResponse
 
-from app.alerts.page_forms import Form, read_form
+from app.forms import Form, read_form
 from app.notify.secrets import SecretBox
 from app.viewer_time import tz_query
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from app.alerts.page_forms import Form
+from app.forms import Form
 from app.notify.channels.registry import KINDS
 from app.notify.schemas import ChannelIn, ChannelUpdate, RouteIn
 

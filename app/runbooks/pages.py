@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
+from app import forms
 from app.db import SessionDep, WriteSessionDep
-from app.errors import BadRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
+from app.errors import BadRequest, NotFound
 from app.runbooks import service as runbook_service
 from app.runbooks.context import RunbookContext, context_for_alert
 from app.runbooks.render import render_markdown
@@ -26,22 +27,9 @@ MAX_FORM_BYTES = 4 * MAX_MARKDOWN_CHARS
 
 
 async def read_form(request: Request) -> dict[str, str]:
-    """The urlencoded form of a POST, first value per field.
-
-    Raises:
-        UnsupportedMediaType, PayloadTooLarge, BadRequest (not UTF-8).
-    """
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind not in ("application/x-www-form-urlencoded", ""):
-        raise UnsupportedMediaType(f"content-type: expected a form, got {kind!r}")
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
-        raise PayloadTooLarge(f"the form is over {MAX_FORM_BYTES} bytes")
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
-        raise BadRequest("the form is not UTF-8") from None
-    return {k: v[0] for k, v in parse_qs(text, keep_blank_values=True).items()}
+    """FastAPI dependency: the form's fields, first value each (see :func:`app.forms.read_form`
+    for the limits and errors)."""
+    return (await forms.parse_form(request, max_bytes=MAX_FORM_BYTES)).first()
 
 
 FormDep = Annotated[dict[str, str], Depends(read_form)]
