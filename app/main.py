@@ -45,6 +45,7 @@ from app.storage import router as storage_router
 from app.topology import drift_router as topology_drift_router
 from app.topology import pages as topology_pages
 from app.topology import router as topology_router
+from app.tz_check import PageTzCheckMiddleware
 from app.web import render_error_page
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     )
     app.state.settings = settings
     app.add_middleware(GZipMiddleware, minimum_size=1024)
-    app.add_middleware(OriginCheckMiddleware, external_url=settings.external_url)
+    app.add_middleware(PageTzCheckMiddleware)
+    app.add_middleware(OriginCheckMiddleware, external_url=settings.external_url)  # outermost
 
     @app.middleware("http")
     async def _refuse_nul_in_url(request: Request, call_next: Any) -> Response:
