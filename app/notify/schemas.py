@@ -9,9 +9,36 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.notify.outbox import DEFAULT_GROUP_BY, DEFAULT_GROUP_WAIT_S, DEFAULT_REPEAT_INTERVAL_S
+from app.notify.ssrf import BadURL, url_syntax
 
 SEVERITIES = ("critical", "warning", "info")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,127}$"
+
+
+def _no_control(value: str | None) -> str | None:
+    """Refuse NUL and other control characters (Postgres text cannot hold NUL; SQLite and
+    the pages would cut the value there)."""
+    if value is not None and any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ValueError("may not contain NUL or other control characters")
+    return value
+
+
+def _url_syntax(value: str | None) -> str | None:
+    """:func:`app.notify.ssrf.url_syntax`'s checks (port, brackets, user:password@), as a
+    422 naming ``url``; the scheme and address are judged by the service."""
+    if value is not None:
+        try:
+            url_syntax(value)
+        except BadURL as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+def _options_clean(value: dict[str, str] | None) -> dict[str, str] | None:
+    for key, item in (value or {}).items():
+        _no_control(key)
+        _no_control(item)
+    return value
 
 
 class ChannelIn(BaseModel):
@@ -29,6 +56,12 @@ class ChannelIn(BaseModel):
     options: dict[str, str] = Field(default_factory=dict)
     enabled: bool = True
 
+    _text = field_validator("name", "team", "secret", mode="before")(
+        classmethod(lambda cls, v: _no_control(v) if isinstance(v, str) else v)
+    )
+    _url = field_validator("url")(classmethod(lambda cls, v: _url_syntax(v)))
+    _opts = field_validator("options")(classmethod(lambda cls, v: _options_clean(v)))
+
 
 class ChannelUpdate(BaseModel):
     """Fields to change; a new ``url`` clears ``broken``. ``secret`` ``""`` removes it."""
@@ -41,6 +74,12 @@ class ChannelUpdate(BaseModel):
     team: str | None = Field(default=None, min_length=1, max_length=128)
     options: dict[str, str] | None = None
     enabled: bool | None = None
+
+    _text = field_validator("name", "team", "secret", mode="before")(
+        classmethod(lambda cls, v: _no_control(v) if isinstance(v, str) else v)
+    )
+    _url = field_validator("url")(classmethod(lambda cls, v: _url_syntax(v)))
+    _opts = field_validator("options")(classmethod(lambda cls, v: _options_clean(v)))
 
 
 class ChannelOut(BaseModel):
@@ -72,6 +111,10 @@ class RouteIn(BaseModel):
     group_by: list[str] = Field(default_factory=lambda: list(DEFAULT_GROUP_BY), max_length=16)
     group_wait_s: float = Field(default=DEFAULT_GROUP_WAIT_S, ge=0, le=3600)
     repeat_interval_s: float = Field(default=DEFAULT_REPEAT_INTERVAL_S, ge=60, le=30 * 86400)
+
+    _team = field_validator("team", mode="before")(
+        classmethod(lambda cls, v: _no_control(v) if isinstance(v, str) else v)
+    )
 
     @field_validator("severities")
     @classmethod

@@ -89,12 +89,16 @@ class SecretBox:
 
 def mask_url(url: str) -> str:
     """``scheme://host[:port]/…``: what the API and pages show of a webhook URL (the path and
-    query, where services put their tokens, are never shown)."""
-    parts = urlsplit(url)
+    query, fragment and any ``user:password@`` are never shown); a URL that does not parse
+    shows as ``(invalid URL)``."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(invalid URL)"
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
-    port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port}/{MASK}"
 
 
@@ -103,11 +107,21 @@ _known_lock = threading.Lock()
 
 
 def _variants(value: str) -> set[str]:
-    """A secret and, for a URL, its path + query (what error texts and logs may quote)."""
+    """A secret and, for a URL, its path + query (+ fragment) and the query or fragment alone
+    (what error texts and logs may quote, e.g. with the host replaced by its address)."""
     found = {value}
-    parts = urlsplit(value)
-    if parts.scheme and len(parts.path) >= 6:  # shorter paths are not secrets, just noise
-        found.add(parts.path + (f"?{parts.query}" if parts.query else ""))
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return found
+    if not parts.scheme:
+        return found
+    query = f"?{parts.query}" if parts.query else ""
+    fragment = f"#{parts.fragment}" if parts.fragment else ""
+    if len(parts.path) >= 6:  # shorter paths are not secrets, just noise
+        found.add(parts.path + query)
+    tail = parts.path + query + fragment
+    found.update(t for t in (tail, query + fragment, query, fragment) if len(t) >= 6)
     return found
 
 

@@ -21,7 +21,7 @@ from app.notify.notices import test_payload
 from app.notify.outbox import DEADLINE_S
 from app.notify.schemas import ChannelIn, ChannelOut, ChannelUpdate, DeliveryOut, RouteIn
 from app.notify.secrets import SecretBox, mask_url
-from app.notify.ssrf import BlockedDestination, check_url
+from app.notify.ssrf import BadURL, BlockedDestination, check_url, parse_url
 
 
 def channel_out(channel: NotifyChannel, box: SecretBox) -> ChannelOut:
@@ -47,6 +47,10 @@ def channel_out(channel: NotifyChannel, box: SecretBox) -> ChannelOut:
 
 
 def _validate(kind_name: str, config: ChannelConfig, allow_hosts: Sequence[str]) -> None:
+    try:
+        parse_url(config.url)  # before the kind's checks, which may split the URL themselves
+    except BadURL as exc:
+        raise BadRequest(f"url: {exc}") from None
     try:
         kind = get_kind(kind_name)
     except KeyError as exc:

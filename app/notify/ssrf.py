@@ -3,9 +3,11 @@ service (server-side request forgery), unless the ``notify_allow_hosts`` setting
 
 Refused: loopback (127/8, ::1), link-local (169.254/16, fe80::/10, which holds the AWS/GCP/
 Azure metadata address 169.254.169.254), the AWS IPv6 metadata address fd00:ec2::254, the
-``metadata.google.internal`` name, unspecified (0.0.0.0, ::) and multicast addresses; an
-IPv4-mapped IPv6 address is judged as its IPv4 address. Private ranges (10/8, 192.168/16 …)
-are allowed: self-hosted chat servers live there.
+``metadata.google.internal`` name, unspecified (0.0.0.0, ::) and multicast addresses. An IPv6
+address that carries an IPv4 address is judged as that IPv4 address too: IPv4-mapped
+(``::ffff:a.b.c.d``), IPv4-compatible (``::a.b.c.d``, RFC 4291 §2.5.5.1), NAT64 well-known
+prefix (``64:ff9b::/96``, RFC 6052), 6to4 (``2002::/16``, RFC 3056) and Teredo (``2001::/32``).
+Private ranges (10/8, 192.168/16 …) are allowed: self-hosted chat servers live there.
 
 The check resolves the host and returns the address it approved; the worker connects to that
 address (with the original ``Host`` header and TLS server name), so a DNS answer that changes
@@ -18,7 +20,7 @@ import ipaddress
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -48,11 +50,40 @@ class Target:
     host_header: str
 
 
+NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
+
+
+class BadURL(BlockedDestination):
+    """The URL does not parse (bad port, unbalanced ``[``) or carries parts we refuse
+    (``user:password@``, control characters)."""
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (mapped, compatible, NAT64 ``64:ff9b::/96``,
+    6to4, Teredo client), or ``None``."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    value = int(address)
+    if value >> 32 == 0 and value > 1:  # ::a.b.c.d; :: and ::1 are judged as IPv6
+        return ipaddress.IPv4Address(value)
+    if address in NAT64_WELL_KNOWN:
+        return ipaddress.IPv4Address(value & 0xFFFFFFFF)
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    return None
+
+
 def refusal(address: IPAddress) -> str | None:
     """Why ``address`` is refused (``"loopback"``, ``"link-local"``, ``"cloud metadata"``,
-    ``"unspecified"``, ``"multicast"``), or ``None`` when it is allowed."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    ``"unspecified"``, ``"multicast"``), or ``None`` when it is allowed. An IPv6 address that
+    embeds an IPv4 address (:func:`embedded_ipv4`) is refused when either is."""
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = embedded_ipv4(address)
+        why = refusal(inner) if inner is not None else None
+        if why:
+            return why
     if address in METADATA_ADDRESSES:
         return "cloud metadata"
     if address.is_loopback:
@@ -93,6 +124,54 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
     return seen
 
 
+def url_syntax(url: str) -> SplitResult:
+    """Split ``url``, refusing what no webhook URL may hold.
+
+    Raises:
+        BadURL: control characters or spaces, ``user:password@``, a port that is not a number
+            in 1..65535, or a bracket without its pair.
+    """
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise BadURL("the URL may not contain spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise BadURL(f"the URL does not parse ({_plain(exc)})") from None
+    if "@" in parts.netloc:
+        raise BadURL(
+            "user:password@ in the URL is not supported; put credentials in the secret field"
+        )
+    if port == 0:
+        raise BadURL("the URL does not parse (the port must be a number in 1..65535)")
+    return parts
+
+
+def parse_url(url: str) -> tuple[SplitResult, str, int | None]:
+    """:func:`url_syntax`, then ``(parts, host, port)`` (host lower-case, port ``None`` when
+    absent).
+
+    Raises:
+        BadURL: see :func:`url_syntax`; not http(s); no host.
+    """
+    parts = url_syntax(url)
+    if parts.scheme not in ("http", "https"):
+        raise BadURL("only http and https URLs can be notified")
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise BadURL("the URL has no host")
+    return parts, host, parts.port
+
+
+def _plain(exc: ValueError) -> str:
+    text = str(exc)
+    if "Port" in text or "port" in text:
+        return "the port must be a number in 1..65535"
+    if "IPv6" in text:
+        return "an IPv6 address needs both [ and ]"
+    return "malformed"
+
+
 def check_url(url: str, *, allow: Sequence[str] = ()) -> Target:
     """Resolve ``url``'s host and approve one address.
 
@@ -100,16 +179,12 @@ def check_url(url: str, *, allow: Sequence[str] = ()) -> Target:
     address and a bad one); the first is used.
 
     Raises:
-        BlockedDestination: not http(s), no host, or refused and not allow-listed.
+        BadURL: see :func:`parse_url` (a BlockedDestination too).
+        BlockedDestination: refused and not allow-listed.
         Unresolvable: the name does not resolve (a BlockedDestination too).
     """
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise BlockedDestination("only http and https URLs can be notified")
-    host = (parts.hostname or "").lower()
-    if not host:
-        raise BlockedDestination("the URL has no host")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    parts, host, given_port = parse_url(url)
+    port = given_port or (443 if parts.scheme == "https" else 80)
     host_allowed = any(entry.lower() == host for entry in allow)
     if host in METADATA_HOSTS and not host_allowed:
         raise BlockedDestination(f"host {host} is a cloud metadata service")
