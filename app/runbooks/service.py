@@ -147,14 +147,17 @@ def save_runbook(session: Session, *, runbooks_dir: Path, name: str, markdown: s
     never written).
 
     Raises:
-        BadRequest: a bad name, or ``markdown`` empty or over 200,000 characters.
+        BadRequest: a bad name, or ``markdown`` empty, over 200,000 characters or holding a NUL
+            character (Postgres text cannot store it; dropping it would change the text).
     """
     check_name(name)
     if not markdown.strip():
         raise BadRequest("markdown: a runbook cannot be empty (revert to the file instead)")
     if len(markdown) > MAX_MARKDOWN_CHARS:
         raise BadRequest(f"markdown: longer than {MAX_MARKDOWN_CHARS:,} characters")
-    markdown = markdown.replace("\r\n", "\n").replace("\x00", "")
+    if "\x00" in markdown:
+        raise BadRequest("markdown: may not contain NUL characters")
+    markdown = markdown.replace("\r\n", "\n")
     row = session.get(Runbook, name)
     now = utcnow()
     if row is None:
