@@ -12,9 +12,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from sqlalchemy.orm import Session
 
 from app.db import SessionDep, utcnow
+from app.errors import BadRequest
 from app.events import service as event_service
 from app.fleet import node_charts
 from app.fleet import service as fleet_service
+from app.fleet.charts import PRESETS
 from app.health import service as health_service
 from app.health.rules import rules_from_settings
 from app.nics import service as nic_service
@@ -203,6 +205,16 @@ def _node_context(request: Request, session: Session, hostname: str) -> dict[str
     }
 
 
+def check_range_preset(preset: str | None) -> None:
+    """Refuse a ``?range=`` that is not a chart preset (``1h``, ``6h``, …; blank = default).
+
+    Raises:
+        BadRequest: the message names ``range`` and lists the presets.
+    """
+    if preset and preset not in PRESETS:
+        raise BadRequest(f"range: unknown preset {preset[:40]!r}; one of {', '.join(PRESETS)}")
+
+
 @router.get("/nodes/{hostname}", response_class=HTMLResponse)
 def node_page(
     request: Request,
@@ -215,6 +227,7 @@ def node_page(
     """One node: versions, freshness, per-GPU current values, events and the charts over the
     range of ``?range=1h`` or ``?start=…&end=…``. 404 page for an unknown node."""
     context = _node_context(request, session, hostname)
+    check_range_preset(range_)
     chart = node_charts.chart_context(
         request,
         session,

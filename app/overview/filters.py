@@ -3,7 +3,8 @@
 The hostname search, label filters and table sort are the fleet list's own
 (:class:`app.fleet.pages.FleetFilters`, lenient); the overview adds the health state, the GPU
 model, the overlay, the view and "problems only", whose values are checked: an unknown one is a
-400 naming the parameter.
+400 naming the parameter. A label filter without ``key=`` is a 400 naming ``label`` here too,
+as ``GET /api/v1/nodes`` answers 422 for it.
 """
 
 from __future__ import annotations
@@ -67,8 +68,11 @@ class OverviewFilters:
 
         Raises:
             BadRequest: ``state``, ``overlay``, ``view`` or ``problems`` has a value outside
-                its list (the message names the parameter); ``model`` over 256 characters.
+                its list (the message names the parameter); ``model`` over 256 characters; a
+                ``label`` entry without ``key=`` (as the API's 422 on ``query.label``).
         """
+        if base.invalid:
+            raise BadRequest(f"label: expected key=value, got {base.invalid[0][:80]!r}")
         model = (model or "").strip() or None
         if model is not None and len(model) > MODEL_MAX_CHARS:
             raise BadRequest(f"model: longer than {MODEL_MAX_CHARS} characters")
