@@ -9,7 +9,9 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import http_exception_handler
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -40,6 +42,7 @@ from app.nvlinks import router as nvlink_router
 from app.retention.jobs import prune_job
 from app.rollups.jobs import rollup_job
 from app.runbooks import router as runbooks_router
+from app.scheduler_logging import JOB_DEFAULTS, install_skipped_run_filter
 from app.storage import pages as storage_pages
 from app.storage import router as storage_router
 from app.topology import drift_router as topology_drift_router
@@ -78,7 +81,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         app.state.engine = engine
         app.state.session_factory = make_session_factory(engine)
         app.state.read_session_factory = make_session_factory(engine, read_only=True)
-        scheduler = BackgroundScheduler(timezone="UTC")
+        install_skipped_run_filter()
+        scheduler = BackgroundScheduler(timezone="UTC", job_defaults=JOB_DEFAULTS)
         if run_jobs:
             scheduler.add_job(
                 prune_job,
@@ -196,6 +200,16 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         if request.url.path.startswith("/api/") or request.url.path.startswith("/static/"):
             return await http_exception_handler(request, exc)
         return render_error_page(request, status_code=exc.status_code, detail=str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        try:
+            return await request_validation_exception_handler(request, exc)
+        except ValueError:  # the echoed input holds NaN/inf or a lone surrogate: JSON cannot
+            errors = [
+                {k: v for k, v in e.items() if k not in ("input", "ctx")} for e in exc.errors()
+            ]
+            return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
 
     @app.get("/docs", include_in_schema=False)
     def swagger_ui() -> HTMLResponse:
