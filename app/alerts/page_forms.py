@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from app.alerts.schemas import Matcher, storable_text
 from app.alerts.spec import RuleSpec, parse_duration
-from app.ingest.fields import plain_text
 from app.forms import Form
+from app.ingest.fields import plain_text
 
 MATCHER_ROWS = 4
 

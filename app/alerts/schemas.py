@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from app.alerts.silences import check_regex
+from app.ingest.fields import plain_text
+
+#: Prometheus label names (data model docs): ``[a-zA-Z_][a-zA-Z0-9_]*``.
+LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(value: str) -> str:
+    """``value`` unchanged unless it holds NUL (PostgreSQL text refuses it) or a lone UTF-16
+    surrogate (UTF-8 cannot encode it): refused on every backend alike, so SQLite does not keep
+    what PostgreSQL would reject.
+
+    Raises:
+        ValueError: naming the offending code point.
+    """
+    if bad := _UNSTORABLE.search(value):
+        raise ValueError(f"contains the character U+{ord(bad.group()):04X}, which cannot be stored")
+    return value
+
+
+#: Multi-line free text (comments, notes): newlines kept, NUL and lone surrogates refused.
+StorableText = Annotated[str, AfterValidator(storable_text)]
+#: One-line names (author, owner): every control character and lone surrogate refused.
+PersonName = Annotated[str, AfterValidator(plain_text)]
 
 
 class RuleOut(BaseModel):
@@ -100,18 +125,26 @@ class AckIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    owner: str = Field(min_length=1, max_length=128)
-    note: str = Field(default="", max_length=4096)
+    owner: PersonName = Field(min_length=1, max_length=128)
+    note: StorableText = Field(default="", max_length=4096)
 
 
 class Matcher(BaseModel):
-    """An Alertmanager label matcher."""
+    """An Alertmanager label matcher: ``name`` a Prometheus label name, ``value`` text or, for
+    ``=~``/``!~``, an RE2 regex matched against the whole label value."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=128)
     op: Literal["=", "!=", "=~", "!~"] = "="
-    value: str = Field(max_length=1024)
+    value: StorableText = Field(max_length=1024)
+
+    @field_validator("name")
+    @classmethod
+    def _label_name(cls, v: str) -> str:
+        if not LABEL_NAME_RE.fullmatch(v):
+            raise ValueError("a label name is a letter or '_' then letters, digits, '_'")
+        return v
 
     @field_validator("value")
     @classmethod
@@ -129,8 +162,8 @@ class SilenceIn(BaseModel):
     matchers: list[Matcher] = Field(min_length=1, max_length=32)
     starts_at: datetime | None = None
     ends_at: datetime
-    created_by: str = Field(min_length=1, max_length=128)
-    comment: str = Field(default="", max_length=4096)
+    created_by: PersonName = Field(min_length=1, max_length=128)
+    comment: StorableText = Field(default="", max_length=4096)
 
     @field_validator("starts_at", "ends_at")
     @classmethod

@@ -25,6 +25,8 @@ from app.alerts.targets import ALL_TARGET_METRICS, COUNTER_TARGET_METRICS
 DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 OPS = (">", ">=", "<", "<=", "==", "!=")
+#: The longest duration anything takes (rules, silences): 1 year, far below ``timedelta``'s limit.
+MAX_DURATION_S = 365 * 86400
 
 
 def parse_duration(value: Any) -> float:
@@ -32,12 +34,22 @@ def parse_duration(value: Any) -> float:
     number of seconds.
 
     Raises:
-        ValueError: anything else, or a negative number.
+        ValueError: anything else, a negative number, NaN, or more than
+            :data:`MAX_DURATION_S` (1 year).
     """
+    seconds = _seconds(value)
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"a duration is at most 365d (1 year), not {str(value)[:40]!r}")
+    return seconds
+
+
+def _seconds(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or text like '5m', '1h30m'")
     if isinstance(value, int | float):
-        if value < 0 or value != value:
+        if value != value:
+            raise ValueError("a duration is a finite number of seconds, not NaN")
+        if value < 0:
             raise ValueError("a duration cannot be negative")
         return float(value)
     if isinstance(value, str) and value and (m := DURATION_RE.match(value.strip())):
@@ -62,7 +74,9 @@ Duration = Annotated[float, Field(ge=0, le=90 * 86400)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # No NaN or ±inf anywhere (YAML ``.nan``/``.inf``, JSON ``NaN``): a comparison with NaN is
+    # never true, and PostgreSQL's JSON refuses what SQLite would store.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class Scope(_Strict):
