@@ -47,10 +47,13 @@ def rule_files(path: Path) -> list[Path]:
     """``path`` itself, or the ``*.yaml``/``*.yml`` files of a directory, sorted.
 
     Raises:
-        RuleFilesInvalid: ``path`` does not exist.
+        RuleFilesInvalid: ``path`` does not exist, or is a directory without rule files.
     """
     if path.is_dir():
-        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        if not files:
+            raise RuleFilesInvalid([RuleFileError(str(path), 0, "", "no *.yaml or *.yml files")])
+        return files
     if path.is_file():
         return [path]
     raise RuleFilesInvalid([RuleFileError(str(path), 0, "", "no such file or directory")])
@@ -58,10 +61,12 @@ def rule_files(path: Path) -> list[Path]:
 
 def _node_at(node: yaml.Node, loc: tuple[Any, ...]) -> yaml.Node:
     """The deepest node along a pydantic error location (tags of unions are skipped)."""
+    tagged: yaml.Node | None = None
     for part in loc:
         if isinstance(node, yaml.MappingNode):
             kind = [v.value for k, v in node.value if k.value == "kind"]
-            if kind == [part]:
+            if kind == [part] and tagged is not node:
+                tagged = node  # once: ``condition.threshold.threshold`` has a key after the tag
                 continue  # the union's tag (``condition.threshold.…``), not a key
             found = [v for k, v in node.value if getattr(k, "value", None) == part]
             if found:
@@ -96,9 +101,17 @@ def load_file(path: Path) -> list[RuleSpec]:
     """The rules of one YAML file.
 
     Raises:
-        RuleFilesInvalid: with one error per problem (YAML syntax, shape, field), each with its
-            line.
+        RuleFilesInvalid: with one error per problem (YAML syntax, shape, field, no rules at
+            all), each with its line.
     """
+    return [spec for spec, _ in _load_lines(path)]
+
+
+NO_RULES = "no rules in this file (expected 'rules:' followed by a list of rules)"
+
+
+def _load_lines(path: Path) -> list[tuple[RuleSpec, int]]:
+    """:func:`load_file`'s rules, each with the 1-based line where its document starts."""
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -112,9 +125,9 @@ def load_file(path: Path) -> list[RuleSpec]:
         message = f"YAML syntax: {exc.problem or exc}"
         raise RuleFilesInvalid([RuleFileError(name, line, "", message)]) from None
     if root is None:
-        return []
-    if errors := _duplicate_keys(root, name):
-        raise RuleFilesInvalid(errors)
+        raise RuleFilesInvalid([RuleFileError(name, 1, "", NO_RULES)])
+    if duplicates := _duplicate_keys(root, name):
+        raise RuleFilesInvalid(duplicates)
     items_node: yaml.Node = root
     if isinstance(data, dict):
         if set(data) != {"rules"}:
@@ -126,11 +139,14 @@ def load_file(path: Path) -> list[RuleSpec]:
     if not isinstance(data, list):
         line = items_node.start_mark.line + 1
         raise RuleFilesInvalid([RuleFileError(name, line, "rules", "must be a list of rules")])
-    specs, errors = [], []
+    if not data:
+        raise RuleFilesInvalid([RuleFileError(name, items_node.start_mark.line + 1, "", NO_RULES)])
+    specs: list[tuple[RuleSpec, int]] = []
+    errors: list[RuleFileError] = []
     for i, item in enumerate(data):
         item_node = items_node.value[i]
         try:
-            specs.append(RuleSpec.model_validate(item))
+            specs.append((RuleSpec.model_validate(item), item_node.start_mark.line + 1))
         except ValidationError as exc:
             for err in exc.errors():
                 node = _node_at(item_node, tuple(err["loc"]))
@@ -155,18 +171,16 @@ def load_path(path: Path, *, source_prefix: str = "file") -> list[tuple[RuleSpec
     seen: dict[str, str] = {}
     for file in rule_files(path):
         try:
-            specs = load_file(file)
+            specs = _load_lines(file)
         except RuleFilesInvalid as exc:
             errors += exc.errors
             continue
-        for spec in specs:
+        for spec, line in specs:
             if spec.name in seen:
-                errors.append(
-                    RuleFileError(
-                        str(file), 0, spec.name, f"rule name already defined in {seen[spec.name]}"
-                    )
-                )
-            seen[spec.name] = str(file)
+                message = f"rule name already defined at {seen[spec.name]}"
+                errors.append(RuleFileError(str(file), line, spec.name, message))
+            else:
+                seen[spec.name] = f"{file}:{line}"
             loaded.append((spec, f"{source_prefix}:{file.name}"))
     if errors:
         raise RuleFilesInvalid(errors)

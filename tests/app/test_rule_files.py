@@ -91,7 +91,7 @@ def test_a_rule_name_defined_in_two_files_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "b.yml").write_text(GOOD)
 
     assert errors_of(tmp_path) == [
-        f"{tmp_path / 'b.yml'}:0: hot-gpu: rule name already defined in {tmp_path / 'a.yaml'}"
+        f"{tmp_path / 'b.yml'}:2: hot-gpu: rule name already defined at {tmp_path / 'a.yaml'}:2"
     ]
 
 
