@@ -33,9 +33,11 @@ from app.alerts.page_views import (
     row_of,
     runbook_link,
 )
+from app.alerts.schemas import storable_text
 from app.db import SessionDep, WriteSessionDep, session_scope, utcnow
 from app.errors import BadRequest
 from app.forms import Form, read_form
+from app.ingest.fields import plain_text
 from app.viewer_time import tz_query
 from app.web import is_htmx, render, templates
 
@@ -240,6 +242,11 @@ def ack_alert(
         errors["owner"] = "at most 128 characters"
     if len(note) > 4096:
         errors["note"] = "at most 4096 characters"
+    for name, value, check in (("owner", owner, plain_text), ("note", note, storable_text)):
+        try:
+            check(value)
+        except ValueError as exc:  # NUL: PostgreSQL refuses it, so every backend does
+            errors.setdefault(name, str(exc))
     if errors:
         typed = {"owner": owner, "note": note}
         return _detail(request, session, number, errors=errors, typed=typed, status_code=422)

@@ -259,3 +259,22 @@ def test_cli_apply_of_an_empty_file_exits_1_naming_it(tmp_path: Path) -> None:
         f"{empty}:1: no rules in this file (expected 'rules:' followed by a list of rules)"
     ]
     assert "created" not in got.stdout
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ([("owner", "bob\x00"), ("note", "")], "contains the control character U+0000"),
+        ([("owner", "bob"), ("note", "\x00")], "contains the character U+0000, which cannot be"),
+    ],
+)
+def test_nul_in_the_ack_form_is_422_beside_the_field(
+    site: str, form: list[tuple[str, str]], message: str
+) -> None:
+    (alert,) = httpx.get(f"{site}/api/v1/alerts", timeout=30).json()
+
+    got = post_form(f"{site}/alerts/{alert['id']}/ack", form)
+
+    assert got.status_code == 422, got.text[:500]
+    assert message in got.text
+    assert httpx.get(f"{site}/api/v1/alerts/{alert['id']}", timeout=30).json()["acks"] == []
