@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
+from app.api_params import MAX_ID
 from app.errors import BadRequest
 
 TABS = ("active", "firing", "pending", "resolved")
@@ -50,10 +51,11 @@ def parse_id(raw: str, name: str) -> int:
     """A numeric id from a URL path segment.
 
     Raises:
-        BadRequest: not a positive integer, naming ``name``.
+        BadRequest: not an integer in 1 .. :data:`~app.api_params.MAX_ID` (the ``INTEGER`` id
+            columns' range on Postgres), naming ``name``.
     """
-    if not raw.isdigit() or len(raw) > 18:
-        raise BadRequest(f"{name}: expected a positive integer, got {raw[:40]!r}")
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18 or not 1 <= int(raw) <= MAX_ID:
+        raise BadRequest(f"{name}: expected an integer 1..{MAX_ID}, got {raw[:40]!r}")
     return int(raw)
 
 

@@ -55,3 +55,28 @@ def test_out_of_range_ids_answer_422_naming_the_parameter(
 def test_the_largest_id_is_a_plain_404(server: LiveServer, path: str) -> None:
     response = httpx.get(f"{server.url}{path}", timeout=30)
     assert response.status_code == 404, response.text
+
+
+PAGE_CASES = [
+    ("GET", f"/alerts/{MAX_ID + 1}", "alert id"),
+    ("POST", f"/alerts/{HUGE}/ack", "alert id"),
+    ("POST", f"/silences/{MAX_ID + 1}/expire", "silence id"),
+    ("GET", f"/notifications/channels/{MAX_ID + 1}", "channel id"),
+    ("GET", f"/notifications/channels/{MAX_ID + 1}/edit", "channel id"),
+    ("GET", f"/notifications/routes/{HUGE}/edit", "route id"),
+    ("GET", "/alerts/0", "alert id"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "name"), PAGE_CASES)
+def test_pages_refuse_out_of_range_ids_with_a_400_naming_them(
+    server: LiveServer, method: str, path: str, name: str
+) -> None:
+    response = httpx.request(method, f"{server.url}{path}", timeout=30)
+    assert response.status_code == 400, response.text
+    assert f"{name}: expected an integer 1..{MAX_ID}" in response.text
+
+
+def test_the_largest_page_id_is_a_plain_404(server: LiveServer) -> None:
+    response = httpx.get(f"{server.url}/alerts/{MAX_ID}", timeout=30)
+    assert response.status_code == 404, response.text
