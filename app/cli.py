@@ -21,6 +21,9 @@ cli.add_typer(rules_cli, name="rules")
 from app.rollups.cli import rollups_cli  # noqa: E402
 
 cli.add_typer(rollups_cli, name="rollups")
+from app.series.cli import storage_cli  # noqa: E402
+
+cli.add_typer(storage_cli, name="storage")
 
 DatabaseOpt = Annotated[
     str | None,

@@ -58,6 +58,13 @@ class Settings(BaseSettings):
     rollup_lookback_s: float = Field(
         default=900.0, ge=120, le=86400, description="host-sample span each rollup run recomputes"
     )
+    compact_after_s: float = Field(
+        default=7200.0,
+        ge=3600,
+        le=90 * 86400,
+        description="GPU and NVLink samples older than this are packed into hour blocks",
+    )
+    compact_interval_s: float = Field(default=300.0, ge=10, le=86400)
     rollup_minute_retention_days: float = Field(default=90.0, gt=0, le=3650)
     rollup_hour_retention_days: float = Field(default=1095.0, gt=0, le=36500)
     log_level: str = "info"

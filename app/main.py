@@ -43,6 +43,7 @@ from app.retention.jobs import prune_job
 from app.rollups.jobs import rollup_job
 from app.runbooks import router as runbooks_router
 from app.scheduler_logging import JOB_DEFAULTS, install_skipped_run_filter
+from app.series.compact import compact_job
 from app.storage import pages as storage_pages
 from app.storage import router as storage_router
 from app.topology import drift_router as topology_drift_router
@@ -90,6 +91,15 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 seconds=settings.prune_interval_s,
                 args=[app.state.session_factory, settings.retention_days],
                 id="retention-prune",
+                coalesce=True,
+                max_instances=1,
+            )
+            scheduler.add_job(
+                compact_job,
+                "interval",
+                seconds=settings.compact_interval_s,
+                args=[app.state.session_factory, settings.compact_after_s],
+                id="series-compaction",
                 coalesce=True,
                 max_instances=1,
             )

@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 from app.db import epoch_s
 from app.fleet.models import Gpu, Node
 from app.metrics.catalog import METRICS_BY_NAME, Metric
-from app.metrics.models import gpu_sample
 from app.rollups import source as rollup_source
 from app.rollups import specs as rollup_specs
 from app.rollups.source import source_resolution
+from app.series import read as series_read
 from app.timebounds import aligns_to_wall_clock, offset_segments, wall_bucket_start
 
 # Steps a chart can be bucketed by, seconds. The raw resolution (step 0) is used for short ranges.
@@ -130,18 +130,23 @@ def node_series_from(
         gid: GpuSeries(g.uuid, g.index, g.name, values={m: [] for m in metrics})
         for gid, g in gpus.items()
     }
+    rows = series_read.rows_between(
+        "gpu_sample",
+        columns=list(metrics),
+        start=start,
+        end=end,
+        dialect=session.get_bind().dialect.name,
+    )
     where = (
-        gpu_sample.c.gpu_id.in_(list(gpus)),
-        gpu_sample.c.sampled_at >= start,
-        gpu_sample.c.sampled_at <= end,
+        rows.c.gpu_id.in_(list(gpus)),
+        rows.c.sampled_at >= start,
+        rows.c.sampled_at <= end,
     )
     if step_s == 0:
         stmt = (
-            select(
-                gpu_sample.c.gpu_id, gpu_sample.c.sampled_at, *(gpu_sample.c[m] for m in metrics)
-            )
+            select(rows.c.gpu_id, rows.c.sampled_at, *(rows.c[m] for m in metrics))
             .where(*where)
-            .order_by(gpu_sample.c.gpu_id, gpu_sample.c.sampled_at)
+            .order_by(rows.c.gpu_id, rows.c.sampled_at)
         )
         for row in session.execute(stmt):
             target = series[row[0]]
@@ -156,7 +161,7 @@ def node_series_from(
         if source_s is None:
             source_s = source_resolution(step_s, segments)
         stmt = (
-            _raw_buckets(where, catalog, step_s, segments)
+            _raw_buckets(rows, where, catalog, step_s, segments)
             if source_s == 0
             else _rollup_buckets(
                 session, list(gpus), catalog, start, end, step_s, segments, source_s
@@ -179,28 +184,27 @@ def node_series_from(
 
 
 def _raw_buckets(
+    rows: Any,
     where: tuple[Any, ...],
     catalog: list[Metric],
     step_s: int,
     segments: list[tuple[datetime, int]] | None,
 ) -> Any:
     """Per (GPU, bucket) the mean of each gauge and the max of each integer metric, from raw
-    rows."""
-    epoch = epoch_s(gpu_sample.c.sampled_at)
+    rows (raw and compacted: ``rows``)."""
+    epoch = epoch_s(rows.c.sampled_at)
     if segments is not None:
         epoch = epoch + _offset_at(epoch, segments)
     bucket = func.floor(epoch / step_s).label("bucket")
     aggregates = [
-        (func.max(gpu_sample.c[m.name]) if m.integer else func.avg(gpu_sample.c[m.name])).label(
-            m.name
-        )
+        (func.max(rows.c[m.name]) if m.integer else func.avg(rows.c[m.name])).label(m.name)
         for m in catalog
     ]
     return (
-        select(gpu_sample.c.gpu_id, bucket, *aggregates)
+        select(rows.c.gpu_id, bucket, *aggregates)
         .where(*where)
-        .group_by(gpu_sample.c.gpu_id, bucket)
-        .order_by(gpu_sample.c.gpu_id, bucket)
+        .group_by(rows.c.gpu_id, bucket)
+        .order_by(rows.c.gpu_id, bucket)
     )
 
 

@@ -16,6 +16,7 @@ from app.ingest.models import IngestBatch
 from app.metrics.models import gpu_sample
 from app.nics.models import NicPortSample
 from app.nvlinks.models import NvlinkSample
+from app.series.blocks import BLOCK_S, gpu_sample_block, nvlink_sample_block
 from app.storage.models import DiskSample, MountSample, NfsSample
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,8 @@ log = logging.getLogger(__name__)
 def prune(
     session: Session, *, retention_days: float, now: datetime | None = None
 ) -> dict[str, int]:
-    """Delete rows older than the retention window.
+    """Delete rows older than the retention window; a block (an hour of samples) goes when its
+    whole hour is older.
 
     Batch ids are kept as long as samples, so an agent replaying an old spool within the window
     still gets its replay answer instead of a double store.
@@ -35,7 +37,13 @@ def prune(
     cutoff = (now or utcnow()) - timedelta(days=retention_days)
     statements = {
         "gpu_sample": delete(gpu_sample).where(gpu_sample.c.sampled_at < cutoff),
+        "gpu_sample_block": delete(gpu_sample_block).where(
+            gpu_sample_block.c.block_start <= cutoff - timedelta(seconds=BLOCK_S)
+        ),
         "nvlink_sample": delete(NvlinkSample).where(NvlinkSample.sampled_at < cutoff),
+        "nvlink_sample_block": delete(nvlink_sample_block).where(
+            nvlink_sample_block.c.block_start <= cutoff - timedelta(seconds=BLOCK_S)
+        ),
         "disk_sample": delete(DiskSample).where(DiskSample.sampled_at < cutoff),
         "mount_sample": delete(MountSample).where(MountSample.sampled_at < cutoff),
         "nfs_sample": delete(NfsSample).where(NfsSample.sampled_at < cutoff),

@@ -21,7 +21,7 @@ from sqlalchemy import BigInteger, ColumnElement, Table, and_, cast, delete, fun
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
-from app.rollups.specs import Spec, ordered, raw_value
+from app.rollups.specs import Spec, ordered, raw_value, readable
 
 MINUTE_S = 60
 HOUR_S = 3600
@@ -45,8 +45,9 @@ def fold_minutes(
     ``min`` over the rows (NULLs ignored), ``last`` = the value of the newest row (its
     ``sampled_at`` is the bucket's maximum; the primary key makes that row unique).
     """
-    raw, table = spec.raw, spec.tables[MINUTE_S]
     dialect = session.get_bind().dialect.name
+    spec = readable(spec, _at(lo_s), _at(hi_s), dialect)
+    raw, table = spec.raw, spec.tables[MINUTE_S]
     bucket = cast(func.floor(epoch_s(raw.c.sampled_at) / MINUTE_S), BigInteger) * MINUTE_S
     aggregates: list[ColumnElement[Any]] = []
     lasts = []

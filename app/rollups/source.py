@@ -33,7 +33,7 @@ from sqlalchemy import BigInteger, Subquery, Table, case, cast, func, select, un
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
-from app.rollups.specs import Spec, get_mark, raw_value
+from app.rollups.specs import Spec, get_mark, raw_value, readable
 
 Where = Callable[[Table], list[Any]]
 
@@ -85,13 +85,14 @@ def parts(
     1-minute → raw), so an edge costs at most 59 minute rows and 59 s of raw rows per series.
     """
     dialect = session.get_bind().dialect.name
-    raw = spec.raw
     time_label = "bucket" if step_s else "t_s"
 
-    def from_raw(*time: Any) -> Any:
+    def from_raw(lo: datetime, hi: datetime, hi_closed: bool) -> Any:
+        source = readable(spec, lo, hi, dialect)
+        raw = source.raw
         columns = []
         for name, kind in fields:
-            value = raw_value(spec, spec.field(name), dialect, for_order=kind in ("max", "min"))
+            value = raw_value(source, spec.field(name), dialect, for_order=kind in ("max", "min"))
             if kind == "n":
                 value = case((value.is_not(None), 1), else_=0)
             columns.append(value.label(f"{name}_{kind}"))
@@ -100,7 +101,8 @@ def parts(
         if step_s:
             when = cast(func.floor(when / step_s), BigInteger)
         stmt = select(*keys, when.label(time_label), *columns)
-        return stmt.where(*where(raw), *time)
+        upper = raw.c.sampled_at <= hi if hi_closed else raw.c.sampled_at < hi
+        return stmt.where(*where(raw), raw.c.sampled_at >= lo, upper)
 
     def pieces(resolution: int, lo: datetime, hi: datetime, hi_closed: bool) -> list[Any]:
         """Selects covering ``[lo, hi]`` (``[lo, hi)`` unless ``hi_closed``): whole buckets of
@@ -108,8 +110,7 @@ def parts(
         if resolution == 0:
             if lo >= hi and not hi_closed:
                 return []
-            upper = raw.c.sampled_at <= hi if hi_closed else raw.c.sampled_at < hi
-            return [from_raw(raw.c.sampled_at >= lo, upper)]
+            return [from_raw(lo, hi, hi_closed)]
         finer = FINER[resolution]
         first = math.ceil(lo.timestamp() / resolution) * resolution
         stop = math.floor(hi.timestamp() / resolution) * resolution

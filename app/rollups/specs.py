@@ -3,7 +3,7 @@ raw table, used by the fold, the query side and retention alike."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, Table, func, literal, select
@@ -12,6 +12,8 @@ from sqlalchemy.sql.elements import ColumnClause
 
 from app.db import UInt64
 from app.rollups import models as m
+from app.series import read as series_read
+from app.series.blocks import BY_NAME as BLOCK_FORMS
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,18 @@ NIC = Spec(
 )
 SPECS: tuple[Spec, ...] = (GPU, DISK, NFS, NIC)
 BY_RAW: dict[str, Spec] = {s.name: s for s in SPECS}
+
+
+def readable(spec: Spec, start: datetime, end: datetime, dialect: str) -> Spec:
+    """``spec`` reading its raw samples in ``[start, end]`` whatever their form: on Postgres a
+    table with a compacted form (:mod:`app.series`) is read as raw rows ∪ unpacked blocks."""
+    if spec.name not in BLOCK_FORMS or dialect != "postgresql":
+        return spec
+    columns = sorted({p for f in spec.fields for p in (f.parts or (f.name,))})
+    rows = series_read.rows_between(
+        spec.name, columns=columns, start=start, end=end, dialect=dialect
+    )
+    return replace(spec, raw=rows)  # type: ignore[arg-type]
 
 
 def get_mark(session: Session, name: str) -> datetime | None:

@@ -1,0 +1,142 @@
+"""Block tables: one row per series (a GPU, a GPU's NVLink) and hour, holding the hour's samples
+as one array per column, in time order.
+
+Postgres compresses each array above ~2 kB of row with ``pglz`` (TOAST), so an hour of 5-s
+samples (720 values) of a slowly moving metric costs a fraction of a byte per value; integers
+stay ``bigint`` and gauges ``double precision``, so a value read back is the value stored. On
+SQLite the tables exist (the schema is one) but stay empty: the embedded try-out keeps raw rows.
+
+Each table is described by a :class:`BlockSpec` naming its raw table, its series key (owner
+first) and its value columns; :mod:`app.series.compact` and :mod:`app.series.read` work from
+the spec alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Column,
+    DateTime,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    Table,
+    Text,
+)
+from sqlalchemy.types import TypeEngine
+
+from app.db import Base, UTCDateTime
+from app.metrics.catalog import METRICS
+from app.metrics.models import gpu_sample
+from app.nvlinks.models import NvlinkSample
+
+#: Width of one block: an hour, aligned on the Unix epoch (``date_bin``'s origin below).
+BLOCK_S = 3600
+BLOCK_ORIGIN = "2000-01-01 00:00:00+00"
+
+
+def array_of(element: TypeEngine[Any]) -> TypeEngine[Any]:
+    """A Postgres array of ``element``; JSON text on SQLite, where block tables stay empty."""
+    return ARRAY(element).with_variant(Text(), "sqlite")
+
+
+TIMES = array_of(DateTime(timezone=True))
+INTEGERS = array_of(BigInteger())
+FLOATS = array_of(Double())
+TEXTS = array_of(Text())
+
+gpu_sample_block = Table(
+    "gpu_sample_block",
+    Base.metadata,
+    Column("gpu_id", Integer, ForeignKey("gpu.id", ondelete="CASCADE"), primary_key=True),
+    Column("block_start", UTCDateTime(), primary_key=True),
+    Column("sample_count", Integer, nullable=False),
+    Column("received_until", UTCDateTime(), nullable=False),
+    Column("sampled_at", TIMES, nullable=False),
+    *(Column(m.name, INTEGERS if m.integer else FLOATS, nullable=False) for m in METRICS),
+    Index("ix_gpu_sample_block_block_start", "block_start"),
+)
+"""An hour of one GPU's ``gpu_sample`` rows; ``received_until`` is the newest arrival among
+them (per-sample arrival times are not kept once compacted)."""
+
+nvlink_sample_block = Table(
+    "nvlink_sample_block",
+    Base.metadata,
+    Column("gpu_id", Integer, ForeignKey("gpu.id", ondelete="CASCADE"), primary_key=True),
+    Column("link", Integer, primary_key=True),
+    Column("block_start", UTCDateTime(), primary_key=True),
+    Column("sample_count", Integer, nullable=False),
+    Column("sampled_at", TIMES, nullable=False),
+    Column("state", TEXTS, nullable=False),
+    Column("speed_gbps", FLOATS, nullable=False),
+    Column("remote_pci_bus_id", TEXTS, nullable=False),
+    Column("remote_device_type", TEXTS, nullable=False),
+    Column("tx_bytes_per_s", FLOATS, nullable=False),
+    Column("rx_bytes_per_s", FLOATS, nullable=False),
+    Column("crc_errors", INTEGERS, nullable=False),
+    Column("replay_errors", INTEGERS, nullable=False),
+    Column("recovery_errors", INTEGERS, nullable=False),
+    Index("ix_nvlink_sample_block_block_start", "block_start"),
+)
+"""An hour of one NVLink's ``nvlink_sample`` rows."""
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """A raw sample table and its block table.
+
+    Attributes:
+        name: the raw table's name (``gpu_sample``).
+        raw: the raw table: primary key ``keys`` + ``sampled_at``.
+        block: the block table: ``keys`` + ``block_start`` + ``sample_count`` + one array per
+            ``values`` column and ``sampled_at``.
+        keys: the series key, owner (``gpu_id``) first.
+        values: the value columns, alike in name in both tables.
+        arrival: True when the raw table has ``received_at`` (kept as ``received_until``).
+    """
+
+    name: str
+    raw: Table
+    block: Table
+    keys: tuple[str, ...]
+    values: tuple[str, ...]
+    arrival: bool = False
+
+    @property
+    def owner(self) -> str:
+        """The owner column (``gpu_id``)."""
+        return self.keys[0]
+
+
+GPU = BlockSpec(
+    "gpu_sample",
+    gpu_sample,
+    gpu_sample_block,
+    ("gpu_id",),
+    tuple(m.name for m in METRICS),
+    arrival=True,
+)
+NVLINK = BlockSpec(
+    "nvlink_sample",
+    NvlinkSample.__table__,  # type: ignore[arg-type]
+    nvlink_sample_block,
+    ("gpu_id", "link"),
+    (
+        "state",
+        "speed_gbps",
+        "remote_pci_bus_id",
+        "remote_device_type",
+        "tx_bytes_per_s",
+        "rx_bytes_per_s",
+        "crc_errors",
+        "replay_errors",
+        "recovery_errors",
+    ),
+)
+SPECS: tuple[BlockSpec, ...] = (GPU, NVLINK)
+BY_NAME: dict[str, BlockSpec] = {s.name: s for s in SPECS}

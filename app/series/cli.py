@@ -1,0 +1,78 @@
+"""``fleetwatch storage compact`` and ``fleetwatch storage stats``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+storage_cli = typer.Typer(help="The sample store: compaction and sizes.", no_args_is_help=True)
+
+DatabaseOpt = Annotated[
+    str | None, typer.Option("--database-url", help="SQLAlchemy URL; default as for serve")
+]
+
+
+@storage_cli.command("compact")
+def compact(
+    after: Annotated[
+        float | None,
+        typer.Option(help="pack samples older than this many seconds (default: the setting)"),
+    ] = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Pack raw GPU and NVLink samples older than the horizon into hour blocks, 128 GPUs per
+    transaction (resumable: stop it at any time, run it again). Safe while the server runs."""
+    from app.cli import _require_migrated, _settings
+    from app.db import make_engine, make_session_factory
+    from app.series.compact import compact as run_compact
+
+    settings = _settings(database_url=database_url)
+    _require_migrated(settings)
+    horizon_s = settings.compact_after_s if after is None else after
+    if horizon_s < 0:
+        typer.echo("fleetwatch: --after: must be 0 or more seconds", err=True)
+        raise typer.Exit(2)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        if engine.dialect.name != "postgresql":
+            typer.echo("SQLite keeps raw rows: nothing to compact")
+            return
+        result = run_compact(make_session_factory(engine), compact_after_s=horizon_s)
+    finally:
+        engine.dispose()
+    for table, packed in result.rows_packed.items():
+        typer.echo(
+            f"{table}: {packed} rows packed into {result.blocks_written[table]} blocks, "
+            f"{result.blocks_reopened[table]} blocks re-opened for late rows"
+        )
+
+
+@storage_cli.command("stats")
+def stats(
+    exact: Annotated[bool, typer.Option(help="count raw rows exactly (slow)")] = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Per sample table: size on disk, rows, samples, values and bytes per value."""
+    from app.cli import _require_migrated, _settings
+    from app.db import make_engine, make_session_factory, session_scope
+    from app.series.stats import table_stats
+
+    settings = _settings(database_url=database_url)
+    _require_migrated(settings)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            rows = table_stats(session, exact=exact)
+    except ValueError as exc:
+        typer.echo(f"fleetwatch: {exc}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        engine.dispose()
+    typer.echo(f"{'table':<22}{'form':<8}{'size':>12}{'rows':>14}{'samples':>14}{'B/value':>9}")
+    for s in rows:
+        per = "-" if s.bytes_per_value is None else f"{s.bytes_per_value:.2f}"
+        typer.echo(
+            f"{s.table:<22}{s.form:<8}{s.size_bytes / 2**20:>10.1f}Mi{s.rows:>14,}"
+            f"{s.samples:>14,}{per:>9}"
+        )

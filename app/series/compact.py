@@ -1,0 +1,226 @@
+"""Compaction: raw sample rows older than the horizon become hour blocks
+(:mod:`app.series.blocks`), in SQL on the server, a batch of owners per transaction.
+
+Two statements per batch, each atomic on its own, so an ingest running beside them never loses
+a row:
+
+1. **re-open**: a block that has raw rows again (a late or replayed sample of an hour already
+   compacted) is deleted and its samples go back into the raw table. A sample both in the block
+   and raw (a duplicate that arrived after compaction) keeps the block's value: the first stored
+   wins, as at ingest.
+2. **pack**: raw rows older than the horizon, of hours with no block, are deleted and inserted
+   as blocks — ``DELETE … RETURNING`` feeding the ``INSERT`` in one statement, so exactly the
+   rows deleted are packed.
+
+Rows stay raw while any reader needs them as rows: the newest ``keep_latest_s`` of each owner
+(the latest values and "latest per key" reads), and on ``gpu_sample`` rows that arrived after
+the rollups' arrival watermark (not folded yet). Postgres only; on SQLite nothing is compacted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import session_scope, utcnow
+from app.fleet.models import Gpu
+from app.rollups import specs as rollup_specs
+from app.series.blocks import BLOCK_ORIGIN, BLOCK_S, SPECS, BlockSpec
+from app.timeseries import LATEST_WINDOW_S
+
+log = logging.getLogger(__name__)
+
+#: Owners (GPUs) per transaction: bounds the rows one statement moves (1 h of 5-s samples ×
+#: 128 GPUs ≈ 92 k GPU rows, 1.7 M NVLink rows on HGX).
+OWNERS_PER_BATCH = 128
+
+
+@dataclass
+class CompactResult:
+    """What one compaction pass did, per raw table: rows packed into blocks, blocks written
+    and blocks re-opened for late rows."""
+
+    rows_packed: dict[str, int] = field(default_factory=dict)
+    blocks_written: dict[str, int] = field(default_factory=dict)
+    blocks_reopened: dict[str, int] = field(default_factory=dict)
+
+    def add(self, table: str, packed: int, written: int, reopened: int) -> None:
+        """Count one batch of ``table``."""
+        self.rows_packed[table] = self.rows_packed.get(table, 0) + packed
+        self.blocks_written[table] = self.blocks_written.get(table, 0) + written
+        self.blocks_reopened[table] = self.blocks_reopened.get(table, 0) + reopened
+
+
+def _q(name: str) -> str:
+    return f'"{name}"'
+
+
+def _bin(column: str) -> str:
+    return f"date_bin('{BLOCK_S} seconds', {column}, TIMESTAMPTZ '{BLOCK_ORIGIN}')"
+
+
+def reopen_sql(spec: BlockSpec) -> str:
+    """Statement 1 for ``spec``: blocks of ``:owners`` with raw rows before ``:horizon`` in
+    their hour go back to raw rows (block values win on conflict); selects (blocks re-opened,
+    rows restored)."""
+    keys = spec.keys
+    raw, block = _q(spec.raw.name), _q(spec.block.name)
+    same_key = " AND ".join(f"r.{_q(k)} = b.{_q(k)}" for k in keys)
+    arrays = ", ".join(f"o.{_q(c)}" for c in ("sampled_at", *spec.values))
+    alias = ", ".join(_q(c) for c in ("sampled_at", *spec.values))
+    arrival_col = ', "received_at"' if spec.arrival else ""
+    arrival_val = ", o.received_until" if spec.arrival else ""
+    updates = ", ".join(
+        f"{_q(c)} = excluded.{_q(c)}" for c in (*spec.values, *(["received_at"] * spec.arrival))
+    )
+    return f"""
+WITH opened AS (
+    DELETE FROM {block} b
+    WHERE b.{_q(spec.owner)} = ANY(:owners)
+      AND EXISTS (
+        SELECT 1 FROM {raw} r
+        WHERE {same_key}
+          AND r.sampled_at >= b.block_start
+          AND r.sampled_at < b.block_start + interval '{BLOCK_S} seconds'
+          AND r.sampled_at < :horizon)
+    RETURNING b.*
+), restored AS (
+INSERT INTO {raw} ({", ".join(_q(k) for k in keys)}, "sampled_at"{arrival_col},
+    {", ".join(_q(c) for c in spec.values)})
+SELECT {", ".join(f"o.{_q(k)}" for k in keys)}, u."sampled_at"{arrival_val},
+    {", ".join(f"u.{_q(c)}" for c in spec.values)}
+FROM opened o, unnest({arrays}) AS u({alias})
+ON CONFLICT ({", ".join(_q(k) for k in keys)}, "sampled_at") DO UPDATE SET {updates}
+RETURNING 1
+)
+SELECT (SELECT count(*) FROM opened), (SELECT count(*) FROM restored)
+"""
+
+
+def pack_sql(spec: BlockSpec) -> str:
+    """Statement 2 for ``spec``: raw rows of ``:owners`` before ``:horizon`` (and before their
+    owner's newest row minus ``:keep_s``; on ``gpu_sample`` received by ``:folded``), in hours
+    with no block, deleted and inserted as blocks."""
+    keys = spec.keys
+    raw, block = _q(spec.raw.name), _q(spec.block.name)
+    owner = _q(spec.owner)
+    same_key = " AND ".join(f"b.{_q(k)} = r.{_q(k)}" for k in keys)
+    folded = " AND r.received_at <= :folded" if spec.arrival else ""
+    arrival_col = ', "received_until"' if spec.arrival else ""
+    arrival_val = ", max(m.received_at)" if spec.arrival else ""
+    aggregates = ", ".join(
+        f"array_agg(m.{_q(c)} ORDER BY m.sampled_at)" for c in ("sampled_at", *spec.values)
+    )
+    return f"""
+WITH newest AS (
+    SELECT o.id AS owner,
+           (SELECT max(n.sampled_at) FROM {raw} n WHERE n.{owner} = o.id) AS newest_at
+    FROM unnest(CAST(:owners AS integer[])) AS o(id)
+), moved AS (
+    DELETE FROM {raw} r
+    USING newest
+    WHERE r.{owner} = newest.owner
+      AND r.sampled_at < :horizon
+      AND r.sampled_at < newest.newest_at - make_interval(secs => :keep_s){folded}
+      AND NOT EXISTS (
+        SELECT 1 FROM {block} b
+        WHERE {same_key} AND b.block_start = {_bin("r.sampled_at")})
+    RETURNING r.*
+), written AS (
+    INSERT INTO {block} ({", ".join(_q(k) for k in keys)}, "block_start", "sample_count"
+        {arrival_col}, "sampled_at", {", ".join(_q(c) for c in spec.values)})
+    SELECT {", ".join(f"m.{_q(k)}" for k in keys)}, {_bin("m.sampled_at")}, count(*)
+        {arrival_val}, {aggregates}
+    FROM moved m
+    GROUP BY {", ".join(f"m.{_q(k)}" for k in keys)}, {_bin("m.sampled_at")}
+    RETURNING sample_count
+)
+SELECT count(*), coalesce(sum(sample_count), 0) FROM written
+"""
+
+
+def compact_owners(
+    session: Session,
+    spec: BlockSpec,
+    *,
+    owners: Sequence[int],
+    horizon: datetime,
+    keep_latest_s: float = LATEST_WINDOW_S,
+    folded: datetime | None = None,
+) -> tuple[int, int, int]:
+    """Compact ``spec``'s rows of ``owners`` older than ``horizon`` (one batch, flushed, not
+    committed). ``folded`` is required for a table with arrival times (rows that arrived later
+    stay raw).
+
+    Returns:
+        (rows packed, blocks written, blocks re-opened).
+    """
+    params: dict[str, Any] = {"owners": list(owners), "horizon": horizon}
+    n_reopened, _restored = session.execute(text(reopen_sql(spec)), params).one()
+    params.update(keep_s=keep_latest_s)
+    if spec.arrival:
+        if folded is None:
+            raise ValueError(f"{spec.name}: folded (the rollups' arrival watermark) is required")
+        params.update(folded=folded)
+    written, packed = session.execute(text(pack_sql(spec)), params).one()
+    return int(packed), int(written), int(n_reopened)
+
+
+def block_floor(at: datetime) -> datetime:
+    """``at`` rounded down to a block boundary, so that only whole hours are packed (a
+    horizon inside an hour would re-open that hour's block at every run)."""
+    seconds = at.timestamp()
+    return datetime.fromtimestamp(seconds - seconds % BLOCK_S, UTC)
+
+
+def compact(
+    factory: sessionmaker[Session],
+    *,
+    compact_after_s: float,
+    now: datetime | None = None,
+    specs: Sequence[BlockSpec] = SPECS,
+) -> CompactResult:
+    """Compact every table of ``specs``, :data:`OWNERS_PER_BATCH` owners per transaction, rows
+    older than ``now - compact_after_s``. Resumable: whatever a stopped run left raw is taken
+    by the next. On SQLite returns an empty result.
+    """
+    result = CompactResult()
+    horizon = block_floor((now or utcnow()) - timedelta(seconds=compact_after_s))
+    with session_scope(factory) as session:
+        if session.get_bind().dialect.name != "postgresql":
+            return result
+        gpu_ids = list(session.scalars(select(Gpu.id).order_by(Gpu.id)))
+        folded = rollup_specs.get_mark(session, rollup_specs.GPU.arrival_key)
+    for spec in specs:
+        if spec.arrival and folded is None:
+            log.info("compaction: %s waits for the rollups' first run", spec.name)
+            continue
+        for i in range(0, len(gpu_ids), OWNERS_PER_BATCH):
+            batch = gpu_ids[i : i + OWNERS_PER_BATCH]
+            with session_scope(factory) as session:
+                packed, written, reopened = compact_owners(
+                    session, spec, owners=batch, horizon=horizon, folded=folded
+                )
+            result.add(spec.name, packed, written, reopened)
+    return result
+
+
+def compact_job(factory: sessionmaker[Session], compact_after_s: float) -> None:
+    """Scheduled wrapper: errors logged and never raised into the scheduler."""
+    try:
+        result = compact(factory, compact_after_s=compact_after_s)
+        if any(result.rows_packed.values()) or any(result.blocks_reopened.values()):
+            log.info(
+                "compaction packed %s rows into %s blocks (re-opened %s)",
+                result.rows_packed,
+                result.blocks_written,
+                result.blocks_reopened,
+            )
+    except Exception:
+        log.exception("compaction failed")

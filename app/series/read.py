@@ -1,0 +1,80 @@
+"""Reading samples whatever their form: the raw rows and the rows unpacked from the blocks
+(:mod:`app.series.blocks`) of a time range, as one selectable with the raw table's columns.
+
+Readers filter and aggregate it as they would the raw table (``rows.c.sampled_at``,
+``rows.c.gpu_id`` …). Only the blocks whose hour meets ``[start, end]`` are unpacked, and only
+the columns asked for (Postgres then decompresses those arrays alone). On SQLite, where nothing
+is compacted, it is the raw table's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Select, Subquery, column, func, select, true, union_all
+
+from app.series.blocks import BLOCK_S, BY_NAME, BlockSpec
+
+
+def rows_between(
+    table: str,
+    *,
+    columns: Sequence[str],
+    start: datetime | None,
+    end: datetime | None,
+    dialect: str,
+) -> Subquery:
+    """Rows of raw table ``table`` (``gpu_sample``, ``nvlink_sample``) with their key columns,
+    ``sampled_at``, ``received_at`` where the table has it, and ``columns``, for samples in
+    ``[start, end]`` (unbounded on a ``None`` side) — raw and compacted alike.
+
+    The range bounds which blocks are read; readers still filter ``sampled_at`` themselves
+    (raw rows are not limited here, so that the planner keeps using their indexes as before).
+
+    Raises:
+        KeyError: ``table`` has no block form, or a column is not one of its value columns.
+    """
+    spec = BY_NAME[table]
+    for name in columns:
+        if name not in spec.values:
+            raise KeyError(name)
+    raw = spec.raw
+    raw_cols = [
+        *(raw.c[k] for k in spec.keys),
+        raw.c.sampled_at,
+        *([raw.c.received_at] if spec.arrival else []),
+        *(raw.c[name] for name in columns),
+    ]
+    raw_rows = select(*raw_cols)
+    if dialect != "postgresql":
+        return raw_rows.subquery(table)
+    return union_all(raw_rows, _unpacked(spec, columns, start, end)).subquery(table)
+
+
+def _unpacked(
+    spec: BlockSpec, columns: Sequence[str], start: datetime | None, end: datetime | None
+) -> Select[Any]:
+    """The blocks meeting ``[start, end]`` unnested into rows (``unnest`` of several arrays
+    walks them in step: one row per sample)."""
+    block = spec.block
+    names = ["sampled_at", *columns]
+    raw = spec.raw
+    unnested = (
+        func.unnest(*(block.c[name] for name in names))
+        .table_valued(*(column(name, raw.c[name].type) for name in names))
+        .render_derived(name="u", with_types=False)
+    )
+    received = [block.c.received_until.label("received_at")] if spec.arrival else []
+    stmt = select(
+        *(block.c[k] for k in spec.keys),
+        unnested.c.sampled_at,
+        *received,
+        *(unnested.c[name] for name in columns),
+    ).select_from(block.join(unnested, true()))
+    if start is not None:
+        stmt = stmt.where(block.c.block_start > start - timedelta(seconds=BLOCK_S))
+    if end is not None:
+        stmt = stmt.where(block.c.block_start <= end)
+    return stmt
