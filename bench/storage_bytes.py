@@ -10,8 +10,10 @@ Generates ``--nodes`` simulated 8-GPU nodes × ``--hours`` of samples every ``--
 * Prometheus: the same values as OpenMetrics, ``promtool tsdb create-blocks-from openmetrics``,
   block bytes on disk (``bench/prom_anchor.py``), then Prometheus started on loopback.
 
-Both then answer the node chart query — one node's 8 GPUs × 4 metrics over the whole range at a
-60-s step and at the raw step — ``--repeat`` times; medians are printed with the ratio.
+Both then answer the node chart query — one node's 8 GPUs × 4 metrics over the whole range, at
+the node page's step for that range (Fleetwatch as the page reads it: rollups rebuilt from the
+blocks, raw rows at the edges) and at the raw step (every sample, unpacked from the blocks) —
+``--repeat`` times; medians are printed with the ratio.
 Bytes per value divide by the non-null values (what Prometheus stores).
 
     python bench/storage_bytes.py --nodes 4 --hours 6
@@ -20,6 +22,7 @@ Bytes per value divide by the non-null values (what Prometheus stores).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import statistics
@@ -45,8 +48,9 @@ from app.db import make_engine, make_session_factory, session_scope  # noqa: E40
 from app.fleet.models import Node  # noqa: E402
 from app.metrics import service as metrics_service  # noqa: E402
 from app.metrics.catalog import METRICS  # noqa: E402
+from app.metrics.service import choose_step_s  # noqa: E402
 from app.migrate import upgrade  # noqa: E402
-from app.rollups.jobs import set_mark  # noqa: E402
+from app.rollups.jobs import rebuild, set_mark  # noqa: E402
 from app.rollups.specs import GPU  # noqa: E402
 from app.series.compact import compact  # noqa: E402
 
@@ -108,8 +112,12 @@ def table_bytes(url: str, table: str) -> int:
         engine.dispose()
 
 
-def our_chart_ms(url: str, end: datetime, step_s: int, repeat: int) -> list[float]:
-    """Wall ms of the node chart read (8 GPUs × 4 metrics, whole range, ``step_s``)."""
+def our_chart_ms(
+    url: str, end: datetime, step_s: int, repeat: int, source_s: int | None
+) -> list[float]:
+    """Wall ms of the node chart read (8 GPUs × 4 metrics, whole range, ``step_s``), from
+    ``source_s`` (0 raw rows and blocks; ``None`` as the page does: rollups inside, raw at the
+    edges)."""
     engine = make_engine(url)
     times = []
     try:
@@ -125,7 +133,7 @@ def our_chart_ms(url: str, end: datetime, step_s: int, repeat: int) -> list[floa
                     start=START,
                     end=end,
                     step_s=step_s,
-                    source_s=0,
+                    source_s=source_s,
                 )
                 times.append((time.perf_counter() - began) * 1000)
                 assert len(series) == 8 and series[0].times
@@ -171,22 +179,32 @@ def main() -> None:
         result = compact(factory, compact_after_s=0, now=end + timedelta(days=1))
         packed = result.rows_packed["gpu_sample"]
         print(f"compacted {packed:,} rows in {time.monotonic() - began:.1f} s", flush=True)
+        began = time.monotonic()
+        rebuild(factory, since=START, now=end + timedelta(hours=1))
+        print(f"rollups rebuilt from blocks in {time.monotonic() - began:.1f} s", flush=True)
         block_bytes = table_bytes(url, "gpu_sample_block")
         left_bytes = table_bytes(url, "gpu_sample")
         prom_anchor.build_blocks(work / "data.om", work / "tsdb")
         (work / "data.om").unlink()
         prom_bytes = prom_anchor.tsdb_bytes(work / "tsdb")
 
-        ours_step = {s: statistics.median(our_chart_ms(url, end, s, args.repeat)) for s in (60, 0)}
+        page_step = choose_step_s(START, end)
+        ours = {
+            "page": statistics.median(our_chart_ms(url, end, page_step, args.repeat, None)),
+            "raw": statistics.median(our_chart_ms(url, end, args.step, args.repeat, 0)),
+        }
         prom = prom_anchor.start_prometheus(work / "tsdb", args.port)
-        theirs_step: dict[int, float] = {}
-        for s in (60, args.step):
+        theirs: dict[str, float] = {}
+        for kind, step in (("page", page_step), ("raw", args.step)):
+            if (end - START).total_seconds() / step + 1 > prom_anchor.MAX_POINTS_PER_SERIES:
+                theirs[kind] = math.nan  # Prometheus refuses > 11,000 points per series
+                continue
             rounds = [0.0] * args.repeat
             for key in CHART_METRICS:
                 query = f'{prom_anchor.METRIC_PREFIX}{key}{{hostname="sim-0000"}}'
-                ms = prom_anchor.query_range_ms(args.port, query, START, end, s, args.repeat)
+                ms = prom_anchor.query_range_ms(args.port, query, START, end, step, args.repeat)
                 rounds = [r + t for r, t in zip(rounds, ms, strict=True)]
-            theirs_step[0 if s == args.step else s] = statistics.median(rounds)
+            theirs[kind] = statistics.median(rounds)
     finally:
         if prom is not None:
             prom_anchor.stop_prometheus(prom)
@@ -219,11 +237,11 @@ def main() -> None:
             f"{label:<34}{size:>14,}{size / values:>10.3f}{size / values / per_value_prom:>14.2f}"
         )
     print(f"chart query, 1 node, 8 GPUs x 4 metrics, {args.hours:g} h (median of {args.repeat}):")
-    for s in (60, 0):
-        label = f"step {s} s" if s else f"raw step ({args.step} s)"
+    labels = {"page": f"page step {page_step} s", "raw": f"raw step {args.step} s"}
+    for kind, label in labels.items():
         print(
-            f"  {label:<20} Fleetwatch {ours_step[s]:8.1f} ms   Prometheus {theirs_step[s]:8.1f} ms"
-            f"   ratio {ours_step[s] / theirs_step[s]:.2f}"
+            f"  {label:<20} Fleetwatch {ours[kind]:8.1f} ms   Prometheus {theirs[kind]:8.1f} ms"
+            f"   ratio {ours[kind] / theirs[kind]:.2f}"
         )
 
 

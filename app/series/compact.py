@@ -72,8 +72,8 @@ def reopen_sql(spec: BlockSpec) -> str:
     keys = spec.keys
     raw, block = _q(spec.raw.name), _q(spec.block.name)
     same_key = " AND ".join(f"r.{_q(k)} = b.{_q(k)}" for k in keys)
-    arrays = ", ".join(f"o.{_q(c)}" for c in ("sampled_at", *spec.values))
-    alias = ", ".join(_q(c) for c in ("sampled_at", *spec.values))
+    arrays = ", ".join(f"o.{_q(c)}" for c in ("sampled_at_delta_us", *spec.values))
+    alias = ", ".join(_q(c) for c in ("dt_us", *spec.values))
     arrival_col = ', "received_at"' if spec.arrival else ""
     arrival_val = ", o.received_until" if spec.arrival else ""
     updates = ", ".join(
@@ -93,9 +93,13 @@ WITH opened AS (
 ), restored AS (
 INSERT INTO {raw} ({", ".join(_q(k) for k in keys)}, "sampled_at"{arrival_col},
     {", ".join(_q(c) for c in spec.values)})
-SELECT {", ".join(f"o.{_q(k)}" for k in keys)}, u."sampled_at"{arrival_val},
+SELECT {", ".join(f"o.{_q(k)}" for k in keys)},
+    o.block_start + u.offset_us * interval '1 microsecond'{arrival_val},
     {", ".join(f"u.{_q(c)}" for c in spec.values)}
-FROM opened o, unnest({arrays}) AS u({alias})
+FROM opened o, LATERAL (
+    SELECT sum(d.dt_us) OVER (ORDER BY d.ord) AS offset_us,
+        {", ".join(f"d.{_q(c)}" for c in spec.values)}
+    FROM unnest({arrays}) WITH ORDINALITY AS d({alias}, ord)) u
 ON CONFLICT ({", ".join(_q(k) for k in keys)}, "sampled_at") DO UPDATE SET {updates}
 RETURNING 1
 )
@@ -115,8 +119,9 @@ def pack_sql(spec: BlockSpec) -> str:
     arrival_col = ', "received_until"' if spec.arrival else ""
     arrival_val = ", max(m.received_at)" if spec.arrival else ""
     aggregates = ", ".join(
-        f"array_agg(m.{_q(c)} ORDER BY m.sampled_at)" for c in ("sampled_at", *spec.values)
+        f"array_agg(m.{_q(c)} ORDER BY m.sampled_at)" for c in ("dt_us", *spec.values)
     )
+    by_series = ", ".join(f"m.{_q(k)}" for k in keys)
     return f"""
 WITH newest AS (
     SELECT o.id AS owner,
@@ -132,13 +137,20 @@ WITH newest AS (
         SELECT 1 FROM {block} b
         WHERE {same_key} AND b.block_start = {_bin("r.sampled_at")})
     RETURNING r.*
+), stepped AS (
+    SELECT m.*, {_bin("m.sampled_at")} AS block_start,
+        CAST(EXTRACT(EPOCH FROM m.sampled_at - coalesce(
+            lag(m.sampled_at) OVER (
+                PARTITION BY {by_series}, {_bin("m.sampled_at")} ORDER BY m.sampled_at),
+            {_bin("m.sampled_at")})) * 1000000 AS bigint) AS dt_us
+    FROM moved m
 ), written AS (
     INSERT INTO {block} ({", ".join(_q(k) for k in keys)}, "block_start", "sample_count"
-        {arrival_col}, "sampled_at", {", ".join(_q(c) for c in spec.values)})
-    SELECT {", ".join(f"m.{_q(k)}" for k in keys)}, {_bin("m.sampled_at")}, count(*)
+        {arrival_col}, "sampled_at_delta_us", {", ".join(_q(c) for c in spec.values)})
+    SELECT {by_series}, m.block_start, count(*)
         {arrival_val}, {aggregates}
-    FROM moved m
-    GROUP BY {", ".join(f"m.{_q(k)}" for k in keys)}, {_bin("m.sampled_at")}
+    FROM stepped m
+    GROUP BY {by_series}, m.block_start
     RETURNING sample_count
 )
 SELECT count(*), coalesce(sum(sample_count), 0) FROM written

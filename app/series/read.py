@@ -13,8 +13,20 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, Subquery, column, func, select, true, union_all
+from sqlalchemy import (
+    BigInteger,
+    Select,
+    Subquery,
+    column,
+    func,
+    literal_column,
+    select,
+    true,
+    type_coerce,
+    union_all,
+)
 
+from app.db import UTCDateTime
 from app.series.blocks import BLOCK_S, BY_NAME, BlockSpec
 
 
@@ -57,22 +69,36 @@ def _unpacked(
     spec: BlockSpec, columns: Sequence[str], start: datetime | None, end: datetime | None
 ) -> Select[Any]:
     """The blocks meeting ``[start, end]`` unnested into rows (``unnest`` of several arrays
-    walks them in step: one row per sample)."""
+    walks them in step: one row per sample); ``sampled_at`` is ``block_start`` plus the running
+    sum of ``sampled_at_delta_us`` (µs, exact)."""
     block = spec.block
-    names = ["sampled_at", *columns]
     raw = spec.raw
-    unnested = (
-        func.unnest(*(block.c[name] for name in names))
-        .table_valued(*(column(name, raw.c[name].type) for name in names))
-        .render_derived(name="u", with_types=False)
+    steps = (
+        func.unnest(block.c.sampled_at_delta_us, *(block.c[name] for name in columns))
+        .table_valued(
+            column("dt_us", BigInteger()),
+            *(column(name, raw.c[name].type) for name in columns),
+            with_ordinality="ord",
+        )
+        .render_derived(name="d", with_types=False)
+    )
+    offset = func.sum(steps.c.dt_us).over(order_by=steps.c.ord)
+    unpacked = (
+        select(offset.label("offset_us"), *(steps.c[name] for name in columns))
+        .select_from(steps)
+        .lateral("u")
+    )
+    sampled_at = type_coerce(
+        block.c.block_start + unpacked.c.offset_us * literal_column("interval '1 microsecond'"),
+        UTCDateTime(),
     )
     received = [block.c.received_until.label("received_at")] if spec.arrival else []
     stmt = select(
         *(block.c[k] for k in spec.keys),
-        unnested.c.sampled_at,
+        sampled_at.label("sampled_at"),
         *received,
-        *(unnested.c[name] for name in columns),
-    ).select_from(block.join(unnested, true()))
+        *(unpacked.c[name] for name in columns),
+    ).select_from(block.join(unpacked, true()))
     if start is not None:
         stmt = stmt.where(block.c.block_start > start - timedelta(seconds=BLOCK_S))
     if end is not None:

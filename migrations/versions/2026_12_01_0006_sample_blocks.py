@@ -25,7 +25,6 @@ def _array(element: sa.types.TypeEngine) -> sa.types.TypeEngine:
     return sa.ARRAY(element).with_variant(sa.Text(), "sqlite")
 
 
-TIMES = _array(sa.DateTime(timezone=True))
 INTEGERS = _array(sa.BigInteger())
 FLOATS = _array(sa.Double())
 TEXTS = _array(sa.Text())
@@ -79,7 +78,7 @@ def upgrade() -> None:
         sa.Column("block_start", sa.DateTime(timezone=True), nullable=False),
         sa.Column("sample_count", sa.Integer(), nullable=False),
         sa.Column("received_until", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("sampled_at", TIMES, nullable=False),
+        sa.Column("sampled_at_delta_us", INTEGERS, nullable=False),
         *(
             sa.Column(name, INTEGERS if integer else FLOATS, nullable=False)
             for name, integer in GPU_METRICS_0006
@@ -96,7 +95,7 @@ def upgrade() -> None:
         sa.Column("link", sa.Integer(), nullable=False),
         sa.Column("block_start", sa.DateTime(timezone=True), nullable=False),
         sa.Column("sample_count", sa.Integer(), nullable=False),
-        sa.Column("sampled_at", TIMES, nullable=False),
+        sa.Column("sampled_at_delta_us", INTEGERS, nullable=False),
         sa.Column("state", TEXTS, nullable=False),
         sa.Column("speed_gbps", FLOATS, nullable=False),
         sa.Column("remote_pci_bus_id", TEXTS, nullable=False),
@@ -139,8 +138,11 @@ def _unpack(raw: str, block: str, keys: str, values: Sequence[str], arrival: boo
     key_cols = ", ".join(f"b.{k.strip()}" for k in keys.split(","))
     return (
         f"INSERT INTO {raw} ({keys}, sampled_at{', received_at' if arrival else ''}, {names}) "
-        f"SELECT {key_cols}, u.sampled_at{', b.received_until' if arrival else ''}, {unnested} "
-        f"FROM {block} b, unnest(b.sampled_at, {arrays}) AS u(sampled_at, {names}) "
+        f"SELECT {key_cols}, b.block_start + u.offset_us * interval '1 microsecond'"
+        f"{', b.received_until' if arrival else ''}, {unnested} "
+        f"FROM {block} b, LATERAL (SELECT sum(d.dt) OVER (ORDER BY d.ord) AS offset_us, "
+        f"{', '.join(f'd.{v}' for v in values)} "
+        f"FROM unnest(b.sampled_at_delta_us, {arrays}) WITH ORDINALITY AS d(dt, {names}, ord)) u "
         "ON CONFLICT DO NOTHING"
     )
 

@@ -203,10 +203,13 @@ def test_late_duplicate_and_out_of_order_samples_join_their_compacted_hour(
             )
         }
         assert counts == {T0: 361, T0 + timedelta(hours=1): 361, T0 + timedelta(hours=2): 360}
-        stamps = s.scalar(
-            select(gpu_sample_block.c.sampled_at).where(gpu_sample_block.c.block_start == T0)
+        steps = s.scalar(
+            select(gpu_sample_block.c.sampled_at_delta_us).where(
+                gpu_sample_block.c.block_start == T0
+            )
         )
-        assert stamps == sorted(stamps)
+        # 0 s, 10 s, then the late 15 s in its place (5 s, 5 s), then 10 s steps: in time order.
+        assert steps[:5] == [0, 10_000_000, 5_000_000, 5_000_000, 10_000_000]
         after = every_row(s, COLUMNS)
         expected = sorted(
             [
