@@ -43,7 +43,7 @@ from app.retention.jobs import prune_job
 from app.rollups.jobs import rollup_job
 from app.runbooks import router as runbooks_router
 from app.scheduler_logging import JOB_DEFAULTS, install_skipped_run_filter
-from app.series.compact import compact_job
+from app.series.jobs import compact_job
 from app.storage import pages as storage_pages
 from app.storage import router as storage_router
 from app.topology import drift_router as topology_drift_router
@@ -98,7 +98,11 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 compact_job,
                 "interval",
                 seconds=settings.compact_interval_s,
-                args=[app.state.session_factory, settings.compact_after_s],
+                args=[
+                    app.state.session_factory,
+                    settings.compact_after_s,
+                    settings.health_throttle_window_s,
+                ],
                 id="series-compaction",
                 coalesce=True,
                 max_instances=1,

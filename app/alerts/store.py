@@ -221,3 +221,18 @@ def preview(
             }
         )
     return out
+
+
+def longest_gpu_sample_window_s(session: Session) -> float:
+    """The longest span of ``gpu_sample`` rows an enabled rule reads, seconds: threshold and
+    rate windows on the ``gpu`` target, ``after`` of metric absence; 0 without such rules.
+
+    The store keeps that much raw (:mod:`app.series.jobs`): rule windows scan raw rows."""
+    longest = 0.0
+    for rule in session.scalars(select(AlertRule).where(AlertRule.enabled.is_(True))):
+        cond = spec_of(rule).condition
+        if cond.kind in ("threshold", "rate") and cond.target == "gpu":
+            longest = max(longest, float(cond.window))
+        elif cond.kind == "absence" and cond.target == "metric":
+            longest = max(longest, float(cond.after or 0.0))
+    return longest

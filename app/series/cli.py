@@ -22,10 +22,11 @@ def compact(
     database_url: DatabaseOpt = None,
 ) -> None:
     """Pack raw GPU and NVLink samples older than the horizon into hour blocks, 128 GPUs per
-    transaction (resumable: stop it at any time, run it again). Safe while the server runs."""
+    transaction (resumable: stop it at any time, run it again). Safe while the server runs.
+    GPU samples stay raw as long as an enabled alert rule's window reaches back."""
     from app.cli import _require_migrated, _settings
     from app.db import make_engine, make_session_factory
-    from app.series.compact import compact as run_compact
+    from app.series.jobs import run as run_compact
 
     settings = _settings(database_url=database_url)
     _require_migrated(settings)
@@ -38,9 +39,15 @@ def compact(
         if engine.dialect.name != "postgresql":
             typer.echo("SQLite keeps raw rows: nothing to compact")
             return
-        result = run_compact(make_session_factory(engine), compact_after_s=horizon_s)
+        result = run_compact(
+            make_session_factory(engine),
+            compact_after_s=horizon_s,
+            health_throttle_window_s=settings.health_throttle_window_s,
+        )
     finally:
         engine.dispose()
+    for table in result.waiting:
+        typer.echo(f"{table}: waits for the rollups' first run (or: fleetwatch rollups rebuild)")
     for table, packed in result.rows_packed.items():
         typer.echo(
             f"{table}: {packed} rows packed into {result.blocks_written[table]} blocks, "

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import session_scope, utcnow
 from app.fleet.models import Gpu
 from app.rollups import specs as rollup_specs
-from app.series.blocks import BLOCK_ORIGIN, BLOCK_S, SPECS, BlockSpec
+from app.series.blocks import BLOCK_ORIGIN, BLOCK_S, GPU, SPECS, BlockSpec
 from app.timeseries import LATEST_WINDOW_S
 
 log = logging.getLogger(__name__)
@@ -44,11 +44,13 @@ OWNERS_PER_BATCH = 128
 @dataclass
 class CompactResult:
     """What one compaction pass did, per raw table: rows packed into blocks, blocks written
-    and blocks re-opened for late rows."""
+    and blocks re-opened for late rows; ``waiting`` names tables skipped until the rollups'
+    first run."""
 
     rows_packed: dict[str, int] = field(default_factory=dict)
     blocks_written: dict[str, int] = field(default_factory=dict)
     blocks_reopened: dict[str, int] = field(default_factory=dict)
+    waiting: list[str] = field(default_factory=list)
 
     def add(self, table: str, packed: int, written: int, reopened: int) -> None:
         """Count one batch of ``table``."""
@@ -195,23 +197,29 @@ def compact(
     factory: sessionmaker[Session],
     *,
     compact_after_s: float,
+    gpu_raw_s: float = 0.0,
     now: datetime | None = None,
     specs: Sequence[BlockSpec] = SPECS,
 ) -> CompactResult:
     """Compact every table of ``specs``, :data:`OWNERS_PER_BATCH` owners per transaction, rows
-    older than ``now - compact_after_s``. Resumable: whatever a stopped run left raw is taken
-    by the next. On SQLite returns an empty result.
+    older than ``now - compact_after_s`` — for ``gpu_sample`` older than ``now -
+    max(compact_after_s, gpu_raw_s)`` (the span readers scan as raw rows, see
+    :mod:`app.series.jobs`). Resumable: whatever a stopped run left raw is taken by the next.
+    On SQLite returns an empty result.
     """
     result = CompactResult()
-    horizon = block_floor((now or utcnow()) - timedelta(seconds=compact_after_s))
+    at = now or utcnow()
     with session_scope(factory) as session:
         if session.get_bind().dialect.name != "postgresql":
             return result
         gpu_ids = list(session.scalars(select(Gpu.id).order_by(Gpu.id)))
         folded = rollup_specs.get_mark(session, rollup_specs.GPU.arrival_key)
     for spec in specs:
+        after_s = max(compact_after_s, gpu_raw_s) if spec is GPU else compact_after_s
+        horizon = block_floor(at - timedelta(seconds=after_s))
         if spec.arrival and folded is None:
             log.info("compaction: %s waits for the rollups' first run", spec.name)
+            result.waiting.append(spec.name)
             continue
         for i in range(0, len(gpu_ids), OWNERS_PER_BATCH):
             batch = gpu_ids[i : i + OWNERS_PER_BATCH]
@@ -221,18 +229,3 @@ def compact(
                 )
             result.add(spec.name, packed, written, reopened)
     return result
-
-
-def compact_job(factory: sessionmaker[Session], compact_after_s: float) -> None:
-    """Scheduled wrapper: errors logged and never raised into the scheduler."""
-    try:
-        result = compact(factory, compact_after_s=compact_after_s)
-        if any(result.rows_packed.values()) or any(result.blocks_reopened.values()):
-            log.info(
-                "compaction packed %s rows into %s blocks (re-opened %s)",
-                result.rows_packed,
-                result.blocks_written,
-                result.blocks_reopened,
-            )
-    except Exception:
-        log.exception("compaction failed")

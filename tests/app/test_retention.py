@@ -25,14 +25,15 @@ def test_prune_deletes_samples_sections_events_and_batch_ids_past_retention(
     factory = make_session_factory(engine)
     with session_scope(factory) as session:
         kept = prune(session, retention_days=1)
-    assert kept == {"gpu_sample": 0, "node_event": 0, "ingest_batch": 0} | dict.fromkeys(
+    blocks = {"gpu_sample_block": 0, "nvlink_sample_block": 0}  # nothing compacted here
+    assert kept == {"gpu_sample": 0, "node_event": 0, "ingest_batch": 0} | blocks | dict.fromkeys(
         sections, 0
     )
     assert counts(db_url) == {"samples": 4, "events": 1, "batches": 1}
     with session_scope(factory) as session:
         gone = prune(session, retention_days=1, now=datetime.now(UTC) + timedelta(days=2))
     engine.dispose()
-    assert gone == {"gpu_sample": 4, "node_event": 1, "ingest_batch": 1} | sections
+    assert gone == {"gpu_sample": 4, "node_event": 1, "ingest_batch": 1} | blocks | sections
     assert counts(db_url) == {"samples": 0, "events": 0, "batches": 0}
     left = section_counts(db_url)
     assert {name: left[name] for name in sections} == dict.fromkeys(sections, 0)
