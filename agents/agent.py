@@ -20,6 +20,7 @@ from typing import Any
 
 from agents.collectors.base import Collector
 from agents.collectors.host import HostSource
+from agents.nvlink_thinner import NvlinkThinner
 from agents.payload import (
     EventDict,
     Payload,
@@ -45,6 +46,9 @@ class AgentConfig:
 
     ``server_url``/``token`` may be ``None`` only for an agent that never pushes (batches then
     stay in the spool). ``shutdown_timeout_s`` bounds the last push on stop.
+    ``nvlink_interval_s``: NVLink readings are sent every that many seconds, and at once when a
+    link's state, peer or error counters change (an HGX node has 144 links; every 5 s they
+    were 80 % of its stored bytes).
     """
 
     hostname: str
@@ -63,6 +67,7 @@ class AgentConfig:
     backoff_cap_s: float = 60.0
     shutdown_timeout_s: float = 10.0
     topology_resend_s: float = 3600.0
+    nvlink_interval_s: float = 30.0
 
 
 def snapshot_payload(
@@ -160,6 +165,7 @@ class Agent:
         self._sections: dict[str, list[dict[str, Any]]] = {}
         self._errors: list[dict[str, str]] = []
         self._topology = TopologyTracker(config.topology_resend_s)
+        self._nvlinks = NvlinkThinner(config.nvlink_interval_s)
         self._batch_started: float | None = None
         self._next_push_at = 0.0
 
@@ -225,7 +231,7 @@ class Agent:
         errors: list[dict[str, str]] = []
         try:
             links = self.collector.nvlinks(moment)
-            if links:
+            if links and self._nvlinks.due(links, moment):
                 sections["nvlinks"] = list(links)
             errors.extend(self.collector.collection_errors())
         except Exception as exc:

@@ -82,6 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=None, help="simulator seed (default: hostname)")
     parser.add_argument("--interval", type=_positive, default=5.0, help="sampling period, s")
     parser.add_argument("--batch-interval", type=_positive, default=10.0, help="batch period, s")
+    parser.add_argument(
+        "--nvlink-interval",
+        type=_non_negative,
+        default=30.0,
+        help="send NVLink readings every this many seconds, and at once when a link's state, "
+        "peer or error counters change (0: every sample)",
+    )
     parser.add_argument("--spool-dir", type=Path, default=None, help="spool directory")
     parser.add_argument(
         "--spool-max-bytes",
@@ -131,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         labels=labels,
         interval_s=args.interval,
         batch_interval_s=args.batch_interval,
+        nvlink_interval_s=args.nvlink_interval,
         spool_max_bytes=args.spool_max_bytes,
         connect_timeout_s=args.connect_timeout,
         timeout_s=args.timeout,
@@ -238,6 +246,16 @@ def _positive(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or a positive number: {text!r}")
     return value
 
 

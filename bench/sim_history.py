@@ -81,3 +81,29 @@ def count_values(samples: Iterable[Sample]) -> int:
     """Return the number of non-null metric values (keys of ``ALL_METRIC_KEYS``) in
     ``samples``: one per (sample, metric) pair whose value is not ``None``."""
     return sum(1 for s in samples for key in ALL_METRIC_KEYS if s.get(key) is not None)
+
+
+def generate_nvlinks(
+    nodes: int, hours: float, step_s: float, nvlink_step_s: float, start: datetime
+) -> Iterator[tuple[str, list[dict[str, object]]]]:
+    """Yield ``(hostname, links)`` per node: the simulator stepped every ``step_s`` seconds (as
+    :func:`generate` does) and its NVLinks read every ``nvlink_step_s`` (a multiple of
+    ``step_s``): 8 GPUs × 18 links per reading, each an agent ``nvlinks`` entry.
+
+    Raises:
+        ValueError: ``start`` is naive, or ``nvlink_step_s`` is not a multiple of ``step_s``.
+    """
+    if start.tzinfo is None:
+        raise ValueError("start must be timezone-aware")
+    every = round(nvlink_step_s / step_s)
+    if every < 1 or abs(every * step_s - nvlink_step_s) > 1e-9:
+        raise ValueError("nvlink_step_s must be a multiple of step_s")
+    for i in range(nodes):
+        collector = SimulatedCollector(hostname_for(i), GPUS_PER_NODE)
+        links: list[dict[str, object]] = []
+        for k in range(step_count(hours, step_s)):
+            at = start + timedelta(seconds=k * step_s)
+            collector.sample(at)
+            if k % every == 0:
+                links.extend(collector.nvlinks(at))
+        yield hostname_for(i), links

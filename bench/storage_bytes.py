@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import prom_anchor  # noqa: E402
-from sim_history import count_values, generate  # noqa: E402
+from sim_history import count_values, generate, generate_nvlinks  # noqa: E402
 
 from app.db import make_engine, make_session_factory, session_scope  # noqa: E402
 from app.fleet.models import Node  # noqa: E402
@@ -100,6 +100,41 @@ def load(url: str, nodes: int, hours: float, step_s: float, om_path: Path) -> in
     return values
 
 
+NVLINK_VALUES = (
+    "state",
+    "speed_gbps",
+    "remote_pci_bus_id",
+    "remote_device_type",
+    "tx_bytes_per_s",
+    "rx_bytes_per_s",
+    "crc_errors",
+    "replay_errors",
+    "recovery_errors",
+)
+
+
+def load_nvlinks(url: str, nodes: int, hours: float, step_s: float, nvlink_step_s: float) -> int:
+    """COPY the simulated NVLink readings into ``nvlink_sample`` (GPUs matched by UUID, as
+    loaded by :func:`load`); returns the rows."""
+    import psycopg
+
+    pg = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    rows = 0
+    with psycopg.connect(pg) as conn:
+        ids = dict(conn.execute("SELECT uuid, id FROM gpu").fetchall())
+        columns = ", ".join(["gpu_id", "link", "sampled_at", *NVLINK_VALUES])
+        for _host, links in generate_nvlinks(nodes, hours, step_s, nvlink_step_s, START):
+            with conn.cursor().copy(f"COPY nvlink_sample ({columns}) FROM STDIN") as copy:
+                for e in links:
+                    at = datetime.fromisoformat(str(e["sampled_at"]).replace("Z", "+00:00"))
+                    copy.write_row(
+                        [ids[e["gpu_uuid"]], e["link"], at, *(e[n] for n in NVLINK_VALUES)]
+                    )
+            rows += len(links)
+            conn.commit()
+    return rows
+
+
 def table_bytes(url: str, table: str) -> int:
     """``pg_total_relation_size`` after ``VACUUM FULL`` (heap, TOAST, indexes; the space of
     rows moved into blocks given back, as autovacuum's reuse would in a running server)."""
@@ -149,6 +184,9 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--step", type=int, default=5, help="seconds between samples")
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument(
+        "--nvlink-step", type=int, default=30, help="seconds between NVLink readings"
+    )
     parser.add_argument("--port", type=int, default=19090)
     parser.add_argument(
         "--admin-url",
@@ -172,6 +210,8 @@ def main() -> None:
         values = load(url, args.nodes, args.hours, args.step, work / "data.om")
         print(f"loaded {values:,} values in {time.monotonic() - began:.0f} s", flush=True)
         raw_bytes = table_bytes(url, "gpu_sample")
+        link_rows = load_nvlinks(url, args.nodes, args.hours, args.step, args.nvlink_step)
+        link_raw_bytes = table_bytes(url, "nvlink_sample")
         factory = make_session_factory(make_engine(url))
         with session_scope(factory) as session:
             set_mark(session, GPU.arrival_key, end + timedelta(days=1))
@@ -183,6 +223,9 @@ def main() -> None:
         rebuild(factory, since=START, now=end + timedelta(hours=1))
         print(f"rollups rebuilt from blocks in {time.monotonic() - began:.1f} s", flush=True)
         block_bytes = table_bytes(url, "gpu_sample_block")
+        link_block_bytes = table_bytes(url, "nvlink_sample_block")
+        minute_bytes = table_bytes(url, "gpu_sample_1m")
+        hour_bytes = table_bytes(url, "gpu_sample_1h")
         left_bytes = table_bytes(url, "gpu_sample")
         prom_anchor.build_blocks(work / "data.om", work / "tsdb")
         (work / "data.om").unlink()
@@ -236,6 +279,22 @@ def main() -> None:
         print(
             f"{label:<34}{size:>14,}{size / values:>10.3f}{size / values / per_value_prom:>14.2f}"
         )
+    per_day = 86400 / (args.hours * 3600) / args.nodes
+    print(
+        f"NVLink, {link_rows:,} link readings (8 GPUs x 18 links every {args.nvlink_step} s):"
+        f" raw rows {link_raw_bytes / link_rows:.1f} B per reading"
+        f" ({link_raw_bytes * per_day / 1e6:.1f} MB per node per day),"
+        f" blocks {link_block_bytes / link_rows:.2f} B per reading"
+        f" ({link_block_bytes * per_day / 1e6:.2f} MB per node per day)"
+    )
+    print(
+        f"GPU samples per node per day: raw rows {raw_bytes * per_day / 1e6:.1f} MB,"
+        f" blocks {block_bytes * per_day / 1e6:.2f} MB"
+    )
+    print(
+        f"GPU rollups per node per day: 1-minute {minute_bytes * per_day / 1e6:.2f} MB,"
+        f" 1-hour {hour_bytes * per_day / 1e6:.3f} MB"
+    )
     print(f"chart query, 1 node, 8 GPUs x 4 metrics, {args.hours:g} h (median of {args.repeat}):")
     labels = {"page": f"page step {page_step} s", "raw": f"raw step {args.step} s"}
     for kind, label in labels.items():
