@@ -43,6 +43,7 @@ from app.retention.jobs import prune_job
 from app.rollups.jobs import rollup_job
 from app.runbooks import router as runbooks_router
 from app.scheduler_logging import JOB_DEFAULTS, install_skipped_run_filter
+from app.series import pages as series_pages
 from app.series.jobs import compact_job
 from app.storage import pages as storage_pages
 from app.storage import router as storage_router
@@ -199,6 +200,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(gpu_router.router)
     app.include_router(topology_drift_router.router)
     app.include_router(runbooks_router.router)
+    app.include_router(series_pages.router)
 
     @app.exception_handler(FleetwatchError)
     async def _domain_error(request: Request, exc: FleetwatchError) -> Response:

@@ -1,28 +1,40 @@
-"""``fleetwatch storage stats``: per sample table, its size on disk (indexes and TOAST included),
-samples, stored values and bytes per value, raw and compacted side by side."""
+"""``fleetwatch storage stats`` and ``/admin/store``: per sample table and tier, its size on disk
+(indexes and TOAST included), rows, samples, values, bytes per value and recent ingest rate."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, text
+from sqlalchemy import Table, func, select, text
 from sqlalchemy.orm import Session
 
-from app.series.blocks import SPECS, BlockSpec
+from app.db import Base, utcnow
+from app.series.blocks import SPECS
+
+#: Raw tables without a block form yet (still one row per sample), by name.
+OTHER_RAW = ("disk_sample", "mount_sample", "nfs_sample", "nic_port_sample")
+#: Rollup tiers: table name suffix → tier label.
+ROLLUP_TIERS = {"_1m": "1 min", "_1h": "1 h"}
+ROLLED_UP = ("gpu_sample", "disk_sample", "nfs_sample", "nic_port_sample")
+#: Window of the recent ingest rate, seconds.
+RATE_WINDOW_S = 300.0
 
 
 @dataclass(frozen=True)
 class TableStats:
-    """One table: ``size_bytes`` on disk, ``samples`` (rows, or samples inside blocks),
-    ``values`` (samples × value columns, NULLs included: each is a slot that costs space) and
-    ``rows`` (table rows)."""
+    """One table: ``size_bytes`` on disk, ``rows`` (table rows), ``samples`` (rows, or the
+    samples inside blocks), ``values`` (samples × value columns, NULLs included: each is a slot
+    that costs space) and ``rows_per_s`` (samples stored over the last
+    :data:`RATE_WINDOW_S`, raw tiers only; None elsewhere)."""
 
     table: str
-    form: str
+    tier: str
     size_bytes: int
     rows: int
     samples: int
     values: int
+    rows_per_s: float | None = None
 
     @property
     def bytes_per_value(self) -> float | None:
@@ -30,46 +42,59 @@ class TableStats:
         return self.size_bytes / self.values if self.values else None
 
 
-def table_stats(session: Session, *, exact: bool = False) -> list[TableStats]:
-    """Sizes of every raw and block table of :data:`~app.series.blocks.SPECS` (Postgres).
+def table_stats(
+    session: Session, *, exact: bool = False, now: datetime | None = None
+) -> list[TableStats]:
+    """Every sample table by tier (Postgres): GPU and NVLink raw rows and hour blocks, the
+    other raw tables, then the 1-minute and 1-hour rollups.
 
-    Raw row counts are the planner's estimate (``pg_class.reltuples``, kept by autovacuum)
-    unless ``exact`` (a ``count(*)``, slow on a large table); block samples are exact
-    (``sum(sample_count)``).
+    Row counts of tables without blocks are the planner's estimate (``pg_class.reltuples``,
+    kept by autovacuum) unless ``exact`` (a ``count(*)``, slow on a large table); samples in
+    blocks are exact (``sum(sample_count)``).
 
     Raises:
         ValueError: the database is not Postgres.
     """
     if session.get_bind().dialect.name != "postgresql":
         raise ValueError("storage stats need Postgres (SQLite keeps raw rows only)")
-    return [s for spec in SPECS for s in _of_spec(session, spec, exact)]
+    since = (now or utcnow()) - timedelta(seconds=RATE_WINDOW_S)
+    out: list[TableStats] = []
+    for spec in SPECS:
+        out.append(_plain(session, spec.raw, "raw", exact, since))
+        rows, samples = session.execute(
+            select(func.count(), func.coalesce(func.sum(spec.block.c.sample_count), 0))
+        ).one()
+        width = len(spec.values)
+        size = _size(session, spec.block.name)
+        out.append(TableStats(spec.block.name, "hour blocks", size, rows, samples, samples * width))
+    tables = Base.metadata.tables
+    out.extend(_plain(session, tables[name], "raw", exact, since) for name in OTHER_RAW)
+    for suffix, tier in ROLLUP_TIERS.items():
+        out.extend(_plain(session, tables[name + suffix], tier, exact, None) for name in ROLLED_UP)
+    return out
 
 
-def _of_spec(session: Session, spec: BlockSpec, exact: bool) -> list[TableStats]:
-    width = len(spec.values)
-    raw_size = _size(session, spec.raw.name)
+def _plain(
+    session: Session, table: Table, tier: str, exact: bool, since: datetime | None
+) -> TableStats:
+    """A table of one row per sample (or bucket)."""
     if exact:
-        raw_rows = int(session.scalar(select(func.count()).select_from(spec.raw)) or 0)
+        rows = int(session.scalar(select(func.count()).select_from(table)) or 0)
     else:
         estimate = session.scalar(
             text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"),
-            {"t": spec.raw.name},
+            {"t": table.name},
         )
-        raw_rows = max(0, int(estimate or 0))
-    block_rows, block_samples = session.execute(
-        select(func.count(), func.coalesce(func.sum(spec.block.c.sample_count), 0))
-    ).one()
-    return [
-        TableStats(spec.raw.name, "raw", raw_size, raw_rows, raw_rows, raw_rows * width),
-        TableStats(
-            spec.block.name,
-            "blocks",
-            _size(session, spec.block.name),
-            int(block_rows),
-            int(block_samples),
-            int(block_samples) * width,
-        ),
-    ]
+        rows = max(0, int(estimate or 0))
+    keys = {c.name for c in table.primary_key.columns} | {"received_at"}
+    width = len([c for c in table.columns if c.name not in keys])
+    rate = None
+    if since is not None:
+        recent = session.scalar(
+            select(func.count()).select_from(table).where(table.c.sampled_at >= since)
+        )
+        rate = int(recent or 0) / RATE_WINDOW_S
+    return TableStats(table.name, tier, _size(session, table.name), rows, rows, rows * width, rate)
 
 
 def _size(session: Session, table: str) -> int:

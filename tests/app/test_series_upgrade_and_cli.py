@@ -139,9 +139,10 @@ def test_a_0005_database_with_history_upgrades_compacts_and_downgrades_losing_no
         assert stats.returncode == 0, stats.stderr
         lines = {line.split()[0]: line.split() for line in stats.stdout.splitlines()[1:]}
         assert lines["gpu_sample"][1] == "raw" and lines["gpu_sample"][3] == "11"
-        assert lines["gpu_sample_block"][1] == "blocks"
-        assert lines["gpu_sample_block"][3:5] == ["5", "289"]
-        assert lines["nvlink_sample_block"][3:5] == ["10", "578"]
+        assert lines["gpu_sample_block"][1:3] == ["hour", "blocks"]
+        assert lines["gpu_sample_block"][4:6] == ["5", "289"]
+        assert lines["nvlink_sample_block"][4:6] == ["10", "578"]
+        assert lines["gpu_sample_1m"][1:3] == ["1", "min"]
 
         command.downgrade(alembic_config(url), "0005")
         assert count(url, gpu_sample) == 300
