@@ -65,6 +65,12 @@ class Settings(BaseSettings):
         description="GPU and NVLink samples older than this are packed into hour blocks",
     )
     compact_interval_s: float = Field(default=300.0, ge=10, le=86400)
+    compact_minutes_after_days: float = Field(
+        default=7.0,
+        ge=1,
+        le=3650,
+        description="GPU 1-minute rollups older than this are packed into day blocks",
+    )
     rollup_minute_retention_days: float = Field(default=90.0, gt=0, le=3650)
     rollup_hour_retention_days: float = Field(default=1095.0, gt=0, le=36500)
     log_level: str = "info"

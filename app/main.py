@@ -103,6 +103,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     app.state.session_factory,
                     settings.compact_after_s,
                     settings.health_throttle_window_s,
+                    settings.compact_minutes_after_days,
                 ],
                 id="series-compaction",
                 coalesce=True,

@@ -18,6 +18,7 @@ from app.notify.models import NotifyChannel, NotifyDelivery, NotifyRoute
 from app.nvlinks.models import NvlinkSample
 from app.rollups.models import rollup_watermark  # and the *_1m / *_1h rollup tables
 from app.series.blocks import gpu_sample_block, nvlink_sample_block
+from app.series.minute_blocks import gpu_sample_1m_block
 from app.storage.models import DiskSample, MountSample, NfsSample
 from app.topology.models import TopologyChange, TopologySnapshot
 
@@ -44,6 +45,7 @@ __all__ = [
     "TopologyChange",
     "TopologySnapshot",
     "gpu_sample",
+    "gpu_sample_1m_block",
     "gpu_sample_block",
     "nvlink_sample_block",
     "rollup_watermark",

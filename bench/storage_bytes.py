@@ -10,10 +10,12 @@ Generates ``--nodes`` simulated 8-GPU nodes × ``--hours`` of samples every ``--
 * Prometheus: the same values as OpenMetrics, ``promtool tsdb create-blocks-from openmetrics``,
   block bytes on disk (``bench/prom_anchor.py``), then Prometheus started on loopback.
 
-Both then answer the node chart query — one node's 8 GPUs × 4 metrics over the whole range, at
-the node page's step for that range (Fleetwatch as the page reads it: rollups rebuilt from the
-blocks, raw rows at the edges) and at the raw step (every sample, unpacked from the blocks) —
-``--repeat`` times; medians are printed with the ratio.
+The 1-minute rollups are measured as rows and packed by day (whole days only: use whole
+``--hours`` days for that figure). Both answer the node chart query — one node's 8 GPUs ×
+4 metrics over the whole range, at the node page's step for that range (Fleetwatch as the
+page reads it: rollups rebuilt from the blocks, raw rows at the edges; again once the minute
+rollups are packed) and at the raw step
+(every sample, unpacked from the blocks) — ``--repeat`` times; medians, with the ratio.
 Bytes per value divide by the non-null values (what Prometheus stores).
 
     python bench/storage_bytes.py --nodes 4 --hours 6
@@ -226,16 +228,23 @@ def main() -> None:
         link_block_bytes = table_bytes(url, "nvlink_sample_block")
         minute_bytes = table_bytes(url, "gpu_sample_1m")
         hour_bytes = table_bytes(url, "gpu_sample_1h")
-        left_bytes = table_bytes(url, "gpu_sample")
-        prom_anchor.build_blocks(work / "data.om", work / "tsdb")
-        (work / "data.om").unlink()
-        prom_bytes = prom_anchor.tsdb_bytes(work / "tsdb")
-
         page_step = choose_step_s(START, end)
         ours = {
             "page": statistics.median(our_chart_ms(url, end, page_step, args.repeat, None)),
             "raw": statistics.median(our_chart_ms(url, end, args.step, args.repeat, 0)),
         }
+        # Pack the minute rollups of every whole day (the job packs those older than a week).
+        with session_scope(factory) as session:
+            set_mark(session, GPU.horizon_key, end + timedelta(days=2))
+        compact(factory, compact_after_s=0, minutes_after_s=86400, now=end + timedelta(days=2))
+        packed_minute_bytes = table_bytes(url, "gpu_sample_1m_block")
+        minute_rest = table_bytes(url, "gpu_sample_1m")
+        left_bytes = table_bytes(url, "gpu_sample")
+        ours["packed"] = statistics.median(our_chart_ms(url, end, page_step, args.repeat, None))
+        prom_anchor.build_blocks(work / "data.om", work / "tsdb")
+        (work / "data.om").unlink()
+        prom_bytes = prom_anchor.tsdb_bytes(work / "tsdb")
+
         prom = prom_anchor.start_prometheus(work / "tsdb", args.port)
         theirs: dict[str, float] = {}
         for kind, step in (("page", page_step), ("raw", args.step)):
@@ -292,11 +301,17 @@ def main() -> None:
         f" blocks {block_bytes * per_day / 1e6:.2f} MB"
     )
     print(
-        f"GPU rollups per node per day: 1-minute {minute_bytes * per_day / 1e6:.2f} MB,"
+        f"GPU rollups per node per day: 1-minute {minute_bytes * per_day / 1e6:.2f} MB"
+        f" (packed by day: {(packed_minute_bytes + minute_rest) * per_day / 1e6:.2f} MB),"
         f" 1-hour {hour_bytes * per_day / 1e6:.3f} MB"
     )
     print(f"chart query, 1 node, 8 GPUs x 4 metrics, {args.hours:g} h (median of {args.repeat}):")
-    labels = {"page": f"page step {page_step} s", "raw": f"raw step {args.step} s"}
+    theirs["packed"] = theirs["page"]
+    labels = {
+        "page": f"page step {page_step} s",
+        "packed": "  minutes packed",
+        "raw": f"raw step {args.step} s",
+    }
     for kind, label in labels.items():
         print(
             f"  {label:<20} Fleetwatch {ours[kind]:8.1f} ms   Prometheus {theirs[kind]:8.1f} ms"

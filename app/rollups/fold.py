@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.db import epoch_s
 from app.rollups.specs import Spec, ordered, raw_value, readable
+from app.series import minute_blocks
 
 MINUTE_S = 60
 HOUR_S = 3600
@@ -178,9 +179,12 @@ def fold_range(
     m_hi = math.ceil(hi_s / MINUTE_S) * MINUTE_S
     if m_hi <= m_lo:
         m_hi = m_lo + MINUTE_S
-    minutes = fold_minutes(session, spec, lo_s=m_lo, hi_s=m_hi, owners=owners)
     h_lo = math.floor(m_lo / HOUR_S) * HOUR_S
     h_hi = math.ceil(m_hi / HOUR_S) * HOUR_S
+    if spec.tables[MINUTE_S] is minute_blocks.MINUTES:
+        # Packed minutes of these hours go back to rows, so the recompute replaces them.
+        minute_blocks.reopen(session, lo_s=h_lo, hi_s=h_hi, owners=owners)
+    minutes = fold_minutes(session, spec, lo_s=m_lo, hi_s=m_hi, owners=owners)
     hours = fold_hours(session, spec, lo_s=h_lo, hi_s=h_hi, owners=owners)
     return minutes, hours
 

@@ -30,6 +30,7 @@ from app.db import epoch_s, session_scope, utcnow
 from app.rollups import fold
 from app.rollups.models import rollup_watermark
 from app.rollups.specs import SPECS, Spec, get_mark
+from app.series import minute_blocks
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +137,8 @@ _WARNED: set[str] = set()
 def prune_rollups(
     session: Session, *, minute_days: float, hour_days: float, now: datetime
 ) -> dict[str, int]:
-    """Delete 1-minute buckets older than ``minute_days`` and 1-hour buckets older than
-    ``hour_days``; rows deleted per table."""
+    """Delete 1-minute buckets older than ``minute_days`` (a packed day when all of it is) and
+    1-hour buckets older than ``hour_days``; rows deleted per table."""
     deleted: dict[str, int] = {}
     for spec in SPECS:
         for resolution, days in ((fold.MINUTE_S, minute_days), (fold.HOUR_S, hour_days)):
@@ -148,6 +149,15 @@ def prune_rollups(
                 session.execute(delete(table).where(table.c.bucket_start_s < cutoff)),
             )
             deleted[table.name] = int(result.rowcount or 0)
+    cutoff = math.floor(now.timestamp() - minute_days * 86400)
+    blocks = minute_blocks.gpu_sample_1m_block
+    result = cast(
+        CursorResult[Any],
+        session.execute(
+            delete(blocks).where(blocks.c.block_start_s + minute_blocks.DAY_S <= cutoff)
+        ),
+    )
+    deleted[blocks.name] = int(result.rowcount or 0)
     return deleted
 
 

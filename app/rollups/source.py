@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from app.db import epoch_s
 from app.rollups.specs import Spec, get_mark, raw_value, readable
+from app.series import minute_blocks
 
 Where = Callable[[Table], list[Any]]
 
@@ -116,7 +117,14 @@ def parts(
         stop = math.floor(hi.timestamp() / resolution) * resolution
         if stop <= first:
             return pieces(finer, lo, hi, hi_closed)
-        table = spec.tables[resolution]
+        table: Any = spec.tables[resolution]
+        if table is minute_blocks.MINUTES:
+            table = minute_blocks.minute_rows(
+                columns=[f"{name}_{kind}" for name, kind in fields],
+                lo_s=first,
+                hi_s=stop,
+                dialect=dialect,
+            )
         rolled = select(
             *(table.c[k] for k in spec.keys),
             (table.c.bucket_start_s // step_s if step_s else table.c.bucket_start_s).label(

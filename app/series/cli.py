@@ -43,6 +43,7 @@ def compact(
             make_session_factory(engine),
             compact_after_s=horizon_s,
             health_throttle_window_s=settings.health_throttle_window_s,
+            minutes_after_days=settings.compact_minutes_after_days,
         )
     finally:
         engine.dispose()

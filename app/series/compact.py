@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import session_scope, utcnow
 from app.fleet.models import Gpu
 from app.rollups import specs as rollup_specs
+from app.series import minute_blocks
 from app.series.blocks import BLOCK_ORIGIN, BLOCK_S, GPU, SPECS, BlockSpec
 from app.timeseries import LATEST_WINDOW_S
 
@@ -200,12 +201,16 @@ def compact(
     gpu_raw_s: float = 0.0,
     now: datetime | None = None,
     specs: Sequence[BlockSpec] = SPECS,
+    minutes_after_s: float | None = 7 * 86400.0,
 ) -> CompactResult:
     """Compact every table of ``specs``, :data:`OWNERS_PER_BATCH` owners per transaction, rows
     older than ``now - compact_after_s`` — for ``gpu_sample`` older than ``now -
     max(compact_after_s, gpu_raw_s)`` (the span readers scan as raw rows, see
     :mod:`app.series.jobs`). Resumable: whatever a stopped run left raw is taken by the next.
-    On SQLite returns an empty result.
+    The GPU 1-minute rollups of whole days older than ``minutes_after_s`` (and than the
+    rollups' folded-until mark) are packed too (:mod:`app.series.minute_blocks`; ``None``: not),
+    reported as ``gpu_sample_1m``: charts of the recent days read minute rows, which is
+    faster than unpacking. On SQLite returns an empty result.
     """
     result = CompactResult()
     at = now or utcnow()
@@ -228,4 +233,31 @@ def compact(
                     session, spec, owners=batch, horizon=horizon, folded=folded
                 )
             result.add(spec.name, packed, written, reopened)
+    if minutes_after_s is not None:
+        _pack_minutes(factory, result, gpu_ids, at, minutes_after_s)
     return result
+
+
+def _pack_minutes(
+    factory: sessionmaker[Session],
+    result: CompactResult,
+    gpu_ids: Sequence[int],
+    at: datetime,
+    after_s: float,
+) -> None:
+    """Pack the GPU 1-minute rollups, :data:`~app.series.minute_blocks.OWNERS_PER_BATCH` GPUs
+    per transaction."""
+    with session_scope(factory) as session:
+        folded_until = rollup_specs.get_mark(session, rollup_specs.GPU.horizon_key)
+    if folded_until is None:
+        result.waiting.append("gpu_sample_1m")
+        return
+    oldest = at - timedelta(seconds=after_s)
+    horizon_s = int(min(oldest, folded_until).timestamp())
+    step = minute_blocks.OWNERS_PER_BATCH
+    for i in range(0, len(gpu_ids), step):
+        with session_scope(factory) as session:
+            written, packed = minute_blocks.pack(
+                session, owners=gpu_ids[i : i + step], horizon_s=horizon_s
+            )
+        result.add("gpu_sample_1m", packed, written, 0)

@@ -34,18 +34,29 @@ def run(
     *,
     compact_after_s: float,
     health_throttle_window_s: float,
+    minutes_after_days: float = 7.0,
     now: datetime | None = None,
 ) -> CompactResult:
-    """One compaction pass with the raw span the rules need."""
+    """One compaction pass with the raw span the rules need; GPU 1-minute rollups packed
+    after ``minutes_after_days``."""
     with session_scope(factory) as session:
         if session.get_bind().dialect.name != "postgresql":
             return CompactResult()
         raw_s = gpu_raw_span_s(session, health_throttle_window_s=health_throttle_window_s)
-    return compact(factory, compact_after_s=compact_after_s, gpu_raw_s=raw_s, now=now)
+    return compact(
+        factory,
+        compact_after_s=compact_after_s,
+        gpu_raw_s=raw_s,
+        minutes_after_s=minutes_after_days * 86400.0,
+        now=now,
+    )
 
 
 def compact_job(
-    factory: sessionmaker[Session], compact_after_s: float, health_throttle_window_s: float
+    factory: sessionmaker[Session],
+    compact_after_s: float,
+    health_throttle_window_s: float,
+    minutes_after_days: float,
 ) -> None:
     """Scheduled wrapper: errors logged and never raised into the scheduler."""
     try:
@@ -53,6 +64,7 @@ def compact_job(
             factory,
             compact_after_s=compact_after_s,
             health_throttle_window_s=health_throttle_window_s,
+            minutes_after_days=minutes_after_days,
         )
         if any(result.rows_packed.values()) or any(result.blocks_reopened.values()):
             log.info(

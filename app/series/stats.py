@@ -10,6 +10,7 @@ from sqlalchemy import Table, func, select, text
 from sqlalchemy.orm import Session
 
 from app.db import Base, utcnow
+from app.series import minute_blocks
 from app.series.blocks import SPECS
 
 #: Raw tables without a block form yet (still one row per sample), by name.
@@ -46,7 +47,8 @@ def table_stats(
     session: Session, *, exact: bool = False, now: datetime | None = None
 ) -> list[TableStats]:
     """Every sample table by tier (Postgres): GPU and NVLink raw rows and hour blocks, the
-    other raw tables, then the 1-minute and 1-hour rollups.
+    other raw tables, the packed GPU 1-minute rollups (day blocks; ``samples`` are minute
+    buckets), then the 1-minute and 1-hour rollup tables.
 
     Row counts of tables without blocks are the planner's estimate (``pg_class.reltuples``,
     kept by autovacuum) unless ``exact`` (a ``count(*)``, slow on a large table); samples in
@@ -69,6 +71,13 @@ def table_stats(
         out.append(TableStats(spec.block.name, "hour blocks", size, rows, samples, samples * width))
     tables = Base.metadata.tables
     out.extend(_plain(session, tables[name], "raw", exact, since) for name in OTHER_RAW)
+    packed = minute_blocks.gpu_sample_1m_block
+    rows, buckets = session.execute(
+        select(func.count(), func.coalesce(func.sum(packed.c.bucket_count), 0))
+    ).one()
+    size = _size(session, packed.name)
+    width = len(minute_blocks.VALUES)
+    out.append(TableStats(packed.name, "1 min, days", size, rows, buckets, buckets * width))
     for suffix, tier in ROLLUP_TIERS.items():
         out.extend(_plain(session, tables[name + suffix], tier, exact, None) for name in ROLLED_UP)
     return out

@@ -1,4 +1,5 @@
-"""sample blocks: an hour of a GPU's or an NVLink's samples in one row of typed arrays
+"""sample blocks: an hour of a GPU's or an NVLink's samples, a day of a GPU's 1-minute rollups,
+in one row of typed arrays
 
 Revision ID: 0006
 Revises: 0005
@@ -14,6 +15,8 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+
+from app.rollups.models import gpu_fields, rollup_columns
 
 revision: str = "0006"
 down_revision: str | None = "0005"
@@ -116,6 +119,28 @@ def upgrade() -> None:
         ),
     )
     op.create_index("ix_nvlink_sample_block_block_start", "nvlink_sample_block", ["block_start"])
+    minute_values = [
+        sa.Column(c.name, _array(c.type), nullable=False)
+        for c in rollup_columns(gpu_fields(GPU_METRICS_0006))
+    ]
+    op.create_table(
+        "gpu_sample_1m_block",
+        sa.Column("gpu_id", sa.Integer(), nullable=False),
+        sa.Column("block_start_s", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column("bucket_count", sa.Integer(), nullable=False),
+        sa.Column("bucket_start_delta_s", INTEGERS, nullable=False),
+        *minute_values,
+        sa.ForeignKeyConstraint(
+            ["gpu_id"],
+            ["gpu.id"],
+            name=op.f("fk_gpu_sample_1m_block_gpu_id_gpu"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("gpu_id", "block_start_s", name=op.f("pk_gpu_sample_1m_block")),
+    )
+    op.create_index(
+        "ix_gpu_sample_1m_block_block_start_s", "gpu_sample_1m_block", ["block_start_s"]
+    )
 
 
 NVLINK_VALUES_0006 = (
@@ -147,14 +172,30 @@ def _unpack(raw: str, block: str, keys: str, values: Sequence[str], arrival: boo
     )
 
 
+def _unpack_minutes(values: Sequence[str]) -> str:
+    names = ", ".join(values)
+    return (
+        f"INSERT INTO gpu_sample_1m (gpu_id, bucket_start_s, {names}) "
+        f"SELECT b.gpu_id, b.block_start_s + u.offset_s, {', '.join(f'u.{v}' for v in values)} "
+        f"FROM gpu_sample_1m_block b, LATERAL (SELECT sum(d.dt) OVER (ORDER BY d.ord) AS offset_s, "
+        f"{', '.join(f'd.{v}' for v in values)} FROM unnest(b.bucket_start_delta_s, "
+        f"{', '.join(f'b.{v}' for v in values)}) WITH ORDINALITY AS d(dt, {names}, ord)) u "
+        "ON CONFLICT DO NOTHING"
+    )
+
+
 def downgrade() -> None:
     """Unpack every block back into raw rows (Postgres), then drop the block tables."""
     if op.get_bind().dialect.name == "postgresql":
+        minutes = [c.name for c in rollup_columns(gpu_fields(GPU_METRICS_0006))]
+        op.execute(_unpack_minutes(minutes))
         gpu_values = [name for name, _ in GPU_METRICS_0006]
         op.execute(_unpack("gpu_sample", "gpu_sample_block", "gpu_id", gpu_values, True))
         links = "gpu_id, link"
         nvlink = _unpack("nvlink_sample", "nvlink_sample_block", links, NVLINK_VALUES_0006, False)
         op.execute(nvlink)
+    op.drop_index("ix_gpu_sample_1m_block_block_start_s", table_name="gpu_sample_1m_block")
+    op.drop_table("gpu_sample_1m_block")
     op.drop_index("ix_nvlink_sample_block_block_start", table_name="nvlink_sample_block")
     op.drop_table("nvlink_sample_block")
     op.drop_index("ix_gpu_sample_block_block_start", table_name="gpu_sample_block")

@@ -19,6 +19,7 @@ from app.metrics.models import gpu_sample
 from app.migrate import alembic_config, upgrade
 from app.nvlinks.models import NvlinkSample
 from app.rollups.jobs import set_mark
+from app.rollups.models import GPU_ROLLUPS
 from app.rollups.specs import GPU
 from app.series import jobs
 from app.series.blocks import gpu_sample_block
@@ -132,6 +133,8 @@ def test_a_0005_database_with_history_upgrades_compacts_and_downgrades_losing_no
         done = fleetwatch("storage", "compact", "--after", "3600", "--database-url", url)
         assert done.returncode == 0, done.stderr
         assert "gpu_sample: 289 rows packed into 5 blocks" in done.stdout
+        # The minutes of 2026-11-01 (a whole day, folded by the rebuild) as one day block.
+        assert "gpu_sample_1m: 300 rows packed into 1 blocks" in done.stdout
         assert gpu_rows(url) == expected
         assert count(url, gpu_sample_block) == 5
 
@@ -143,10 +146,13 @@ def test_a_0005_database_with_history_upgrades_compacts_and_downgrades_losing_no
         assert lines["gpu_sample_block"][4:6] == ["5", "289"]
         assert lines["nvlink_sample_block"][4:6] == ["10", "578"]
         assert lines["gpu_sample_1m"][1:3] == ["1", "min"]
+        assert lines["gpu_sample_1m_block"][1:4] == ["1", "min,", "days"]
+        assert lines["gpu_sample_1m_block"][6] == "300"
 
         command.downgrade(alembic_config(url), "0005")
         assert count(url, gpu_sample) == 300
         assert count(url, NvlinkSample) == 600
+        assert count(url, GPU_ROLLUPS[60]) == 300  # the minute rollups unpacked too
         assert gpu_rows_raw(url) == expected
 
 
