@@ -67,7 +67,7 @@ class AgentConfig:
     backoff_cap_s: float = 60.0
     shutdown_timeout_s: float = 10.0
     topology_resend_s: float = 3600.0
-    nvlink_interval_s: float = 30.0
+    nvlink_interval_s: float = 60.0
 
 
 def snapshot_payload(

@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--nvlink-interval",
         type=_non_negative,
-        default=30.0,
+        default=60.0,
         help="send NVLink readings every this many seconds, and at once when a link's state, "
         "peer or error counters change (0: every sample)",
     )

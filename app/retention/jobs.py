@@ -16,7 +16,7 @@ from app.ingest.models import IngestBatch
 from app.metrics.models import gpu_sample
 from app.nics.models import NicPortSample
 from app.nvlinks.models import NvlinkSample
-from app.series.blocks import BLOCK_S, gpu_sample_block, nvlink_sample_block
+from app.series.blocks import GPU, NVLINK, gpu_sample_block, nvlink_sample_block
 from app.storage.models import DiskSample, MountSample, NfsSample
 
 log = logging.getLogger(__name__)
@@ -38,11 +38,11 @@ def prune(
     statements = {
         "gpu_sample": delete(gpu_sample).where(gpu_sample.c.sampled_at < cutoff),
         "gpu_sample_block": delete(gpu_sample_block).where(
-            gpu_sample_block.c.block_start <= cutoff - timedelta(seconds=BLOCK_S)
+            gpu_sample_block.c.block_start <= cutoff - timedelta(seconds=GPU.block_s)
         ),
         "nvlink_sample": delete(NvlinkSample).where(NvlinkSample.sampled_at < cutoff),
         "nvlink_sample_block": delete(nvlink_sample_block).where(
-            nvlink_sample_block.c.block_start <= cutoff - timedelta(seconds=BLOCK_S)
+            nvlink_sample_block.c.block_start <= cutoff - timedelta(seconds=NVLINK.block_s)
         ),
         "disk_sample": delete(DiskSample).where(DiskSample.sampled_at < cutoff),
         "mount_sample": delete(MountSample).where(MountSample.sampled_at < cutoff),

@@ -37,8 +37,12 @@ from app.metrics.catalog import METRICS
 from app.metrics.models import gpu_sample
 from app.nvlinks.models import NvlinkSample
 
-#: Width of one block: an hour, aligned on the Unix epoch (``date_bin``'s origin below).
+#: Width of a GPU block: an hour, aligned on the Unix epoch (``date_bin``'s origin below).
 BLOCK_S = 3600
+#: Width of an NVLink block: 6 hours. Readings come every 30-60 s, and an hour of them (60-120
+#: values per array) is too short for Postgres to compress well (35 bytes per reading at 60 s
+#: in hour blocks).
+NVLINK_BLOCK_S = 6 * 3600
 BLOCK_ORIGIN = "2000-01-01 00:00:00+00"
 
 
@@ -87,7 +91,7 @@ nvlink_sample_block = Table(
     Column("recovery_errors", INTEGERS, nullable=False),
     Index("ix_nvlink_sample_block_block_start", "block_start"),
 )
-"""An hour of one NVLink's ``nvlink_sample`` rows."""
+"""Six hours of one NVLink's ``nvlink_sample`` rows (:data:`NVLINK_BLOCK_S`)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,7 @@ class BlockSpec:
         keys: the series key, owner (``gpu_id``) first.
         values: the value columns, alike in name in both tables.
         arrival: True when the raw table has ``received_at`` (kept as ``received_until``).
+        block_s: the width of a block, seconds (a divisor of a day).
     """
 
     name: str
@@ -110,6 +115,7 @@ class BlockSpec:
     keys: tuple[str, ...]
     values: tuple[str, ...]
     arrival: bool = False
+    block_s: int = BLOCK_S
 
     @property
     def owner(self) -> str:
@@ -141,6 +147,7 @@ NVLINK = BlockSpec(
         "replay_errors",
         "recovery_errors",
     ),
+    block_s=NVLINK_BLOCK_S,
 )
 SPECS: tuple[BlockSpec, ...] = (GPU, NVLINK)
 BY_NAME: dict[str, BlockSpec] = {s.name: s for s in SPECS}

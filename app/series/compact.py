@@ -64,8 +64,8 @@ def _q(name: str) -> str:
     return f'"{name}"'
 
 
-def _bin(column: str) -> str:
-    return f"date_bin('{BLOCK_S} seconds', {column}, TIMESTAMPTZ '{BLOCK_ORIGIN}')"
+def _bin(column: str, block_s: int) -> str:
+    return f"date_bin('{block_s} seconds', {column}, TIMESTAMPTZ '{BLOCK_ORIGIN}')"
 
 
 def reopen_sql(spec: BlockSpec) -> str:
@@ -90,7 +90,7 @@ WITH opened AS (
         SELECT 1 FROM {raw} r
         WHERE {same_key}
           AND r.sampled_at >= b.block_start
-          AND r.sampled_at < b.block_start + interval '{BLOCK_S} seconds'
+          AND r.sampled_at < b.block_start + interval '{spec.block_s} seconds'
           AND r.sampled_at < :horizon)
     RETURNING b.*
 ), restored AS (
@@ -125,6 +125,7 @@ def pack_sql(spec: BlockSpec) -> str:
         f"array_agg(m.{_q(c)} ORDER BY m.sampled_at)" for c in ("dt_us", *spec.values)
     )
     by_series = ", ".join(f"m.{_q(k)}" for k in keys)
+    block_of_m = _bin("m.sampled_at", spec.block_s)
     return f"""
 WITH newest AS (
     SELECT o.id AS owner,
@@ -138,14 +139,14 @@ WITH newest AS (
       AND r.sampled_at < newest.newest_at - make_interval(secs => :keep_s){folded}
       AND NOT EXISTS (
         SELECT 1 FROM {block} b
-        WHERE {same_key} AND b.block_start = {_bin("r.sampled_at")})
+        WHERE {same_key} AND b.block_start = {_bin("r.sampled_at", spec.block_s)})
     RETURNING r.*
 ), stepped AS (
-    SELECT m.*, {_bin("m.sampled_at")} AS block_start,
+    SELECT m.*, {block_of_m} AS block_start,
         CAST(EXTRACT(EPOCH FROM m.sampled_at - coalesce(
             lag(m.sampled_at) OVER (
-                PARTITION BY {by_series}, {_bin("m.sampled_at")} ORDER BY m.sampled_at),
-            {_bin("m.sampled_at")})) * 1000000 AS bigint) AS dt_us
+                PARTITION BY {by_series}, {block_of_m} ORDER BY m.sampled_at),
+            {block_of_m})) * 1000000 AS bigint) AS dt_us
     FROM moved m
 ), written AS (
     INSERT INTO {block} ({", ".join(_q(k) for k in keys)}, "block_start", "sample_count"
@@ -187,11 +188,11 @@ def compact_owners(
     return int(packed), int(written), int(n_reopened)
 
 
-def block_floor(at: datetime) -> datetime:
-    """``at`` rounded down to a block boundary, so that only whole hours are packed (a
-    horizon inside an hour would re-open that hour's block at every run)."""
+def block_floor(at: datetime, block_s: int = BLOCK_S) -> datetime:
+    """``at`` rounded down to a block boundary, so that only whole blocks are packed (a
+    horizon inside a block would re-open that block at every run)."""
     seconds = at.timestamp()
-    return datetime.fromtimestamp(seconds - seconds % BLOCK_S, UTC)
+    return datetime.fromtimestamp(seconds - seconds % block_s, UTC)
 
 
 def compact(
@@ -221,7 +222,7 @@ def compact(
         folded = rollup_specs.get_mark(session, rollup_specs.GPU.arrival_key)
     for spec in specs:
         after_s = max(compact_after_s, gpu_raw_s) if spec is GPU else compact_after_s
-        horizon = block_floor(at - timedelta(seconds=after_s))
+        horizon = block_floor(at - timedelta(seconds=after_s), spec.block_s)
         if spec.arrival and folded is None:
             log.info("compaction: %s waits for the rollups' first run", spec.name)
             result.waiting.append(spec.name)

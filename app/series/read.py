@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 
 from app.db import UTCDateTime
-from app.series.blocks import BLOCK_S, BY_NAME, BlockSpec
+from app.series.blocks import BY_NAME, BlockSpec
 
 
 def rows_between(
@@ -100,7 +100,7 @@ def _unpacked(
         *(unpacked.c[name] for name in columns),
     ).select_from(block.join(unpacked, true()))
     if start is not None:
-        stmt = stmt.where(block.c.block_start > start - timedelta(seconds=BLOCK_S))
+        stmt = stmt.where(block.c.block_start > start - timedelta(seconds=spec.block_s))
     if end is not None:
         stmt = stmt.where(block.c.block_start <= end)
     return stmt

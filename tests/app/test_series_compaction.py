@@ -276,10 +276,14 @@ def test_nvlink_samples_compact_and_the_latest_links_still_show(
             (x.link, x.sampled_at, x.state)
             for x in nvlink_service.list_latest_links(s, gpus=node.gpus)
         ]
-    result = compact(factory, compact_after_s=3600, now=T0 + timedelta(hours=3))
-    assert result.blocks_written["nvlink_sample"] == 8
+    # NVLink blocks are 6 h wide: 08:00-10:00 lies in the 06:00-12:00 block, packed once the
+    # horizon (now - 1 h) has passed 12:00.
+    early = compact(factory, compact_after_s=3600, now=T0 + timedelta(hours=3))
+    assert early.blocks_written["nvlink_sample"] == 0
+    result = compact(factory, compact_after_s=3600, now=T0 + timedelta(hours=5))
+    assert result.blocks_written["nvlink_sample"] == 4
     with session_scope(factory) as s:
-        assert count(s, nvlink_sample_block) == 8
+        assert count(s, nvlink_sample_block) == 4
         assert count(s, NvlinkSample) == 4 * 21  # newest - 600 s … newest, at 30 s
         latest = [
             (x.link, x.sampled_at, x.state)

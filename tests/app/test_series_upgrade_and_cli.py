@@ -125,8 +125,9 @@ def test_a_0005_database_with_history_upgrades_compacts_and_downgrades_losing_no
         early = fleetwatch("storage", "compact", "--after", "3600", "--database-url", url)
         assert early.returncode == 0, early.stderr
         assert "gpu_sample: waits for the rollups' first run" in early.stdout
-        # Everything is older than the horizon but each link's newest 10 minutes (11 samples).
-        assert "nvlink_sample: 578 rows packed into 10 blocks" in early.stdout
+        # Everything is older than the horizon but each link's newest 10 minutes (11 samples),
+        # in one 6-hour block per link.
+        assert "nvlink_sample: 578 rows packed into 2 blocks" in early.stdout
 
         rebuilt = fleetwatch("rollups", "rebuild", "--database-url", url)
         assert rebuilt.returncode == 0, rebuilt.stderr
@@ -144,7 +145,7 @@ def test_a_0005_database_with_history_upgrades_compacts_and_downgrades_losing_no
         assert lines["gpu_sample"][1] == "raw" and lines["gpu_sample"][3] == "11"
         assert lines["gpu_sample_block"][1:3] == ["hour", "blocks"]
         assert lines["gpu_sample_block"][4:6] == ["5", "289"]
-        assert lines["nvlink_sample_block"][4:6] == ["10", "578"]
+        assert lines["nvlink_sample_block"][4:6] == ["2", "578"]
         assert lines["gpu_sample_1m"][1:3] == ["1", "min"]
         assert lines["gpu_sample_1m_block"][1:4] == ["1", "min,", "days"]
         assert lines["gpu_sample_1m_block"][6] == "300"
@@ -196,8 +197,8 @@ def test_gpu_rows_stay_raw_as_far_back_as_an_enabled_rule_window_reaches(
         result = jobs.run(factory, compact_after_s=7200, health_throttle_window_s=300, now=now)
         # GPU: raw for 6 h + 10 min, floored to the hour: 03:00 onwards stays raw.
         assert result.rows_packed["gpu_sample"] == 3 * 60
-        # NVLink is read as "latest" only: compacted up to 08:00 (2 h).
-        assert result.rows_packed["nvlink_sample"] == 2 * 8 * 60
+        # NVLink is read as "latest" only: packed up to 08:00 (2 h) in whole 6-h blocks: 06:00.
+        assert result.rows_packed["nvlink_sample"] == 2 * 6 * 60
     finally:
         engine.dispose()
         wipe_alerts(postgres_url)
