@@ -285,13 +285,19 @@ def test_while_one_process_leads_the_other_evaluates_nothing(postgres_url: str) 
         other = AlertEvaluator(engine, make_session_factory(engine), health_rules=DEFAULT_RULES)
         assert other.run_once() is None
         assert not other.is_leader
+        from app.alerts.scheduler import LEADER_KEY
+
         with engine.connect() as conn:
+            # Only the leadership key: the leader also holds the evaluation key while a run is
+            # in flight (every 50 ms here), which a count of all advisory locks would catch.
             holders = conn.scalar(
                 text(
                     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                    " AND classid = :high AND objid = :low AND objsubid = 1"
                     " AND database = (SELECT oid FROM pg_database"
                     " WHERE datname = current_database())"
-                )
+                ),
+                {"high": LEADER_KEY >> 32, "low": LEADER_KEY & 0xFFFFFFFF},
             )
         assert holders == 1
     finally:
