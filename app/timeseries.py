@@ -1,5 +1,6 @@
 """Helpers shared by the per-node time-series tables (``gpu_sample``, ``disk_sample`` …): an
-idempotent bulk insert and the "latest row per key" read.
+idempotent bulk insert (portable, and a COPY-based one for Postgres) and the "latest row per
+key" read.
 
 Every such table has a primary key of (owner, natural key…, ``sampled_at``), so a re-sent row is
 a conflict that is skipped, never a second row.
@@ -8,11 +9,27 @@ a conflict that is skipped, never a second row.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from datetime import timedelta
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import CursorResult, Table, and_, bindparam, func, select, text
+from sqlalchemy import (
+    BigInteger,
+    CursorResult,
+    DateTime,
+    Double,
+    Integer,
+    Numeric,
+    String,
+    Table,
+    and_,
+    bindparam,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import InstrumentedAttribute, Session
@@ -53,6 +70,156 @@ def insert_ignoring_conflicts(
     )
     result = cast(CursorResult[Any], session.execute(typed, list(rows)))
     return result.rowcount if result.rowcount >= 0 else len(rows)
+
+
+@dataclass
+class StagedRows:
+    """Rows bound for one time-series table, inserted by :func:`insert_staged`.
+
+    Attributes:
+        rows: tuples in ``columns`` order; rows repeating a stored key are skipped.
+        newest_per: an owner column: collect the newest ``sampled_at`` that went in per owner
+            (the table's primary key must then be (owner, ``sampled_at``)).
+        inserted: after :func:`insert_staged`, how many rows went in.
+        newest: after :func:`insert_staged`, with ``newest_per``: owner → newest ``sampled_at``
+            among the rows whose key was not stored before.
+    """
+
+    table: Table
+    columns: tuple[str, ...]
+    rows: Collection[Sequence[Any]]
+    newest_per: str | None = None
+    inserted: int = 0
+    newest: dict[Any, datetime] = field(default_factory=dict)
+
+
+def insert_staged(session: Session, batches: Sequence[StagedRows]) -> None:
+    """Insert each of ``batches`` into its table, skipping rows whose primary key is stored;
+    fills in their ``inserted`` and ``newest``.
+
+    On Postgres: a binary ``COPY`` per table into a session-local staging table (``TEMP``,
+    ``ON COMMIT DELETE ROWS``, created on first use), then ONE statement that moves every
+    staging table's rows over with ``INSERT … ON CONFLICT DO NOTHING``, empties them and counts
+    what went in. Round trips, not rows, are what a batch of a few thousand rows costs most
+    (bench/ingest_rate.py). Elsewhere (SQLite): :func:`insert_ignoring_conflicts` per table.
+    """
+    todo = [b for b in batches if b.rows]
+    if len({b.table.name for b in todo}) != len(todo):
+        raise ValueError("one StagedRows per table")
+    if not todo:
+        return
+    if session.get_bind().dialect.name != "postgresql":
+        for batch in todo:
+            _insert_portable(session, batch)
+        return
+    stages = [f"stage_{b.table.name}" for b in todo]
+    cursor = session.connection().connection.cursor()
+    try:
+        cursor.execute(
+            "; ".join(
+                f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {b.table.name}) "
+                "ON COMMIT DELETE ROWS"
+                for stage, b in zip(stages, todo, strict=True)
+            )
+        )
+        for stage, batch in zip(stages, todo, strict=True):
+            names = ", ".join(batch.columns)
+            with cursor.copy(f"COPY {stage} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types([pg_copy_type(batch.table.c[name]) for name in batch.columns])
+                for row in batch.rows:
+                    copy.write_row(row)
+        cursor.execute(_move_statement(stages, todo))
+        counts = cursor.fetchall()
+    finally:
+        cursor.close()
+    for position, owner, count, newest in counts:
+        batch = todo[position]
+        batch.inserted += count
+        if batch.newest_per is not None:
+            batch.newest[owner] = newest
+
+
+def _move_statement(stages: list[str], batches: list[StagedRows]) -> str:
+    """``WITH`` one ``INSERT … RETURNING`` and one ``DELETE`` per staging table, then
+    (position, owner, count, newest) per table and owner of the rows that went in."""
+    ctes: list[str] = []
+    counts: list[str] = []
+    for position, (stage, batch) in enumerate(zip(stages, batches, strict=True)):
+        names = ", ".join(batch.columns)
+        owner = batch.newest_per or "NULL::integer"
+        ctes.append(
+            f"moved_{position} AS (INSERT INTO {batch.table.name} ({names}) "
+            f"SELECT {names} FROM {stage} ON CONFLICT DO NOTHING "
+            f"RETURNING {owner} AS owner, sampled_at)"
+        )
+        ctes.append(f"emptied_{position} AS (DELETE FROM {stage})")
+        counts.append(
+            f"SELECT {position}, owner, count(*), max(sampled_at) "
+            f"FROM moved_{position} GROUP BY owner"
+        )
+    return "WITH " + ", ".join(ctes) + " " + " UNION ALL ".join(counts)
+
+
+def _insert_portable(session: Session, batch: StagedRows) -> None:
+    """:func:`insert_staged` without COPY: the keys already stored are looked up first when
+    ``newest`` is wanted, then an executemany."""
+    rows = [dict(zip(batch.columns, row, strict=True)) for row in batch.rows]
+    fresh = rows
+    if batch.newest_per is not None:
+        owner = batch.table.c[batch.newest_per]
+        stored = _stored_keys(session, batch.table, owner, rows)
+        fresh = [r for r in rows if (r[owner.key], r["sampled_at"]) not in stored]
+        for row in fresh:
+            owner_id, at = row[owner.key], row["sampled_at"]
+            if owner_id not in batch.newest or at > batch.newest[owner_id]:
+                batch.newest[owner_id] = at
+    key = [c.name for c in batch.table.primary_key.columns]
+    batch.inserted += insert_ignoring_conflicts(session, batch.table, fresh, key=key)
+
+
+def _stored_keys(
+    session: Session, table: Table, owner: Any, rows: list[dict[str, Any]]
+) -> set[tuple[Any, datetime]]:
+    """Which (owner, ``sampled_at``) keys of ``rows`` are stored: one range query per owner."""
+    by_owner: dict[Any, list[datetime]] = {}
+    for row in rows:
+        by_owner.setdefault(row[owner.key], []).append(row["sampled_at"])
+    found: set[tuple[Any, datetime]] = set()
+    for owner_id, stamps in by_owner.items():
+        result = session.execute(
+            select(table.c.sampled_at).where(
+                owner == owner_id,
+                table.c.sampled_at >= min(stamps),
+                table.c.sampled_at <= max(stamps),
+            )
+        )
+        found.update((owner_id, at) for (at,) in result)
+    return found
+
+
+def pg_copy_type(column: Any) -> str:
+    """The Postgres type name psycopg's binary COPY needs for the values of ``column`` (a
+    SQLAlchemy column of a time-series table)."""
+    kind = column.type
+    if column.foreign_keys and not isinstance(kind, Integer):  # typed from its target lazily
+        kind = next(iter(column.foreign_keys)).column.type
+    if hasattr(kind, "load_dialect_impl"):  # UTCDateTime, UInt64
+        kind = kind.load_dialect_impl(_PG)
+    for sa_type, name in _PG_TYPES:
+        if isinstance(kind, sa_type):
+            return name
+    raise TypeError(f"no COPY type for {column.name} ({kind!r})")
+
+
+_PG = postgresql.dialect()
+_PG_TYPES: tuple[tuple[type[Any], str], ...] = (
+    (BigInteger, "int8"),
+    (Integer, "int4"),
+    (Double, "float8"),
+    (Numeric, "numeric"),
+    (DateTime, "timestamptz"),
+    (String, "text"),
+)
 
 
 def _to_named(sql: str) -> str:

@@ -1,13 +1,26 @@
-"""Ingest rate: GPU samples stored per second by ONE server process on Postgres.
+"""Ingest rate: GPU samples stored per second by ONE server process on Postgres, with the node
+sections an agent sends, against a raw COPY of the same rows measured in the same run.
 
 Starts ``fleetwatch serve`` (one uvicorn process) on a fresh Postgres database, then N client
-threads, one per simulated node, POST gzip batches of ``--gpus × --samples`` samples as fast as
-the server answers, for ``--seconds``. Prints the stored-sample rate, the batch latency median
-and p99, and checks the stored row count against what was acknowledged.
+threads, one per simulated 8-GPU HGX node, POST gzip batches of ``--gpus × --samples`` samples
+(one per GPU per second) as fast as the server answers, for ``--seconds``. With ``--sections``
+(the default) each batch also carries what the agent sends over the same seconds
+(agents/agent.py, agents/simulated/): every tick 3 disks, 3 mounts, 1 NFS mount and 8 NIC ports;
+every ``--nvlink-interval`` seconds 18 NVLinks per GPU.
+
+Then the anchor: into the same database, for a fresh node and fresh GPUs, one binary ``COPY``
+per table of as many rows as the run stored (``gpu_sample``, and each section table), timed
+with its commit. Prints the stored-sample rate, the rows/s of every table together, the
+anchor's rates and the ratios, the batch latency median and p99, the server process's CPU
+seconds per batch, and checks the stored row count against what was acknowledged.
 
     python bench/ingest_rate.py [--nodes 16] [--gpus 8] [--samples 60] [--seconds 20]
+                                [--no-sections] [--nvlink-interval 30]
 
-The clients run on the same machine and take CPU from the server: the figure is a lower bound.
+Bodies are made before the clock starts (``--pool`` batches per node, gzip as the agent
+compresses them), so the clients spend their CPU on HTTP only; they still run on the same
+machine as the server and Postgres, so the figure is a lower bound. A client whose pool runs
+dry makes its batches as it goes (and the run says so).
 """
 
 from __future__ import annotations
@@ -23,39 +36,255 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
-from sqlalchemy import func, select
+import psycopg
+from sqlalchemy import func, select, table
+from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.db import make_engine  # noqa: E402
+import app.models  # noqa: E402, F401  (every table on Base.metadata)
+from app.db import Base, make_engine  # noqa: E402
 from app.metrics.models import gpu_sample  # noqa: E402
+from app.timeseries import pg_copy_type  # noqa: E402
+from tests.app import section_factories  # noqa: E402
 from tests.dbs import postgres_database  # noqa: E402
 from tests.factories import create_token, gpu, iso, sample  # noqa: E402
 from tests.live_server import free_port  # noqa: E402
 
+#: Payload section → table, in the order the anchor copies them.
+TABLES = {
+    "samples": "gpu_sample",
+    "nvlinks": "nvlink_sample",
+    "disks": "disk_sample",
+    "mounts": "mount_sample",
+    "nfs_mounts": "nfs_sample",
+    "nic_ports": "nic_port_sample",
+}
+DISKS = ("nvme0n1", "nvme1n1", "nvme2n1")
+MOUNTS = ("/", "/data", "/scratch")
+NIC_PORTS = 8
 
-def make_batch(hostname: str, gpus: int, samples: int, start: datetime) -> bytes:
-    """One gzip payload: ``samples`` samples per GPU, 1 s apart from ``start``."""
-    inventory = [gpu(i, hostname=hostname) for i in range(gpus)]
-    body = {
+
+def make_payload(
+    hostname: str, args: argparse.Namespace, start: datetime, first_tick: int
+) -> dict[str, Any]:
+    """One batch: ``args.samples`` ticks 1 s apart from ``start``; tick numbers count from the
+    node's first batch (NVLinks go every ``args.nvlink_interval`` ticks)."""
+    inventory = [gpu(i, hostname=hostname) for i in range(args.gpus)]
+    ticks = [start + timedelta(seconds=i) for i in range(args.samples)]
+    payload: dict[str, Any] = {
         "schema_version": 1,
         "batch_id": str(uuid.uuid4()),
         "sent_at": iso(datetime.now(UTC)),
         "node": {"hostname": hostname, "labels": {"cluster": "bench"}},
         "gpus": inventory,
         "samples": [
-            sample(g, start + timedelta(seconds=i), util_gpu_pct=(i * 7) % 100)
+            sample(g, at, util_gpu_pct=(i * 7) % 100)
             for g in inventory
-            for i in range(samples)
+            for i, at in enumerate(ticks)
         ],
         "events": [],
     }
-    return gzip.compress(json.dumps(body).encode())
+    if args.sections:
+        payload["nvlinks"] = [
+            link
+            for i, at in enumerate(ticks)
+            if (first_tick + i) % args.nvlink_interval == 0
+            for g in inventory
+            for link in section_factories.nvlinks(g, at)
+        ]
+        payload["disks"] = [section_factories.disk(at, d) for at in ticks for d in DISKS]
+        payload["mounts"] = [section_factories.mount(at, m) for at in ticks for m in MOUNTS]
+        payload["nfs_mounts"] = [section_factories.nfs_mount(at) for at in ticks]
+        payload["nic_ports"] = [
+            section_factories.nic_port(at, f"mlx5_{p}") for at in ticks for p in range(NIC_PORTS)
+        ]
+    return payload
+
+
+class Node:
+    """One simulated node: its token, its batches made ahead, and where its clock stands."""
+
+    def __init__(self, hostname: str, token: str, args: argparse.Namespace, origin: datetime):
+        self.hostname, self.token, self.args = hostname, token, args
+        self.origin = origin
+        self.tick = 0
+        self.pool: list[bytes] = []
+        self.made_late = 0
+
+    def make(self) -> bytes:
+        payload = make_payload(
+            self.hostname, self.args, self.origin + timedelta(seconds=self.tick), self.tick
+        )
+        self.tick += self.args.samples
+        return gzip.compress(json.dumps(payload).encode(), compresslevel=6)  # as agents/push.py
+
+    def next_body(self) -> bytes:
+        if self.pool:
+            return self.pool.pop()
+        self.made_late += 1
+        return self.make()
+
+
+def server_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_clients(base: str, nodes: list[Node], seconds: float) -> tuple[list[float], Counter[str]]:
+    """Every node posts its batches until ``seconds`` have passed; returns the latencies and
+    the summed answers (``samples_stored`` and ``sections_stored``)."""
+    latencies: list[float] = []
+    stored: Counter[str] = Counter()
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def client(node: Node) -> None:
+        with httpx.Client(timeout=60) as http:
+            while time.monotonic() < deadline:
+                body = node.next_body()
+                began = time.perf_counter()
+                response = http.post(
+                    f"{base}/api/v1/ingest",
+                    content=body,
+                    headers={
+                        "Authorization": f"Bearer {node.token}",
+                        "Content-Type": "application/json",
+                        "Content-Encoding": "gzip",
+                    },
+                )
+                elapsed = time.perf_counter() - began
+                response.raise_for_status()
+                answer = response.json()
+                with lock:
+                    latencies.append(elapsed)
+                    stored["samples"] += answer["samples_stored"]
+                    stored.update(answer["sections_stored"])
+
+    threads = [threading.Thread(target=client, args=(node,)) for node in nodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return latencies, stored
+
+
+def copy_anchor(url: str, rows_per_table: dict[str, int]) -> dict[str, float]:
+    """Seconds for one binary COPY (and its commit) of ``rows_per_table[name]`` rows into each
+    table, for a fresh node and 8 fresh GPUs of the same database; the rows have the values of
+    the bench's payloads."""
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    now = datetime.now(UTC)
+    origin = now - timedelta(days=2)
+    with psycopg.connect(dsn) as conn:
+        node_id = conn.execute(
+            "INSERT INTO node (hostname, labels, created_at) VALUES (%s, '{}', %s) RETURNING id",
+            (f"anchor-{uuid.uuid4().hex[:8]}", now),
+        ).fetchone()[0]  # type: ignore[index]
+        gpu_ids = [
+            conn.execute(
+                "INSERT INTO gpu (uuid, node_id, index, first_seen_at, last_seen_at, state) "
+                "VALUES (%s, %s, %s, %s, %s, 'ok') RETURNING id",
+                (f"GPU-anchor-{uuid.uuid4()}", node_id, i, now, now),
+            ).fetchone()[0]  # type: ignore[index]
+            for i in range(8)
+        ]
+        conn.commit()
+        made = _anchor_rows(node_id, gpu_ids, origin, now, rows_per_table)
+        seconds: dict[str, float] = {}
+        for name, (columns, types, rows) in made.items():
+            began = time.perf_counter()
+            with (
+                conn.cursor() as cur,
+                cur.copy(f"COPY {name} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy,
+            ):
+                copy.set_types(types)
+                for row in rows:
+                    copy.write_row(row)
+            conn.commit()
+            seconds[name] = time.perf_counter() - began
+    return seconds
+
+
+def _anchor_rows(
+    node_id: int,
+    gpu_ids: list[int],
+    origin: datetime,
+    now: datetime,
+    rows_per_table: dict[str, int],
+) -> dict[str, tuple[list[str], list[str], list[tuple[Any, ...]]]]:
+    """Rows for :func:`copy_anchor`, made before its clock starts: the payloads' values, keys
+    made unique by counting through GPUs (or devices), then seconds."""
+    gpu_values = sample(gpu(0), now)
+    link = section_factories.nvlinks(gpu(0), now)[0]
+    entries = {
+        "gpu_sample": (
+            {**gpu_values, "received_at": now},
+            lambda i: {"gpu_id": gpu_ids[i % 8], "sampled_at": origin + timedelta(seconds=i // 8)},
+        ),
+        "nvlink_sample": (
+            link,
+            lambda i: {
+                "gpu_id": gpu_ids[i % 8],
+                "link": (i // 8) % 18,
+                "sampled_at": origin + timedelta(seconds=i // 144),
+            },
+        ),
+        "disk_sample": (
+            section_factories.disk(now),
+            lambda i: {
+                "node_id": node_id,
+                "device": f"nvme{i % 3}n1",
+                "sampled_at": _s(origin, i, 3),
+            },
+        ),
+        "mount_sample": (
+            section_factories.mount(now),
+            lambda i: {
+                "node_id": node_id,
+                "mountpoint": f"/m{i % 3}",
+                "sampled_at": _s(origin, i, 3),
+            },
+        ),
+        "nfs_sample": (
+            section_factories.nfs_mount(now),
+            lambda i: {"node_id": node_id, "sampled_at": _s(origin, i, 1)},
+        ),
+        "nic_port_sample": (
+            section_factories.nic_port(now),
+            lambda i: {
+                "node_id": node_id,
+                "device": f"mlx5_{i % 8}",
+                "sampled_at": _s(origin, i, 8),
+            },
+        ),
+    }
+    made: dict[str, tuple[list[str], list[str], list[tuple[Any, ...]]]] = {}
+    for name, (values, keys) in entries.items():
+        count = rows_per_table.get(name, 0)
+        if not count:
+            continue
+        target = Base.metadata.tables[name]
+        columns = [c.name for c in target.columns]
+        types = [pg_copy_type(c) for c in target.columns]
+        rows = []
+        for i in range(count):
+            row = {**values, **keys(i)}
+            rows.append(tuple(row.get(c) for c in columns))
+        made[name] = (columns, types, rows)
+    return made
+
+
+def _s(origin: datetime, i: int, per_tick: int) -> datetime:
+    return origin + timedelta(seconds=i // per_tick)
 
 
 def main() -> None:
@@ -65,7 +294,16 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--samples", type=int, default=60, help="samples per GPU per batch")
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument(
+        "--sections",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="send the node sections an agent sends (NVLinks, disks, mounts, NFS, NIC ports)",
+    )
+    parser.add_argument("--nvlink-interval", type=int, default=30, help="seconds between NVLinks")
+    parser.add_argument("--pool", type=int, default=0, help="batches made ahead per node")
     args = parser.parse_args()
+    pool = args.pool or max(4, int(args.seconds * 5))
 
     with postgres_database() as url:
         port = free_port()
@@ -81,69 +319,77 @@ def main() -> None:
                     break
                 except httpx.HTTPError:
                     time.sleep(0.1)
-            tokens = {
-                f"bench-{i:03d}": create_token(url, f"bench-{i:03d}") for i in range(args.nodes)
-            }
-            latencies: list[float] = []
-            stored = [0]
-            lock = threading.Lock()
-            deadline = time.monotonic() + args.seconds
             origin = datetime.now(UTC) - timedelta(days=1)
-
-            def client(hostname: str, token: str) -> None:
-                offset = 0
-                with httpx.Client(timeout=60) as http:
-                    while time.monotonic() < deadline:
-                        body = make_batch(
-                            hostname, args.gpus, args.samples, origin + timedelta(seconds=offset)
-                        )
-                        offset += args.samples
-                        began = time.perf_counter()
-                        response = http.post(
-                            f"{base}/api/v1/ingest",
-                            content=body,
-                            headers={
-                                "Authorization": f"Bearer {token}",
-                                "Content-Type": "application/json",
-                                "Content-Encoding": "gzip",
-                            },
-                        )
-                        elapsed = time.perf_counter() - began
-                        response.raise_for_status()
-                        with lock:
-                            latencies.append(elapsed)
-                            stored[0] += response.json()["samples_stored"]
-
+            nodes = [
+                Node(f"bench-{i:03d}", create_token(url, f"bench-{i:03d}"), args, origin)
+                for i in range(args.nodes)
+            ]
+            made_at = time.monotonic()
+            for node in nodes:
+                node.pool = [node.make() for _ in range(pool)][::-1]
+            print(f"made {pool} batches per node in {time.monotonic() - made_at:.0f} s")
+            load = os.getloadavg()
+            cpu_before = server_cpu_s(server.pid)
             began = time.monotonic()
-            threads = [threading.Thread(target=client, args=item) for item in tokens.items()]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            latencies, stored = run_clients(base, nodes, args.seconds)
             wall = time.monotonic() - began
+            server_cpu = server_cpu_s(server.pid) - cpu_before
         finally:
             server.terminate()
             server.wait(timeout=15)
         engine = make_engine(url)
         with engine.connect() as conn:
-            rows = conn.scalar(select(func.count()).select_from(gpu_sample))
+            rows = {
+                name: conn.scalar(select(func.count()).select_from(table(name))) or 0
+                for name in TABLES.values()
+            }
+            rows["gpu_sample"] = conn.scalar(select(func.count()).select_from(gpu_sample)) or 0
         engine.dispose()
+        anchor = copy_anchor(url, rows)
 
     latencies.sort()
+    batches = len(latencies)
+    all_rows = sum(rows.values())
     print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; clients on the same machine"
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}; "
+        f"load average before the run {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+        "clients, server and Postgres on the same machine"
     )
     print(
         f"nodes={args.nodes} gpus/node={args.gpus} samples/gpu/batch={args.samples} "
-        f"batch={args.gpus * args.samples} samples, {len(latencies)} batches in {wall:.1f} s"
+        f"batch={args.gpus * args.samples} samples"
+        + (
+            f" + sections (NVLinks every {args.nvlink_interval} s, "
+            f"{len(DISKS)} disks, {len(MOUNTS)} mounts, 1 NFS, {NIC_PORTS} NIC ports per tick)"
+            if args.sections
+            else " (no sections)"
+        )
+        + f", {batches} batches in {wall:.1f} s"
     )
-    print(f"stored GPU samples/s: {stored[0] / wall:,.0f}")
+    late = sum(node.made_late for node in nodes)
+    if late:
+        print(f"note: {late} batches were made during the run (the pool ran dry): lower figure")
+    sample_rate = stored["samples"] / wall
+    print(f"stored GPU samples/s: {sample_rate:,.0f}")
+    print(f"stored rows/s, every table: {all_rows / wall:,.0f} ({all_rows} rows)")
     print(
         f"batch latency median {statistics.median(latencies) * 1000:.0f} ms, "
-        f"p99 {latencies[int(len(latencies) * 0.99) - 1] * 1000:.0f} ms"
+        f"p99 {latencies[max(0, int(batches * 0.99) - 1)] * 1000:.0f} ms; "
+        f"server CPU {server_cpu / wall:.2f} cores, {server_cpu / batches * 1000:.1f} ms per batch"
     )
-    print(f"rows in gpu_sample: {rows} (acknowledged as stored: {stored[0]})")
+    copy_samples = rows["gpu_sample"] / anchor["gpu_sample"]
+    copy_all = all_rows / sum(anchor.values())
+    print(
+        f"raw binary COPY anchor, same run and database: gpu_sample {copy_samples:,.0f} rows/s; "
+        f"every table {copy_all:,.0f} rows/s"
+    )
+    print(
+        f"end to end / raw COPY: GPU samples {sample_rate / copy_samples:.2f}, "
+        f"every table {all_rows / wall / copy_all:.2f}"
+    )
+    acknowledged = {TABLES[k]: v for k, v in stored.items()}
+    print(f"rows stored: {rows} (acknowledged as stored: {acknowledged})")
 
 
 if __name__ == "__main__":

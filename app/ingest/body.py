@@ -2,14 +2,21 @@
 
 The size limit applies both to the bytes received and to the bytes after decompression, so a
 gzip bomb cannot expand past it (RFC 1952 streams are decompressed with a bounded output).
+
+JSON is parsed by orjson (several times faster than the standard library on a large batch) when
+it gives what ``json.loads`` would: anything orjson refuses, and anything it would read otherwise
+(an integer wider than 64 bits, which it turns into a float), goes to ``json.loads``, which gives
+the answer or the error it always gave. A key repeated in one object is refused either way.
 """
 
 from __future__ import annotations
 
 import json
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 
 from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
@@ -61,7 +68,29 @@ async def read_limited(request: Request, *, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """A parsed body.
+
+    Attributes:
+        document: the JSON value, as ``json.loads`` gives it.
+        fast: parsed by orjson: no ``NaN`` or ``Infinity``, no lone surrogate, every integer
+            within 64 bits.
+        plain: no string (key or value) holds NUL or a lone surrogate, so
+            :func:`app.ingest.fields.clean_document` would change nothing.
+    """
+
+    document: Any
+    fast: bool
+    plain: bool
+
+
 def decode_json(raw: bytes, *, encoding: str, max_bytes: int) -> Any:
+    """Decompress (if gzip) and parse the body; see :func:`decode`."""
+    return decode(raw, encoding=encoding, max_bytes=max_bytes).document
+
+
+def decode(raw: bytes, *, encoding: str, max_bytes: int) -> Decoded:
     """Decompress (if gzip) and parse the body.
 
     Raises:
@@ -72,6 +101,19 @@ def decode_json(raw: bytes, *, encoding: str, max_bytes: int) -> Any:
     data = gunzip(raw, max_bytes=max_bytes) if encoding.strip().lower() in GZIP else raw
     if not data:
         raise BadRequest("empty body: expected a JSON ingest batch")
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return Decoded(_standard(data), fast=False, plain=False)
+    if _has_wide_int(data):
+        return Decoded(_standard(data), fast=False, plain=False)
+    if _lost_keys(data, document):
+        _standard(data)  # raises, naming the repeated key
+    return Decoded(document, fast=True, plain=_NUL_ESCAPE not in data)
+
+
+def _standard(data: bytes) -> Any:
+    """``json.loads`` with repeated keys refused: the reference for :func:`decode`."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -89,6 +131,42 @@ def decode_json(raw: bytes, *, encoding: str, max_bytes: int) -> Any:
 
 
 GZIP = ("gzip", "x-gzip")
+
+_NUL_ESCAPE = b"\\u0000"
+_COLON_ESCAPES = (b"\\u003a", b"\\u003A")
+_DIGIT_MARKS = bytes(0x39 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
+_WIDE_RUN = b"9" * 19  # every integer orjson would turn into a float has at least 19 digits
+
+
+def _lost_keys(data: bytes, document: Any) -> bool:
+    """Whether orjson dropped a repeated key (it keeps the last value silently).
+
+    Every ``:`` of the body is either a key's separator or a character of a string; written
+    back by orjson, the document has the same strings, so it has fewer colons exactly when a
+    key was dropped. A colon escaped as ``\\u003a`` would upset the count: then the standard
+    parser decides.
+    """
+    if any(escape in data for escape in _COLON_ESCAPES):
+        _standard(data)
+        return False
+    return orjson.dumps(document).count(b":") != data.count(b":")
+
+
+def _has_wide_int(data: bytes) -> bool:
+    """Whether the body may hold an integer outside −2⁶³ … 2⁶⁴−1, which orjson reads as a
+    float where ``json.loads`` keeps the exact integer. Digit runs inside strings and
+    fractions count too: a false alarm only costs the slower parser."""
+    marks = data.translate(_DIGIT_MARKS)
+    start = marks.find(_WIDE_RUN)
+    while start != -1:
+        end = start + len(_WIDE_RUN)
+        while end < len(marks) and marks[end] == 0x39:
+            end += 1
+        negative = start > 0 and data[start - 1] == 0x2D
+        if int(data[start:end]) > (2**63 if negative else 2**64 - 1):
+            return True
+        start = marks.find(_WIDE_RUN, end)
+    return False
 
 
 def gunzip(raw: bytes, *, max_bytes: int) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
@@ -15,6 +16,7 @@ from app.fleet.models import Node
 from app.ingest import body
 from app.ingest import service as ingest_service
 from app.ingest.fields import clean_document
+from app.ingest.rows import ParsedBatch, parse_batch
 from app.ingest.schemas import IngestBatchIn, IngestResult
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"])
@@ -65,7 +67,9 @@ async def ingest(
     raw = await body.read_limited(request, max_bytes=settings.ingest_max_bytes)
     encoding = request.headers.get("content-encoding", "identity")
     # Inflating, parsing and validating a large batch takes CPU seconds: off the event loop.
-    batch, digest = await run_in_threadpool(_parse, raw, encoding, settings.ingest_max_bytes)
+    batch, digest, legacy = await run_in_threadpool(
+        _parse, raw, encoding, settings.ingest_max_bytes
+    )
 
     def _store() -> IngestResult:
         with session_scope(factory) as session:
@@ -79,22 +83,30 @@ async def ingest(
                 retention_days=settings.retention_days,
                 stale_after_s=settings.stale_after_s,
                 content_sha256=digest,
+                legacy_sha256=legacy,
             )
 
     return await run_in_threadpool(_store)
 
 
-def _parse(raw: bytes, encoding: str, max_bytes: int) -> tuple[IngestBatchIn, str]:
-    """Decode and validate a body; returns the batch and its content digest.
+def _parse(raw: bytes, encoding: str, max_bytes: int) -> tuple[ParsedBatch, str, Callable[[], str]]:
+    """Decode and validate a body; returns the batch, its content digest and a function giving
+    the digest as earlier servers computed it.
 
     Raises:
-        BadRequest, PayloadTooLarge: from :func:`app.ingest.body.decode_json`.
+        BadRequest, PayloadTooLarge: from :func:`app.ingest.body.decode`.
         RequestValidationError: the document does not match the schema (``loc`` from ``body``).
     """
-    document = body.decode_json(raw, encoding=encoding, max_bytes=max_bytes)
-    digest = ingest_service.content_digest(document)
+    decoded = body.decode(raw, encoding=encoding, max_bytes=max_bytes)
+    document = decoded.document
+    digest = ingest_service.content_digest(document, finite=decoded.fast)
+
+    def legacy() -> str:
+        return ingest_service.legacy_content_digest(document)
+
     try:
-        return IngestBatchIn.model_validate(clean_document(document)), digest
+        cleaned = document if decoded.plain else clean_document(document)
+        return parse_batch(cleaned), digest, legacy
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False, include_input=False)
         for err in errors:

@@ -1,4 +1,4 @@
-"""Storing the dated node sections of a batch (``nvlinks``, ``disks``, ``mounts``, ``nfs_mounts``,
+"""The dated node sections of a batch (``nvlinks``, ``disks``, ``mounts``, ``nfs_mounts``,
 ``nic_ports``): one table each, the same policies as GPU samples.
 
 * An entry dated beyond the future tolerance or before the retention window is not stored,
@@ -14,25 +14,18 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
 from sqlalchemy import Table
-from sqlalchemy.orm import Session
 
 from app.fleet.models import Gpu, Node
-from app.ingest.schemas import IngestBatchIn
-from app.metrics.plausible import Bound, clean_numbers
-from app.nics import schemas as nic_schemas
+from app.ingest.rows import SECTION_SPECS, SectionRow, SectionSpec
 from app.nics.models import NicPortSample
-from app.nvlinks import schemas as nvlink_schemas
 from app.nvlinks.models import NvlinkSample
-from app.storage import schemas as storage_schemas
 from app.storage.models import DiskSample, MountSample, NfsSample
-from app.timeseries import insert_ignoring_conflicts
+from app.timeseries import StagedRows
 
 
 @dataclass(frozen=True)
@@ -45,14 +38,14 @@ class Section:
         owner: ``"node"`` (column ``node_id``) or ``"gpu"`` (column ``gpu_id``, found by the
             entry's ``gpu_uuid``).
         key: the natural key columns between the owner and ``sampled_at``.
-        bounds: plausible ranges of the numeric fields.
+        spec: the entry's fields (:mod:`app.ingest.rows`), with their plausible ranges.
     """
 
     name: str
     table: Table
     owner: Literal["node", "gpu"]
     key: tuple[str, ...]
-    bounds: Mapping[str, Bound]
+    spec: SectionSpec
 
     @property
     def owner_column(self) -> str:
@@ -70,60 +63,71 @@ def _table(model: type[Any]) -> Table:
     return table
 
 
+_SPECS = {spec.name: spec for spec in SECTION_SPECS}
 SECTIONS: tuple[Section, ...] = (
-    Section("nvlinks", _table(NvlinkSample), "gpu", ("link",), nvlink_schemas.BOUNDS),
-    Section("disks", _table(DiskSample), "node", ("device",), storage_schemas.DISK_BOUNDS),
-    Section("mounts", _table(MountSample), "node", ("mountpoint",), storage_schemas.MOUNT_BOUNDS),
-    Section("nfs_mounts", _table(NfsSample), "node", ("mountpoint",), storage_schemas.NFS_BOUNDS),
-    Section("nic_ports", _table(NicPortSample), "node", ("device", "port"), nic_schemas.BOUNDS),
+    Section("nvlinks", _table(NvlinkSample), "gpu", ("link",), _SPECS["nvlinks"]),
+    Section("disks", _table(DiskSample), "node", ("device",), _SPECS["disks"]),
+    Section("mounts", _table(MountSample), "node", ("mountpoint",), _SPECS["mounts"]),
+    Section("nfs_mounts", _table(NfsSample), "node", ("mountpoint",), _SPECS["nfs_mounts"]),
+    Section("nic_ports", _table(NicPortSample), "node", ("device", "port"), _SPECS["nic_ports"]),
 )
 
 
 @dataclass
-class SectionsOutcome:
-    """What :func:`store_sections` did: rows stored per present section, and entries rejected
-    by ``<section>.<reason>``."""
+class SectionsPlan:
+    """The dated sections of a batch sorted out: rows to store per present section, and
+    entries rejected by ``<section>.<reason>``."""
 
-    stored: dict[str, int]
+    staged: dict[str, StagedRows]
     rejected: Counter[str]
 
+    @property
+    def stored(self) -> dict[str, int]:
+        """Rows stored per present section (once :attr:`staged` is stored)."""
+        return {name: staged.inserted for name, staged in self.staged.items()}
 
-def store_sections(
-    session: Session,
+
+def plan_sections(
     *,
     node: Node,
     gpus: dict[str, Gpu],
-    batch: IngestBatchIn,
+    sections: dict[str, list[SectionRow]],
     newest_allowed: datetime,
     oldest_allowed: datetime,
     nulled: Counter[str],
-) -> SectionsOutcome:
-    """Store every dated section present in ``batch``; counts nulled values into ``nulled``."""
-    outcome = SectionsOutcome(stored={}, rejected=Counter())
+) -> SectionsPlan:
+    """Sort every dated section present in the batch (``sections``: its rows by section
+    name, see :mod:`app.ingest.rows`); counts nulled values into ``nulled``."""
+    plan = SectionsPlan(staged={}, rejected=Counter())
+    gpu_ids = {uuid: gpu.id for uuid, gpu in gpus.items()}
     for section in SECTIONS:
-        entries: list[BaseModel] | None = getattr(batch, section.name)
+        entries = sections.get(section.name)
         if entries is None:
             continue
-        rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for entry in entries:
-            values = entry.model_dump()
-            when: datetime = values["sampled_at"]
-            if section.owner == "gpu":
-                gpu = gpus.get(values.pop("gpu_uuid"))
-                owner_id = gpu.id if gpu is not None else None
+        spec = section.spec
+        columns = (section.owner_column, *spec.columns)
+        when_at = [f.name for f in spec.fields].index("sampled_at")
+        by_gpu = section.owner == "gpu"
+        # Where the primary key lies in ``columns``: rows repeated in the batch keep the first.
+        key_at = [columns.index(c) for c in section.primary_key]
+        rows: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        for values, nulled_names in entries:
+            when: datetime = values[when_at]
+            if by_gpu:
+                owner_id = gpu_ids.get(values[0])
+                values = values[1:]
             else:
                 owner_id = node.id
             reason = _rejection(owner_id, when, newest_allowed, oldest_allowed)
             if reason is not None:
-                outcome.rejected[f"{section.name}.{reason}"] += 1
+                plan.rejected[f"{section.name}.{reason}"] += 1
                 continue
-            row = clean_numbers(values, section.bounds, prefix=section.name, nulled=nulled)
-            row[section.owner_column] = owner_id
-            rows.setdefault(tuple(row[c] for c in section.primary_key), row)
-        outcome.stored[section.name] = insert_ignoring_conflicts(
-            session, section.table, list(rows.values()), key=section.primary_key
-        )
-    return outcome
+            if nulled_names:
+                nulled.update(nulled_names)
+            row = (owner_id, *values)
+            rows.setdefault(tuple(row[i] for i in key_at), row)
+        plan.staged[section.name] = StagedRows(section.table, columns, rows.values())
+    return plan
 
 
 def _rejection(

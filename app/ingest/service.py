@@ -9,10 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -25,8 +28,10 @@ from app.ingest import samples as sample_store
 from app.ingest import sections as section_store
 from app.ingest.gpu_schemas import MIG_BOUNDS, PROCESS_BOUNDS
 from app.ingest.models import IngestBatch
+from app.ingest.rows import ParsedBatch, from_model
 from app.ingest.schemas import GpuConflict, IngestBatchIn, IngestResult
 from app.metrics.plausible import Bound, clean_numbers
+from app.timeseries import insert_staged
 from app.topology import service as topology_service
 
 log = logging.getLogger(__name__)
@@ -36,18 +41,20 @@ def store_batch(
     session: Session,
     *,
     node: Node,
-    batch: IngestBatchIn,
+    batch: IngestBatchIn | ParsedBatch,
     received_at: datetime,
     future_tolerance_s: float,
     retention_days: float,
     stale_after_s: float = 120.0,
     content_sha256: str | None = None,
+    legacy_sha256: Callable[[], str] | None = None,
 ) -> IngestResult:
     """Store ``batch`` from the authenticated ``node``, or replay the answer of an earlier delivery.
 
     ``content_sha256`` identifies the batch's content apart from ``sent_at`` (see
     :func:`content_digest`): a re-sent batch id with the same content is a replay, with other
-    content a conflict.
+    content a conflict. ``legacy_sha256`` gives the digest as servers before the orjson one
+    computed it (:func:`legacy_content_digest`), for a batch first stored by one of them.
 
     Returns:
         the counts of stored, duplicate and rejected samples (``replayed=True`` for a re-sent
@@ -58,16 +65,18 @@ def store_batch(
             DNS names are).
         Conflict: the batch id was used before for different content.
     """
-    if batch.node.hostname.lower() != node.hostname.lower():
+    parsed = batch if isinstance(batch, ParsedBatch) else from_model(batch)
+    head = parsed.head
+    if head.node.hostname.lower() != node.hostname.lower():
         raise Forbidden(
-            f"node.hostname {batch.node.hostname!r} does not match this token's node "
+            f"node.hostname {head.node.hostname!r} does not match this token's node "
             f"{node.hostname!r}"
         )
-    stored = session.get(IngestBatch, (node.id, batch.batch_id))
+    stored = session.get(IngestBatch, (node.id, head.batch_id))
     if stored is not None:
-        return _replay(stored, content_sha256)
+        return _replay(stored, content_sha256, legacy_sha256)
     marker = IngestBatch(
-        node_id=node.id, batch_id=batch.batch_id, received_at=received_at, result={}
+        node_id=node.id, batch_id=head.batch_id, received_at=received_at, result={}
     )
     try:
         with session.begin_nested():
@@ -77,34 +86,43 @@ def store_batch(
         # The same batch is being stored by a concurrent request: answer as a replay.
         if marker in session:
             session.expunge(marker)
-        stored = session.get(IngestBatch, (node.id, batch.batch_id), populate_existing=True)
+        stored = session.get(IngestBatch, (node.id, head.batch_id), populate_existing=True)
         if stored is None:
             raise
-        return _replay(stored, content_sha256)
+        return _replay(stored, content_sha256, legacy_sha256)
 
-    skew_s = (batch.sent_at - received_at).total_seconds()
+    skew_s = (head.sent_at - received_at).total_seconds()
     newest_allowed = received_at + timedelta(seconds=future_tolerance_s)
     oldest_allowed = received_at - timedelta(days=retention_days)
     nulled: Counter[str] = Counter()
-    _update_node(node, batch=batch, received_at=received_at, skew_s=skew_s)
+    _update_node(node, batch=head, received_at=received_at, skew_s=skew_s)
     gpus, conflicts = _upsert_gpus(
         session,
         node=node,
-        batch=batch,
+        batch=head,
         received_at=received_at,
         nulled=nulled,
         busy_since=received_at - timedelta(seconds=stale_after_s),
     )
-    missing = _mark_missing_gpus(session, node=node, batch=batch, received_at=received_at)
-    result = sample_store.store_samples(
-        session,
+    missing = _mark_missing_gpus(session, node=node, batch=head, received_at=received_at)
+    sample_plan = sample_store.plan_samples(
         gpus=gpus,
-        batch=batch,
+        samples=parsed.samples,
         received_at=received_at,
         newest_allowed=newest_allowed,
         oldest_allowed=oldest_allowed,
     )
-    nulled.update(result.pop("nulled_values"))
+    nulled.update(sample_plan.nulled)
+    sections = section_store.plan_sections(
+        node=node,
+        gpus=gpus,
+        sections=parsed.sections,
+        newest_allowed=newest_allowed,
+        oldest_allowed=oldest_allowed,
+        nulled=nulled,
+    )
+    insert_staged(session, [sample_plan.staged, *sections.staged.values()])
+    result = sample_store.samples_result(sample_plan, gpus=gpus)
     newest = max((g.last_sample_at for g in gpus.values() if g.last_sample_at), default=None)
     if newest is not None and (node.last_sample_at is None or newest > node.last_sample_at):
         node.last_sample_at = newest
@@ -112,33 +130,24 @@ def store_batch(
         session,
         node=node,
         gpus=gpus,
-        batch=batch,
+        batch=head,
         received_at=received_at,
         newest_allowed=newest_allowed,
         oldest_allowed=oldest_allowed,
     )
-    sections = section_store.store_sections(
-        session,
-        node=node,
-        gpus=gpus,
-        batch=batch,
-        newest_allowed=newest_allowed,
-        oldest_allowed=oldest_allowed,
-        nulled=nulled,
-    )
     changed = None
-    if batch.topology is not None:
+    if head.topology is not None:
         changed = topology_service.record_topology(
             session,
             node=node,
-            topology=batch.topology,
+            topology=head.topology,
             received_at=received_at,
             nulled=nulled,
             rejected=sections.rejected,
         )
 
     answer = IngestResult(
-        batch_id=batch.batch_id,
+        batch_id=head.batch_id,
         received_at=received_at,
         clock_skew_s=round(skew_s, 3),
         events_stored=events_stored,
@@ -264,14 +273,21 @@ def _mark_missing_gpus(
     return missing
 
 
-def _replay(stored: IngestBatch, content_sha256: str | None) -> IngestResult:
+def _replay(
+    stored: IngestBatch, content_sha256: str | None, legacy_sha256: Callable[[], str] | None
+) -> IngestResult:
     """The first delivery's answer for a re-sent batch id.
 
     Raises:
         Conflict: the stored batch had other content.
     """
     first = stored.result.get("content_sha256")
-    if first and content_sha256 and first != content_sha256:
+    if (
+        first
+        and content_sha256
+        and first != content_sha256
+        and (legacy_sha256 is None or first != legacy_sha256())
+    ):
         raise Conflict(
             f"batch_id {stored.batch_id!r} was already used for a batch with different content; "
             "a new batch needs a new batch_id"
@@ -279,16 +295,52 @@ def _replay(stored: IngestBatch, content_sha256: str | None) -> IngestResult:
     return IngestResult.model_validate({**stored.result, "replayed": True})
 
 
-def content_digest(document: Any) -> str:
+def content_digest(document: Any, *, finite: bool = False) -> str:
     """SHA-256 of a batch document without ``sent_at`` (which the agent restamps at each send
-    attempt), keys sorted: equal for a faithful re-send, different for other content."""
-    body = (
-        {k: v for k, v in document.items() if k != "sent_at"}
-        if isinstance(document, dict)
-        else document
-    )
+    attempt), keys sorted: equal for a faithful re-send, different for other content.
+
+    Written by orjson, unless the document holds what orjson cannot write faithfully (NaN or
+    ±inf, which it writes as ``null``; a lone surrogate; an integer beyond 64 bits): then as
+    :func:`legacy_content_digest`. Which of the two depends on the content alone, so a re-send
+    gets the same digest however it is spelled. ``finite``: the caller knows the document has
+    no NaN or ±inf (orjson parsed it), which spares a walk through it.
+    """
+    body = _without_sent_at(document)
+    if not finite and _has_non_finite(body):
+        return legacy_content_digest(document)
+    try:
+        text = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return legacy_content_digest(document)
+    return hashlib.sha256(text).hexdigest()
+
+
+def legacy_content_digest(document: Any) -> str:
+    """:func:`content_digest` as ``json.dumps`` writes the document (servers before the orjson
+    digest stored these; floats such as ``1e-05`` are spelled differently by orjson)."""
+    body = _without_sent_at(document)
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _without_sent_at(document: Any) -> Any:
+    if isinstance(document, dict):
+        return {k: v for k, v in document.items() if k != "sent_at"}
+    return document
+
+
+def _has_non_finite(document: Any) -> bool:
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return True
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
 
 
 def _clean_list(

@@ -1,0 +1,447 @@
+"""The bulk lists of a batch (``samples`` and the dated node sections) as plain rows, checked
+without building a pydantic model per entry.
+
+An HGX node's batch holds thousands of entries; a model per entry cost more than storing it. So
+:func:`parse_batch` checks each entry of these lists against the rules of
+:class:`~app.ingest.schemas.IngestBatchIn` in a plain loop and answers only for entries that are
+plainly valid (the usual JSON types, RFC 3339 times in their common form). Anything else (a wrong
+type, a missing field, an unusual time format) sends the whole document through ``IngestBatchIn``,
+so a bad batch gets exactly the 422 errors it always got, and an unusual but valid one the values
+pydantic gives it. ``tests/app/test_ingest_copy_equivalence.py`` checks that both ways give the
+same rows.
+
+Implausible numbers are nulled here (:func:`app.metrics.plausible.plausible`); each row carries
+the names of the fields it nulled, for the store to count once it knows the row is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from app.ingest.schemas import MAX_SAMPLES, IngestBatchIn
+from app.metrics.catalog import METRICS, sanitize
+from app.metrics.plausible import Bound, clean_numbers
+from app.nics import schemas as nic_schemas
+from app.nvlinks import schemas as nvlink_schemas
+from app.storage import schemas as storage_schemas
+from app.timebounds import checked_utc
+
+#: One GPU sample: its GPU's UUID, its time (UTC), the metric values in
+#: :data:`app.metrics.catalog.METRICS` order (implausible ones nulled) and the nulled names.
+SampleRow = tuple[str, datetime, tuple[Any, ...], tuple[str, ...]]
+#: One entry of a node section: the values of :attr:`SectionSpec.fields` in order (implausible
+#: numbers nulled) and the nulled ``<section>.<field>`` names.
+SectionRow = tuple[tuple[Any, ...], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One field of a section entry, as its pydantic model declares it.
+
+    Attributes:
+        name: the payload key (and column).
+        kind: ``time`` (a :data:`~app.metrics.plausible.Timestamp`), ``text`` (``str`` of
+            ``low``…``high`` characters), ``int`` (a strict ``int`` in ``low``…``high``),
+            ``number`` (a :data:`~app.metrics.plausible.Number`, nulled outside ``bound``) or
+            ``choice`` (one of ``choices``).
+        required: no default; else a missing key gives ``default``.
+        nullable: ``null`` is accepted.
+    """
+
+    name: str
+    kind: Literal["time", "text", "int", "number", "choice"]
+    required: bool = False
+    nullable: bool = True
+    default: Any = None
+    low: int = 0
+    high: int = 0
+    choices: frozenset[str] = frozenset()
+    bound: Bound | None = None
+
+
+def _time(name: str = "sampled_at") -> Spec:
+    return Spec(name, "time", required=True, nullable=False)
+
+
+def _text(name: str, high: int, *, low: int = 0, required: bool = False) -> Spec:
+    return Spec(name, "text", required=required, nullable=not required, low=low, high=high)
+
+
+def _numbers(bounds: Mapping[str, Bound], *names: str) -> tuple[Spec, ...]:
+    return tuple(Spec(name, "number", bound=bounds.get(name)) for name in names)
+
+
+@dataclass(frozen=True)
+class SectionSpec:
+    """A dated node section: its entry fields in column order and its pydantic model.
+
+    Attributes:
+        name: the payload key.
+        model: the entry's pydantic model (the fields here mirror it; a test compares them).
+        fields: every field of the model; ``owner_field`` (``gpu_uuid``) is not a column.
+        max_entries: the list's ``max_length`` in ``IngestBatchIn``.
+        owner_field: the field naming the owning GPU, for GPU-owned sections.
+    """
+
+    name: str
+    model: type[BaseModel]
+    fields: tuple[Spec, ...]
+    max_entries: int
+    owner_field: str | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The stored fields (all but ``owner_field``), in order."""
+        return tuple(f.name for f in self.fields if f.name != self.owner_field)
+
+
+_DEVICE_TYPES = frozenset({"gpu", "nvswitch", "cpu", "unknown"})
+_NV = nvlink_schemas.BOUNDS
+_DISK = storage_schemas.DISK_BOUNDS
+_NFS = storage_schemas.NFS_BOUNDS
+_NIC = nic_schemas.BOUNDS
+
+SECTION_SPECS: tuple[SectionSpec, ...] = (
+    SectionSpec(
+        "nvlinks",
+        nvlink_schemas.NvlinkIn,
+        (
+            _text("gpu_uuid", 96, low=1, required=True),
+            Spec("link", "int", required=True, nullable=False, low=0, high=255),
+            _time(),
+            Spec(
+                "state",
+                "choice",
+                nullable=False,
+                default="unknown",
+                choices=frozenset({"up", "down", "unknown"}),
+            ),
+            *_numbers(_NV, "speed_gbps"),
+            _text("remote_pci_bus_id", 32),
+            Spec(
+                "remote_device_type",
+                "choice",
+                choices=frozenset({"gpu", "nvswitch", "cpu", "unknown"}),
+            ),
+            *_numbers(_NV, "tx_bytes_per_s", "rx_bytes_per_s"),
+            *_numbers(_NV, "crc_errors", "replay_errors", "recovery_errors"),
+        ),
+        nvlink_schemas.MAX_NVLINKS,
+        owner_field="gpu_uuid",
+    ),
+    SectionSpec(
+        "disks",
+        storage_schemas.DiskIn,
+        (
+            _time(),
+            _text("device", 64, low=1, required=True),
+            *_numbers(_DISK, "read_bytes_per_s", "write_bytes_per_s", "read_iops", "write_iops"),
+            *_numbers(_DISK, "busy_pct", "avg_wait_s"),
+        ),
+        storage_schemas.MAX_DISKS,
+    ),
+    SectionSpec(
+        "mounts",
+        storage_schemas.MountIn,
+        (
+            _time(),
+            _text("mountpoint", 512, low=1, required=True),
+            _text("device", 256),
+            _text("fstype", 32),
+            *_numbers(storage_schemas.MOUNT_BOUNDS, "used_bytes", "total_bytes"),
+        ),
+        storage_schemas.MAX_MOUNTS,
+    ),
+    SectionSpec(
+        "nfs_mounts",
+        storage_schemas.NfsMountIn,
+        (
+            _time(),
+            _text("mountpoint", 512, low=1, required=True),
+            _text("export", 512),
+            _text("version", 16),
+            *_numbers(_NFS, "read_bytes", "write_bytes", "ops", "retransmits"),
+            *_numbers(_NFS, "read_bytes_per_s", "write_bytes_per_s", "ops_per_s"),
+            *_numbers(_NFS, "retransmits_per_s", "avg_rtt_s"),
+        ),
+        storage_schemas.MAX_NFS_MOUNTS,
+    ),
+    SectionSpec(
+        "nic_ports",
+        nic_schemas.NicPortIn,
+        (
+            _time(),
+            _text("device", 64, low=1, required=True),
+            Spec("port", "int", required=True, nullable=False, low=0, high=255),
+            _text("link_layer", 32),
+            _text("state", 32),
+            _text("phys_state", 32),
+            *_numbers(_NIC, "rate_gbps", "tx_bytes_per_s", "rx_bytes_per_s"),
+            *_numbers(_NIC, "symbol_error_count", "link_downed_count"),
+            *_numbers(_NIC, "link_error_recovery_count", "port_rcv_errors_count"),
+            *_numbers(_NIC, "port_xmit_discards_count"),
+        ),
+        nic_schemas.MAX_NIC_PORTS,
+    ),
+)
+SECTION_NAMES: tuple[str, ...] = tuple(s.name for s in SECTION_SPECS)
+_BULK_KEYS = frozenset({"samples", *SECTION_NAMES})
+
+
+@dataclass
+class ParsedBatch:
+    """A validated batch: ``head`` holds everything but the bulk lists (its ``samples`` and
+    sections are empty), which are here as rows.
+
+    Attributes:
+        sections: the rows of each section present in the batch (absent or ``null``: no key).
+    """
+
+    head: IngestBatchIn
+    samples: list[SampleRow]
+    sections: dict[str, list[SectionRow]] = field(default_factory=dict)
+
+
+class _NotPlain(Exception):
+    """An entry the fast path leaves to pydantic."""
+
+
+def parse_batch(document: Any) -> ParsedBatch:
+    """Validate a cleaned batch document (see :func:`app.ingest.fields.clean_document`).
+
+    Raises:
+        pydantic.ValidationError: the document does not match ``IngestBatchIn`` (the errors
+            pydantic gives for the whole document).
+    """
+    if isinstance(document, dict):
+        try:
+            samples, sections = _bulk(document)
+        except _NotPlain:
+            pass
+        else:
+            head = IngestBatchIn.model_validate(
+                {k: v for k, v in document.items() if k not in _BULK_KEYS}
+            )
+            return ParsedBatch(head=head, samples=samples, sections=sections)
+    return from_model(IngestBatchIn.model_validate(document))
+
+
+def from_model(batch: IngestBatchIn) -> ParsedBatch:
+    """The rows of a batch validated by pydantic (the reference :func:`parse_batch` follows)."""
+    samples: list[SampleRow] = []
+    for sample in batch.samples:
+        raw = [getattr(sample, m.name) for m in METRICS]
+        values = tuple(sanitize(m.name, value) for m, value in zip(METRICS, raw, strict=True))
+        nulled = tuple(
+            m.name
+            for m, before, after in zip(METRICS, raw, values, strict=True)
+            if before is not None and after is None
+        )
+        samples.append((sample.gpu_uuid, sample.sampled_at, values, nulled))
+    sections: dict[str, list[SectionRow]] = {}
+    for spec in SECTION_SPECS:
+        entries: list[BaseModel] | None = getattr(batch, spec.name)
+        if entries is None:
+            continue
+        bounds = {f.name: f.bound for f in spec.fields if f.bound is not None}
+        rows: list[SectionRow] = []
+        for entry in entries:
+            dumped = entry.model_dump()
+            counted: Counter[str] = Counter()
+            cleaned = clean_numbers(dumped, bounds, prefix=spec.name, nulled=counted)
+            rows.append((tuple(cleaned[f.name] for f in spec.fields), tuple(counted.elements())))
+        sections[spec.name] = rows
+    head = batch.model_copy(update={"samples": [], **dict.fromkeys(SECTION_NAMES)})
+    return ParsedBatch(head=head, samples=samples, sections=sections)
+
+
+# --- the fast path ---------------------------------------------------------------------------
+
+# RFC 3339 as agents write it; other forms pydantic accepts go to pydantic.
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)")
+# Characters plain_text (app.ingest.fields) refuses in an identifier.
+_CONTROLS = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
+    "\ud800-\udfff]"
+)
+#: name → (position, low, high, integer) of each sample metric.
+_METRIC_SLOTS: dict[str, tuple[int, float, float, bool]] = {
+    m.name: (i, m.low, m.high, m.integer) for i, m in enumerate(METRICS)
+}
+_NO_VALUES: tuple[None, ...] = (None,) * len(METRICS)
+
+
+class _Times(dict[str, datetime]):
+    """RFC 3339 text → UTC time, each distinct text parsed once (a batch repeats its ticks)."""
+
+    def of(self, value: Any) -> datetime:
+        """The UTC time of ``value``, which must be RFC 3339 text."""
+        if type(value) is not str:
+            raise _NotPlain
+        return self[value]
+
+    def __missing__(self, text: str) -> datetime:
+        if not _RFC3339.fullmatch(text):
+            raise _NotPlain
+        try:
+            when = checked_utc(datetime.fromisoformat(text))
+        except ValueError:
+            raise _NotPlain from None
+        self[text] = when
+        return when
+
+
+def _bulk(document: dict[str, Any]) -> tuple[list[SampleRow], dict[str, list[SectionRow]]]:
+    times = _Times()
+    samples = document.get("samples", [])
+    if type(samples) is not list or len(samples) > MAX_SAMPLES:
+        raise _NotPlain
+    rows = _samples(samples, times)
+    sections: dict[str, list[SectionRow]] = {}
+    for spec in SECTION_SPECS:
+        entries = document.get(spec.name)
+        if entries is None:
+            continue
+        if type(entries) is not list or len(entries) > spec.max_entries:
+            raise _NotPlain
+        sections[spec.name] = _section_rows(entries, spec, times)
+    return rows, sections
+
+
+def _samples(entries: list[Any], times: _Times) -> list[SampleRow]:
+    uuids: set[str] = set()
+    rows: list[SampleRow] = []
+    slots = _METRIC_SLOTS
+    for entry in entries:
+        if type(entry) is not dict:
+            raise _NotPlain
+        uuid = entry.get("gpu_uuid")
+        if type(uuid) is not str:
+            raise _NotPlain
+        if uuid not in uuids:
+            if not 1 <= len(uuid) <= 96 or _CONTROLS.search(uuid):
+                raise _NotPlain
+            uuids.add(uuid)
+        when = times.of(entry.get("sampled_at"))
+        values: list[Any] | None = None
+        nulled: tuple[str, ...] = ()
+        for name, value in entry.items():
+            slot = slots.get(name)
+            if slot is None or value is None:
+                continue
+            kind = type(value)
+            if kind is not int and kind is not float:
+                raise _NotPlain
+            index, low, high, integer = slot
+            if not low <= value <= high:  # NaN too
+                nulled += (name,)
+                continue
+            if integer and kind is float:
+                if not value.is_integer():
+                    nulled += (name,)
+                    continue
+                value = int(value)
+            if values is None:
+                values = list(_NO_VALUES)
+            values[index] = value
+        rows.append((uuid, when, _NO_VALUES if values is None else tuple(values), nulled))
+    return rows
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A section's fields grouped by kind, as positions in :attr:`SectionSpec.fields`."""
+
+    names: tuple[str, ...]
+    defaults: tuple[tuple[int, Any, bool], ...]  # position, default, required
+    not_null: tuple[int, ...]
+    times: tuple[int, ...]
+    texts: tuple[tuple[int, int, int], ...]  # position, shortest, longest
+    ints: tuple[tuple[int, int, int], ...]  # position, low, high
+    numbers: tuple[tuple[int, float, float, bool, str], ...]  # position, bound, nulled name
+    choices: tuple[tuple[int, frozenset[str]], ...]
+
+    @classmethod
+    def of(cls, spec: SectionSpec) -> _Plan:
+        fields = list(enumerate(spec.fields))
+        numbers = []
+        for i, f in fields:
+            if f.kind == "number":
+                if f.bound is None:  # clean_numbers would leave NaN alone; keep it simple
+                    raise ValueError(f"{spec.name}.{f.name} needs a plausible range")
+                label = f"{spec.name}.{f.name}"
+                numbers.append((i, f.bound.low, f.bound.high, f.bound.integer, label))
+        return cls(
+            names=tuple(f.name for f in spec.fields),
+            defaults=tuple((i, f.default, f.required) for i, f in fields),
+            not_null=tuple(i for i, f in fields if not f.nullable),
+            times=tuple(i for i, f in fields if f.kind == "time"),
+            texts=tuple((i, f.low, f.high) for i, f in fields if f.kind == "text"),
+            ints=tuple((i, f.low, f.high) for i, f in fields if f.kind == "int"),
+            numbers=tuple(numbers),
+            choices=tuple((i, f.choices) for i, f in fields if f.kind == "choice"),
+        )
+
+
+_PLANS: dict[str, _Plan] = {spec.name: _Plan.of(spec) for spec in SECTION_SPECS}
+
+
+def _section_rows(entries: list[Any], spec: SectionSpec, times: _Times) -> list[SectionRow]:
+    plan = _PLANS[spec.name]
+    names = plan.names
+    missing = (_NotPlain,) * len(names)
+    rows: list[SectionRow] = []
+    for entry in entries:
+        if type(entry) is not dict:
+            raise _NotPlain
+        values = list(map(entry.get, names, missing))
+        if _NotPlain in values:
+            for i, default, required in plan.defaults:
+                if values[i] is _NotPlain:
+                    if required:
+                        raise _NotPlain
+                    values[i] = default
+        if None in values:
+            for i in plan.not_null:
+                if values[i] is None:
+                    raise _NotPlain
+        for i in plan.times:
+            values[i] = times.of(values[i])
+        for i, shortest, longest in plan.texts:
+            text = values[i]
+            if text is not None and (type(text) is not str or not shortest <= len(text) <= longest):
+                raise _NotPlain
+        for i, least, most in plan.ints:
+            number = values[i]
+            if type(number) is not int or not least <= number <= most:
+                raise _NotPlain
+        for i, choices in plan.choices:
+            word = values[i]
+            if word is not None and (type(word) is not str or word not in choices):
+                raise _NotPlain
+        nulled: tuple[str, ...] = ()
+        for i, low, high, integer, label in plan.numbers:
+            value: Any = values[i]
+            if value is None:
+                continue
+            kind = type(value)
+            if kind is not int and kind is not float:
+                raise _NotPlain
+            if not low <= value <= high:  # NaN too
+                values[i] = None
+                nulled += (label,)
+            elif integer and kind is float:
+                if value.is_integer():
+                    values[i] = int(value)
+                else:
+                    values[i] = None
+                    nulled += (label,)
+        rows.append((tuple(values), nulled))
+    return rows
