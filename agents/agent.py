@@ -92,6 +92,7 @@ def snapshot_payload(
                 spool_dir=Path(spool),
                 labels=dict(labels),
                 topology_resend_s=0.0,  # the printed round always carries the topology
+                nvlink_interval_s=0.0,  # … and the NVLinks, though the priming round read them
             ),
             collector,
             host_sources=host_sources,
@@ -231,8 +232,9 @@ class Agent:
         errors: list[dict[str, str]] = []
         try:
             links = self.collector.nvlinks(moment)
-            if links and self._nvlinks.due(links, moment):
-                sections["nvlinks"] = list(links)
+            due = self._nvlinks.due(links, moment) if links else []
+            if due:
+                sections["nvlinks"] = due
             errors.extend(self.collector.collection_errors())
         except Exception as exc:
             log.exception("%s: collector node sections failed", self.config.hostname)

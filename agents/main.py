@@ -21,6 +21,7 @@ from agents import __version__
 from agents.agent import Agent, AgentConfig, snapshot_payload
 from agents.collectors import Collector, CollectorUnavailable, create_collector
 from agents.collectors.host import HostSource
+from agents.nvlink_thinner import MAX_INTERVAL_S as MAX_NVLINK_INTERVAL_S
 from agents.payload import encode_payload, validate_hostname, validate_labels
 from agents.sources import SourcePaths, choose_collector, host_sources
 from agents.spool import DEFAULT_MAX_BYTES
@@ -84,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-interval", type=_positive, default=10.0, help="batch period, s")
     parser.add_argument(
         "--nvlink-interval",
-        type=_non_negative,
+        type=_nvlink_interval,
         default=60.0,
         help="send NVLink readings every this many seconds, and at once when a link's state, "
         "peer or error counters change (0: every sample)",
@@ -249,13 +250,15 @@ def _positive(text: str) -> float:
     return value
 
 
-def _non_negative(text: str) -> float:
+def _nvlink_interval(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or a positive number: {text!r}")
+    if not 0 <= value <= MAX_NVLINK_INTERVAL_S:
+        raise argparse.ArgumentTypeError(
+            f"must be 0 to {MAX_NVLINK_INTERVAL_S:.0f} seconds: {text!r}"
+        )
     return value
 
 

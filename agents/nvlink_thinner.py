@@ -1,10 +1,11 @@
 """Which rounds of NVLink readings the agent sends: every ``interval_s``, and at once when a
 link changes in a way an SRE acts on.
 
-A round is sent when the interval has passed since the last one sent, when the set of links
-differs (a GPU lost or back), or when any link's state, speed, peer (PCI bus id, device type) or
-error counter (CRC, replay, recovery) differs from what was last sent. Throughput alone never
-triggers a send: it moves every round.
+Every link is sent when the interval has passed since the last full round. In between, a link
+is sent alone when its state, speed, peer (PCI bus id, device type) or an error counter (CRC,
+replay, recovery) differs from what was last sent for it, or when it is new (a GPU back).
+Throughput alone never triggers a send: it moves every round. One link going bad therefore
+costs one row per round, not the node's 144.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+#: The longest interval accepted, seconds (a day).
+MAX_INTERVAL_S = 86400.0
 #: Fields whose change is sent at once.
 WATCHED = (
     "state",
@@ -26,26 +29,37 @@ WATCHED = (
 
 
 class NvlinkThinner:
-    """Decides per round whether the NVLink readings go into the batch.
+    """Decides per round which NVLink readings go into the batch.
 
     ``interval_s`` 0 sends every round (the agent's behaviour before this class existed).
+
+    Raises:
+        ValueError: ``interval_s`` is negative or more than a day.
     """
 
     def __init__(self, interval_s: float) -> None:
+        if not 0 <= interval_s <= MAX_INTERVAL_S:
+            raise ValueError(
+                f"NVLink interval must be 0 to {MAX_INTERVAL_S:.0f} s, got {interval_s}"
+            )
         self.interval = timedelta(seconds=interval_s)
         self._sent_at: datetime | None = None
         self._sent: dict[tuple[str, int], tuple[Any, ...]] = {}
 
-    def due(self, links: Sequence[dict[str, Any]], now: datetime) -> bool:
-        """Whether the readings ``links`` (``nvlinks`` entries) taken at ``now`` are sent;
-        when they are, they become the reference for the next rounds."""
-        current = {
-            (str(e.get("gpu_uuid")), int(e.get("link", -1))): tuple(e.get(k) for k in WATCHED)
-            for e in links
-        }
-        interval_over = self._sent_at is None or now - self._sent_at >= self.interval
-        if not interval_over and current == self._sent:
-            return False
-        self._sent_at = now
-        self._sent = current
-        return True
+    def due(self, links: Sequence[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+        """The entries of ``links`` (``nvlinks`` entries read at ``now``) to send: all of them
+        when the interval is over, else those that changed (empty when none did). What is
+        sent becomes the reference for the next rounds."""
+        current = {_key(e): tuple(e.get(k) for k in WATCHED) for e in links}
+        if self._sent_at is None or now - self._sent_at >= self.interval:
+            self._sent_at = now
+            self._sent = current
+            return list(links)
+        changed = [e for e in links if self._sent.get(_key(e)) != current[_key(e)]]
+        for entry in changed:
+            self._sent[_key(entry)] = current[_key(entry)]
+        return changed
+
+
+def _key(entry: dict[str, Any]) -> tuple[str, int]:
+    return str(entry.get("gpu_uuid")), int(entry.get("link", -1))

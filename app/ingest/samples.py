@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from app.fleet.models import Gpu
 from app.ingest.rows import SampleRow
 from app.ingest.schemas import Rejection, RejectReason
 from app.metrics.catalog import METRIC_NAMES
 from app.metrics.models import gpu_sample
+from app.series import read as series_read
 from app.timeseries import StagedRows
 
 MAX_LISTED_REJECTIONS = 100
@@ -30,6 +33,7 @@ class SamplePlan:
 
     received: int
     staged: StagedRows
+    rows: dict[tuple[int, datetime], tuple[Any, ...]] = field(default_factory=dict)
     duplicates: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     rejections: list[Rejection] = field(default_factory=list)
@@ -51,6 +55,7 @@ def plan_samples(
     plan = SamplePlan(
         received=len(samples),
         staged=StagedRows(gpu_sample, _COLUMNS, rows.values(), newest_per="gpu_id"),
+        rows=rows,
     )
     ids = {uuid: gpu.id for uuid, gpu in gpus.items()}
     for index, (uuid, sampled_at, values, nulled_names) in enumerate(samples):
@@ -76,6 +81,14 @@ def plan_samples(
         if nulled_names:
             plan.nulled.update(nulled_names)
     return plan
+
+
+def drop_packed(session: Session, plan: SamplePlan) -> None:
+    """Count as duplicates the planned samples already stored in packed blocks
+    (:func:`app.series.read.packed_keys`): re-sent after their hour was compacted."""
+    for key in series_read.packed_keys(session, table="gpu_sample", keys=plan.rows.keys()):
+        del plan.rows[key]
+        plan.duplicates += 1
 
 
 def samples_result(plan: SamplePlan, *, gpus: dict[str, Gpu]) -> dict[str, Any]:

@@ -8,6 +8,9 @@ import typer
 
 storage_cli = typer.Typer(help="The sample store: compaction and sizes.", no_args_is_help=True)
 
+#: The longest ``--after`` accepted: ten years, in seconds.
+MAX_AFTER_S = 3650 * 86400.0
+
 DatabaseOpt = Annotated[
     str | None, typer.Option("--database-url", help="SQLAlchemy URL; default as for serve")
 ]
@@ -17,13 +20,19 @@ DatabaseOpt = Annotated[
 def compact(
     after: Annotated[
         float | None,
-        typer.Option(help="pack samples older than this many seconds (default: the setting)"),
+        typer.Option(
+            help="pack samples older than this many seconds (default FLEETWATCH_COMPACT_AFTER_S)"
+        ),
     ] = None,
     database_url: DatabaseOpt = None,
 ) -> None:
-    """Pack raw GPU and NVLink samples older than the horizon into hour blocks, 128 GPUs per
+    """Pack raw GPU and NVLink samples older than the horizon into blocks, 128 GPUs per
     transaction (resumable: stop it at any time, run it again). Safe while the server runs.
-    GPU samples stay raw as long as an enabled alert rule's window reaches back."""
+
+    Only whole blocks are packed (GPU: hours, NVLink: 6 hours), and each GPU and link keeps
+    its newest 10 minutes raw; GPU samples stay raw as long as an enabled alert rule's window
+    or the health throttle window reaches back, and until the rollups have folded them. GPU
+    1-minute rollups older than FLEETWATCH_COMPACT_MINUTES_AFTER_DAYS are packed by day."""
     from app.cli import _require_migrated, _settings
     from app.db import make_engine, make_session_factory
     from app.series.jobs import run as run_compact
@@ -31,8 +40,8 @@ def compact(
     settings = _settings(database_url=database_url)
     _require_migrated(settings)
     horizon_s = settings.compact_after_s if after is None else after
-    if horizon_s < 0:
-        typer.echo("fleetwatch: --after: must be 0 or more seconds", err=True)
+    if not 0 <= horizon_s <= MAX_AFTER_S:  # also refuses NaN
+        typer.echo(f"fleetwatch: --after: expected 0 to {MAX_AFTER_S:.0f} seconds", err=True)
         raise typer.Exit(2)
     engine = make_engine(settings.effective_database_url)
     try:

@@ -79,6 +79,9 @@ def reopen_sql(spec: BlockSpec) -> str:
     alias = ", ".join(_q(c) for c in ("dt_us", *spec.values))
     arrival_col = ', "received_at"' if spec.arrival else ""
     arrival_val = ", o.received_until" if spec.arrival else ""
+    # Rows the rollups have not folded yet are not packed either: re-opening for them would
+    # only re-pack the same block at every run until they are.
+    folded = " AND r.received_at <= :folded" if spec.arrival else ""
     updates = ", ".join(
         f"{_q(c)} = excluded.{_q(c)}" for c in (*spec.values, *(["received_at"] * spec.arrival))
     )
@@ -91,7 +94,7 @@ WITH opened AS (
         WHERE {same_key}
           AND r.sampled_at >= b.block_start
           AND r.sampled_at < b.block_start + interval '{spec.block_s} seconds'
-          AND r.sampled_at < :horizon)
+          AND r.sampled_at < :horizon{folded})
     RETURNING b.*
 ), restored AS (
 INSERT INTO {raw} ({", ".join(_q(k) for k in keys)}, "sampled_at"{arrival_col},
@@ -178,12 +181,12 @@ def compact_owners(
         (rows packed, blocks written, blocks re-opened).
     """
     params: dict[str, Any] = {"owners": list(owners), "horizon": horizon}
-    n_reopened, _restored = session.execute(text(reopen_sql(spec)), params).one()
-    params.update(keep_s=keep_latest_s)
     if spec.arrival:
         if folded is None:
             raise ValueError(f"{spec.name}: folded (the rollups' arrival watermark) is required")
         params.update(folded=folded)
+    n_reopened, _restored = session.execute(text(reopen_sql(spec)), params).one()
+    params.update(keep_s=keep_latest_s)
     written, packed = session.execute(text(pack_sql(spec)), params).one()
     return int(packed), int(written), int(n_reopened)
 

@@ -9,7 +9,7 @@ is compacted, it is the raw table's rows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +25,7 @@ from sqlalchemy import (
     type_coerce,
     union_all,
 )
+from sqlalchemy.orm import Session
 
 from app.db import UTCDateTime
 from app.series.blocks import BY_NAME, BlockSpec
@@ -104,3 +105,32 @@ def _unpacked(
     if end is not None:
         stmt = stmt.where(block.c.block_start <= end)
     return stmt
+
+
+def packed_keys(
+    session: Session, *, table: str, keys: Collection[tuple[int, datetime]]
+) -> set[tuple[int, datetime]]:
+    """Which (owner, ``sampled_at``) of ``keys`` are stored in ``table``'s blocks already
+    (Postgres; an empty set elsewhere). Ingest asks it before storing, so that a sample re-sent
+    after its hour was packed is a duplicate, as it would be against a raw row.
+
+    One index scan on the blocks meeting the keys' time span: for a batch of recent samples
+    (newer than every block) it finds nothing and unpacks nothing.
+
+    Raises:
+        KeyError: ``table`` has no block form.
+    """
+    spec = BY_NAME[table]
+    if not keys or session.get_bind().dialect.name != "postgresql":
+        return set()
+    owners = sorted({owner for owner, _ in keys})
+    stamps = [at for _, at in keys]
+    lo, hi = min(stamps), max(stamps)
+    unpacked = _unpacked(spec, [], lo, hi).subquery()
+    stmt = select(unpacked.c[spec.owner], unpacked.c.sampled_at).where(
+        unpacked.c[spec.owner].in_(owners),
+        unpacked.c.sampled_at >= lo,
+        unpacked.c.sampled_at <= hi,
+    )
+    found = {(owner, at) for owner, at in session.execute(stmt)}
+    return found & set(keys)

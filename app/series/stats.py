@@ -51,8 +51,8 @@ def table_stats(
     buckets), then the 1-minute and 1-hour rollup tables.
 
     Row counts of tables without blocks are the planner's estimate (``pg_class.reltuples``,
-    kept by autovacuum) unless ``exact`` (a ``count(*)``, slow on a large table); samples in
-    blocks are exact (``sum(sample_count)``).
+    kept by autovacuum) unless ``exact`` or the table was never analysed (then a ``count(*)``,
+    slow on a large table); samples in blocks are exact (``sum(sample_count)``).
 
     Raises:
         ValueError: the database is not Postgres.
@@ -68,7 +68,8 @@ def table_stats(
         ).one()
         width = len(spec.values)
         size = _size(session, spec.block.name)
-        out.append(TableStats(spec.block.name, "hour blocks", size, rows, samples, samples * width))
+        tier = "hour blocks" if spec.block_s == 3600 else f"{spec.block_s // 3600}-h blocks"
+        out.append(TableStats(spec.block.name, tier, size, rows, samples, samples * width))
     tables = Base.metadata.tables
     out.extend(_plain(session, tables[name], "raw", exact, since) for name in OTHER_RAW)
     packed = minute_blocks.gpu_sample_1m_block
@@ -94,6 +95,8 @@ def _plain(
             text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"),
             {"t": table.name},
         )
+        if estimate is None or estimate < 0:  # never analysed yet: no estimate, count
+            estimate = session.scalar(select(func.count()).select_from(table))
         rows = max(0, int(estimate or 0))
     keys = {c.name for c in table.primary_key.columns} | {"received_at"}
     width = len([c for c in table.columns if c.name not in keys])

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from agents.nvlink_thinner import NvlinkThinner
 
@@ -34,38 +37,56 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def test_it_sends_the_first_round_then_every_interval_whatever_the_throughput() -> None:
+def sent(thinner: NvlinkThinner, entries: list[dict[str, Any]], seconds: float) -> list[int]:
+    """The link numbers sent in a round."""
+    return [e["link"] for e in thinner.due(entries, at(seconds))]
+
+
+def test_it_sends_every_link_first_then_every_interval_whatever_the_throughput() -> None:
     thinner = NvlinkThinner(30.0)
-    sent = [thinner.due(links(tx_bytes_per_s=float(s)), at(s)) for s in range(0, 65, 5)]
-    assert sent == [True, False, False, False, False, False, True] + [False] * 5 + [True]
+    rounds = [sent(thinner, links(tx_bytes_per_s=float(s)), s) for s in range(0, 65, 5)]
+    every = [0, 1, 2, 3]
+    assert rounds == [every, [], [], [], [], [], every] + [[]] * 5 + [every]
 
 
-def test_a_state_peer_or_error_counter_change_is_sent_at_once_and_resets_the_interval() -> None:
+def test_a_changed_link_is_sent_alone_at_once_and_the_interval_keeps_its_pace() -> None:
     thinner = NvlinkThinner(30.0)
-    assert thinner.due(links(), at(0))
-    assert not thinner.due(links(), at(5))
-    assert thinner.due(links(state="down", speed_gbps=None), at(10))
-    assert not thinner.due(links(state="down", speed_gbps=None), at(15))
-    assert thinner.due(links(state="down", speed_gbps=None, crc_errors=7), at(20))
-    assert thinner.due(links(state="up", remote_pci_bus_id="00000000:06:00.0"), at(25))
-    assert not thinner.due(links(state="up", remote_pci_bus_id="00000000:06:00.0"), at(50))
-    assert thinner.due(links(state="up", remote_pci_bus_id="00000000:06:00.0"), at(55))
+    assert sent(thinner, links(), 0) == [0, 1, 2, 3]
+    assert sent(thinner, links(), 5) == []
+    assert sent(thinner, links(state="down", speed_gbps=None), 10) == [2]
+    assert sent(thinner, links(state="down", speed_gbps=None), 15) == []
+    # A down link whose error counters keep rising costs one row a round, not every link.
+    assert sent(thinner, links(state="down", speed_gbps=None, crc_errors=7), 20) == [2]
+    assert sent(thinner, links(state="down", speed_gbps=None, crc_errors=9), 25) == [2]
+    assert sent(thinner, links(state="up", remote_pci_bus_id="00000000:06:00.0"), 30) == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    assert sent(thinner, links(state="up", remote_pci_bus_id="00000000:06:00.0"), 35) == []
 
 
-def test_a_link_that_disappears_is_a_change() -> None:
+def test_a_link_that_appears_is_sent() -> None:
     thinner = NvlinkThinner(30.0)
-    assert thinner.due(links(), at(0))
-    assert thinner.due(links()[:3], at(5))  # a GPU lost takes its links with it
+    assert sent(thinner, links()[:3], 0) == [0, 1, 2]
+    assert sent(thinner, links(), 5) == [3]  # a GPU's links back
 
 
 def test_interval_zero_sends_every_round() -> None:
     thinner = NvlinkThinner(0.0)
-    assert all(thinner.due(links(), at(s)) for s in range(0, 20, 5))
+    assert all(sent(thinner, links(), s) == [0, 1, 2, 3] for s in range(0, 20, 5))
 
 
-def test_the_agent_refuses_a_negative_interval_naming_the_option() -> None:
+def test_an_interval_beyond_a_day_is_refused() -> None:
+    with pytest.raises(ValueError, match="0 to 86400"):
+        NvlinkThinner(1e30)
+
+
+@pytest.mark.parametrize("bad", ["-1", "abc", "inf", "nan", "1e30", "86401"])
+def test_the_agent_refuses_a_bad_interval_naming_the_option(bad: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agents.main", "--nvlink-interval", "-1", "--once"],
+        [sys.executable, "-m", "agents.main", f"--nvlink-interval={bad}", "--once"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -73,3 +94,15 @@ def test_the_agent_refuses_a_negative_interval_naming_the_option() -> None:
     )
     assert done.returncode == 2
     assert "--nvlink-interval" in done.stderr
+
+
+def test_print_shows_the_nvlinks_although_the_priming_round_read_them() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agents.main", "--collector", "sim", "--once", "--print"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["nvlinks"]) == 8 * 18  # the simulated HGX node

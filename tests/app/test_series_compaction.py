@@ -26,6 +26,7 @@ from app.rollups.specs import GPU
 from app.series.blocks import gpu_sample_block, nvlink_sample_block
 from app.series.compact import compact
 from app.series.read import rows_between
+from tests.factories import batch, sample
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=5)
@@ -340,3 +341,69 @@ def test_sqlite_keeps_raw_rows(sqlite_url: str) -> None:
 def every_row_sqlite(session: Session) -> list[Any]:
     rows = rows_between("gpu_sample", columns=COLUMNS, start=None, end=None, dialect="sqlite")
     return list(session.execute(select(rows)))
+
+
+def ingest(url: str, payload: dict[str, Any], received_at: datetime) -> dict[str, Any]:
+    """Store ``payload`` through the ingest service at ``received_at``; returns its answer."""
+    from app.fleet import service as fleet_service
+    from app.ingest import service as ingest_service
+    from app.ingest.schemas import IngestBatchIn
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            node = fleet_service.get_or_create_node(session, hostname=payload["node"]["hostname"])
+            return dict(
+                ingest_service.store_batch(
+                    session,
+                    node=node,
+                    batch=IngestBatchIn.model_validate(payload),
+                    received_at=received_at,
+                    future_tolerance_s=300.0,
+                    retention_days=30.0,
+                )
+            )
+    finally:
+        engine.dispose()
+
+
+def test_a_sample_re_sent_after_its_hour_was_packed_is_a_duplicate(
+    factory: sessionmaker[Session], postgres_url: str
+) -> None:
+    now = datetime.now(UTC).replace(microsecond=0)
+    start = now - timedelta(hours=4)
+    first = batch("late-a", gpus=1, samples_per_gpu=120, start=start, interval_s=60.0)
+    answer = ingest(postgres_url, first, start + timedelta(hours=2))
+    assert answer["samples_stored"] == 120
+    with session_scope(factory) as s:
+        set_mark(s, GPU.arrival_key, now)
+    packed = compact(factory, compact_after_s=3600, now=now)
+    assert packed.rows_packed["gpu_sample"] > 0
+    # The agent re-sends one packed sample (a new batch id, another value) and a new one.
+    gpu_entry = first["gpus"][0]
+    again = batch(
+        "late-a",
+        gpus=[gpu_entry],
+        samples_per_gpu=0,
+        samples=[
+            sample(gpu_entry, start + timedelta(minutes=5), util_gpu_pct=1),
+            sample(gpu_entry, start + timedelta(minutes=5, seconds=30), util_gpu_pct=2),
+        ],
+    )
+    answer = ingest(postgres_url, again, now)
+    assert (answer["samples_stored"], answer["samples_duplicate"]) == (1, 1)
+    with session_scope(factory) as s:
+        rows = rows_between(
+            "gpu_sample", columns=["util_gpu_pct"], start=None, end=None, dialect="postgresql"
+        )
+        got = s.execute(
+            select(rows.c.sampled_at, rows.c.util_gpu_pct).where(
+                rows.c.sampled_at.between(
+                    start + timedelta(minutes=5), start + timedelta(minutes=5, seconds=30)
+                )
+            )
+        ).all()
+        assert sorted(tuple(r) for r in got) == [
+            (start + timedelta(minutes=5), 50.0),  # the first stored wins
+            (start + timedelta(minutes=5, seconds=30), 2.0),
+        ]
