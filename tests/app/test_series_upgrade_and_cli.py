@@ -218,6 +218,7 @@ def test_storage_commands_on_sqlite_say_what_they_do(tmp_path: Path) -> None:
     stats = fleetwatch("storage", "stats", "--database-url", url)
     assert stats.returncode == 2
     assert "storage stats need Postgres" in stats.stderr
-    bad = fleetwatch("storage", "compact", "--after", "-5", "--database-url", url)
-    assert bad.returncode == 2
-    assert "--after" in bad.stderr
+    for value in ("-5", "nan", "inf", "1e30", "abc"):
+        bad = fleetwatch("storage", "compact", f"--after={value}", "--database-url", url)
+        assert bad.returncode == 2, value
+        assert "--after" in bad.stderr and "Traceback" not in bad.stderr, value
