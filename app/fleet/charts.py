@@ -146,12 +146,14 @@ def zone_name(zone: tzinfo) -> str:
 
 
 def gap_threshold_s(times: list[datetime], step_s: int) -> float:
-    """Spacing above which two neighbouring points are not joined: 2.5 × the step, or for raw
-    samples 2.5 × their median spacing (the agent's interval), so an outage shows as a gap."""
-    if step_s > 0:
-        return 2.5 * step_s
+    """Spacing above which two neighbouring points are not joined: 2.5 × the larger of the step
+    and the points' median spacing, so an outage shows as a gap while an agent sampling less
+    often than the step (every 30 s in 10-s buckets: every third bucket filled) still draws a
+    line instead of isolated, invisible points."""
     spacings = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
-    return 2.5 * statistics.median(spacings) if spacings else 0.0
+    # The lower median: with few points (three buckets, one gap) the gap is not "typical".
+    typical = statistics.median_low(spacings) if spacings else 0.0
+    return 2.5 * max(float(step_s), typical)
 
 
 def _wall(value: datetime, zone: tzinfo) -> datetime:

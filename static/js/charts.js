@@ -57,20 +57,19 @@
     return pad(w[3]) + ":" + pad(w[4]) + ":" + pad(w[5]) + " " + boot.tz;
   }
 
-  function median(values) {
+  function medianLow(values) {
     var sorted = values.slice().sort(function (a, b) {
       return a - b;
     });
-    var mid = Math.floor(sorted.length / 2);
-    return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+    return sorted[Math.floor((sorted.length - 1) / 2)];
   }
 
   // Seconds between two points above which they are not joined (see gap_threshold_s).
   function gapThreshold(timesMs, stepS) {
-    if (stepS > 0) return 2.5 * stepS;
     var spacings = [];
     for (var i = 1; i < timesMs.length; i++) spacings.push((timesMs[i] - timesMs[i - 1]) / 1000);
-    return spacings.length ? 2.5 * median(spacings) : 0;
+    var typical = spacings.length ? medianLow(spacings) : 0;
+    return 2.5 * Math.max(stepS > 0 ? stepS : 0, typical);
   }
 
   function tracesFrom(samples, meta) {

@@ -112,6 +112,17 @@ def test_raw_samples_gap_follows_the_agents_interval() -> None:
     assert gap_threshold_s(times[:1], 0) == 0
 
 
+def test_an_agent_sampling_less_often_than_the_step_still_draws_a_line() -> None:
+    # 30-s samples in 10-s buckets (a 1-h chart): every third bucket holds a point. A 25-s
+    # threshold put a gap between every pair and Plotly drew nothing (found by a break test).
+    times = [T0 + timedelta(seconds=s) for s in range(0, 600, 30)]
+    assert gap_threshold_s(times, 10) == 75
+    times_with_outage = [*times, T0 + timedelta(seconds=900)]
+    assert (times_with_outage[-1] - times_with_outage[-2]).total_seconds() > gap_threshold_s(
+        times_with_outage, 10
+    )
+
+
 def test_an_empty_range_says_so() -> None:
     figure = build_figures(samples(series(0, {m: [] for m in CHART_METRICS})))[0]
 
