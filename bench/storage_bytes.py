@@ -54,6 +54,7 @@ from app.metrics.service import choose_step_s  # noqa: E402
 from app.migrate import upgrade  # noqa: E402
 from app.rollups.jobs import rebuild, set_mark  # noqa: E402
 from app.rollups.specs import GPU  # noqa: E402
+from app.series.blocks import NVLINK  # noqa: E402
 from app.series.compact import compact  # noqa: E402
 
 START = datetime(2024, 1, 3, tzinfo=UTC)
@@ -102,17 +103,7 @@ def load(url: str, nodes: int, hours: float, step_s: float, om_path: Path) -> in
     return values
 
 
-NVLINK_VALUES = (
-    "state",
-    "speed_gbps",
-    "remote_pci_bus_id",
-    "remote_device_type",
-    "tx_bytes_per_s",
-    "rx_bytes_per_s",
-    "crc_errors",
-    "replay_errors",
-    "recovery_errors",
-)
+NVLINK_VALUES = NVLINK.values
 
 
 def load_nvlinks(url: str, nodes: int, hours: float, step_s: float, nvlink_step_s: float) -> int:

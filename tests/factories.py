@@ -100,9 +100,10 @@ def batch(
 # --- alerts (issue 5) -----------------------------------------------------------------------
 
 
-def store_payload(url: str, payload: dict[str, Any], *, received_at: datetime) -> None:
+def store_payload(url: str, payload: dict[str, Any], *, received_at: datetime) -> dict[str, Any]:
     """Store ``payload`` through the ingest service as if received at ``received_at`` (the node
-    and its token created on first use), so alert tests control the server's clock."""
+    and its token created on first use), so alert tests control the server's clock; returns
+    the ingest answer."""
     from app.fleet import service as fleet_service
     from app.ingest import service as ingest_service
     from app.ingest.schemas import IngestBatchIn
@@ -111,13 +112,15 @@ def store_payload(url: str, payload: dict[str, Any], *, received_at: datetime) -
     try:
         with session_scope(make_session_factory(engine)) as session:
             node = fleet_service.get_or_create_node(session, hostname=payload["node"]["hostname"])
-            ingest_service.store_batch(
-                session,
-                node=node,
-                batch=IngestBatchIn.model_validate(payload),
-                received_at=received_at,
-                future_tolerance_s=300.0,
-                retention_days=30.0,
+            return dict(
+                ingest_service.store_batch(
+                    session,
+                    node=node,
+                    batch=IngestBatchIn.model_validate(payload),
+                    received_at=received_at,
+                    future_tolerance_s=300.0,
+                    retention_days=30.0,
+                )
             )
     finally:
         engine.dispose()

@@ -26,7 +26,7 @@ from app.rollups.specs import GPU
 from app.series.blocks import gpu_sample_block, nvlink_sample_block
 from app.series.compact import compact
 from app.series.read import rows_between
-from tests.factories import batch, sample
+from tests.factories import batch, sample, store_payload
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=5)
@@ -343,37 +343,13 @@ def every_row_sqlite(session: Session) -> list[Any]:
     return list(session.execute(select(rows)))
 
 
-def ingest(url: str, payload: dict[str, Any], received_at: datetime) -> dict[str, Any]:
-    """Store ``payload`` through the ingest service at ``received_at``; returns its answer."""
-    from app.fleet import service as fleet_service
-    from app.ingest import service as ingest_service
-    from app.ingest.schemas import IngestBatchIn
-
-    engine = make_engine(url)
-    try:
-        with session_scope(make_session_factory(engine)) as session:
-            node = fleet_service.get_or_create_node(session, hostname=payload["node"]["hostname"])
-            return dict(
-                ingest_service.store_batch(
-                    session,
-                    node=node,
-                    batch=IngestBatchIn.model_validate(payload),
-                    received_at=received_at,
-                    future_tolerance_s=300.0,
-                    retention_days=30.0,
-                )
-            )
-    finally:
-        engine.dispose()
-
-
 def test_a_sample_re_sent_after_its_hour_was_packed_is_a_duplicate(
     factory: sessionmaker[Session], postgres_url: str
 ) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     start = now - timedelta(hours=4)
     first = batch("late-a", gpus=1, samples_per_gpu=120, start=start, interval_s=60.0)
-    answer = ingest(postgres_url, first, start + timedelta(hours=2))
+    answer = store_payload(postgres_url, first, received_at=start + timedelta(hours=2))
     assert answer["samples_stored"] == 120
     with session_scope(factory) as s:
         set_mark(s, GPU.arrival_key, now)
@@ -390,7 +366,7 @@ def test_a_sample_re_sent_after_its_hour_was_packed_is_a_duplicate(
             sample(gpu_entry, start + timedelta(minutes=5, seconds=30), util_gpu_pct=2),
         ],
     )
-    answer = ingest(postgres_url, again, now)
+    answer = store_payload(postgres_url, again, received_at=now)
     assert (answer["samples_stored"], answer["samples_duplicate"]) == (1, 1)
     with session_scope(factory) as s:
         rows = rows_between(
