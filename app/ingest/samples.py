@@ -34,6 +34,7 @@ class SamplePlan:
     received: int
     staged: StagedRows
     rows: dict[tuple[int, datetime], tuple[Any, ...]] = field(default_factory=dict)
+    nulled_by_row: dict[tuple[int, datetime], Any] = field(default_factory=dict)
     duplicates: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     rejections: list[Rejection] = field(default_factory=list)
@@ -80,6 +81,7 @@ def plan_samples(
         rows[key] = (gpu_id, sampled_at, received_at, *values)
         if nulled_names:
             plan.nulled.update(nulled_names)
+            plan.nulled_by_row[key] = nulled_names
     return plan
 
 
@@ -89,6 +91,8 @@ def drop_packed(session: Session, plan: SamplePlan) -> None:
     for key in series_read.packed_keys(session, table="gpu_sample", keys=plan.rows.keys()):
         del plan.rows[key]
         plan.duplicates += 1
+        plan.nulled.subtract(plan.nulled_by_row.get(key, ()))
+    plan.nulled = +plan.nulled  # drop names whose count fell to 0
 
 
 def samples_result(plan: SamplePlan, *, gpus: dict[str, Gpu]) -> dict[str, Any]:

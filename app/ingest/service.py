@@ -112,6 +112,7 @@ def store_batch(
         newest_allowed=newest_allowed,
         oldest_allowed=oldest_allowed,
     )
+    sample_store.drop_packed(session, sample_plan)
     nulled.update(sample_plan.nulled)
     sections = section_store.plan_sections(
         node=node,
@@ -121,7 +122,6 @@ def store_batch(
         oldest_allowed=oldest_allowed,
         nulled=nulled,
     )
-    sample_store.drop_packed(session, sample_plan)
     insert_staged(session, [sample_plan.staged, *sections.staged.values()])
     result = sample_store.samples_result(sample_plan, gpus=gpus)
     newest = max((g.last_sample_at for g in gpus.values() if g.last_sample_at), default=None)

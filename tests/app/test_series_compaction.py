@@ -362,12 +362,14 @@ def test_a_sample_re_sent_after_its_hour_was_packed_is_a_duplicate(
         gpus=[gpu_entry],
         samples_per_gpu=0,
         samples=[
-            sample(gpu_entry, start + timedelta(minutes=5), util_gpu_pct=1),
+            # 1e9 °C is implausible: nulled, but the sample is a duplicate, so not counted.
+            sample(gpu_entry, start + timedelta(minutes=5), util_gpu_pct=1, temp_c=1e9),
             sample(gpu_entry, start + timedelta(minutes=5, seconds=30), util_gpu_pct=2),
         ],
     )
     answer = store_payload(postgres_url, again, received_at=now)
     assert (answer["samples_stored"], answer["samples_duplicate"]) == (1, 1)
+    assert answer["nulled_values"] == {}
     with session_scope(factory) as s:
         rows = rows_between(
             "gpu_sample", columns=["util_gpu_pct"], start=None, end=None, dialect="postgresql"
