@@ -21,11 +21,12 @@ from app.nvlinks.models import NvlinkSample
 from app.retention.jobs import prune
 from app.rollups import fold
 from app.rollups.jobs import set_mark
-from app.rollups.models import GPU_ROLLUPS, rollup_watermark
+from app.rollups.models import GPU_ROLLUPS
 from app.rollups.specs import GPU
 from app.series.blocks import gpu_sample_block, nvlink_sample_block
 from app.series.compact import compact
 from app.series.read import rows_between
+from tests.app.series_helpers import store_factory
 from tests.factories import batch, sample, store_payload
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -35,17 +36,8 @@ BIG = 2**53 + 1  # not exact as a double: an integer metric must stay bigint
 
 @pytest.fixture
 def factory(postgres_url: str) -> Iterator[sessionmaker[Session]]:
-    engine = make_engine(postgres_url)
-    try:
-        made = make_session_factory(engine)
-        with session_scope(made) as s:
-            s.execute(delete(rollup_watermark))
+    with store_factory(postgres_url) as made:
         yield made
-    finally:
-        engine.dispose()
-        from tests.dbs import wipe
-
-        wipe(postgres_url)
 
 
 def make_node(session: Session, gpus: int = 2) -> Node:

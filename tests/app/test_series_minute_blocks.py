@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import make_engine, make_session_factory, session_scope
+from app.db import session_scope
 from app.fleet.models import Gpu, Node
 from app.metrics import service as metrics_service
 from app.metrics.models import gpu_sample
@@ -22,7 +22,7 @@ from app.rollups.models import GPU_ROLLUPS, rollup_watermark
 from app.rollups.specs import GPU
 from app.series import minute_blocks
 from app.series.compact import compact
-from tests.dbs import wipe
+from tests.app.series_helpers import store_factory
 
 T0 = datetime(2026, 11, 20, tzinfo=UTC)  # a UTC midnight
 DAY = 86400
@@ -33,15 +33,8 @@ METRICS = ["util_gpu_pct", "power_w", "ecc_corrected_aggregate_count", "clocks_e
 
 @pytest.fixture
 def factory(postgres_url: str) -> Iterator[sessionmaker[Session]]:
-    engine = make_engine(postgres_url)
-    try:
-        made = make_session_factory(engine)
-        with session_scope(made) as s:
-            s.execute(delete(rollup_watermark))
+    with store_factory(postgres_url) as made:
         yield made
-    finally:
-        engine.dispose()
-        wipe(postgres_url)
 
 
 def seed(factory: sessionmaker[Session], days: int = 2, step_s: int = 30) -> int:
