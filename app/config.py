@@ -88,6 +88,18 @@ class Settings(BaseSettings):
     health_throttle_min_fraction: float = Field(default=0.8, gt=0, le=1)
     health_disk_wait_s: float = Field(default=0.05, gt=0, le=3600)
     health_nfs_rtt_s: float = Field(default=0.1, gt=0, le=3600)
+    health_refresh_interval_s: float = Field(
+        default=2.0,
+        ge=0.1,
+        le=3600,
+        description="longest wait before a node's new data is evaluated into the stored health",
+    )
+    health_recheck_s: float = Field(
+        default=60.0,
+        ge=1,
+        le=86400,
+        description="a node with no new data is evaluated again after this (windows slide)",
+    )
     alerts_enabled: bool = Field(default=True, description="run the alert rule evaluator")
     alert_eval_interval_s: float = Field(
         default=10.0, ge=1, le=3600, description="seconds between alert rule evaluations"

@@ -30,6 +30,7 @@ from app.fleet import pages as fleet_pages
 from app.fleet import router as fleet_router
 from app.gpus import router as gpu_router
 from app.health import router as health_router
+from app.health.jobs import HealthRefresher
 from app.health.rules import rules_from_settings
 from app.ingest import router as ingest_router
 from app.migrate import is_up_to_date
@@ -123,6 +124,13 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 coalesce=True,
                 max_instances=1,
             )
+            app.state.health_refresher = HealthRefresher(
+                app.state.session_factory,
+                rules=rules_from_settings(settings),
+                interval_s=settings.health_refresh_interval_s,
+                recheck_after_s=settings.health_recheck_s,
+            )
+            app.state.health_refresher.start()
             if settings.alerts_enabled:
                 evaluator = AlertEvaluator(
                     engine,
@@ -154,6 +162,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         finally:
             if scheduler.running:
                 scheduler.shutdown(wait=False)
+            if getattr(app.state, "health_refresher", None) is not None:
+                app.state.health_refresher.close()
             if getattr(app.state, "alert_evaluator", None) is not None:
                 app.state.alert_evaluator.close()
             if getattr(app.state, "notify_jobs", None) is not None:

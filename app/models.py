@@ -11,6 +11,7 @@ from app.alerts.models import (
 from app.auth.models import NodeToken
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
+from app.health.models import NodeHealthState
 from app.ingest.models import IngestBatch
 from app.metrics.models import gpu_sample
 from app.nics.models import NicPortSample
@@ -36,6 +37,7 @@ __all__ = [
     "NicPortSample",
     "Node",
     "NodeEvent",
+    "NodeHealthState",
     "NodeToken",
     "NotifyChannel",
     "NotifyDelivery",

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from app.db import SessionDep, utcnow
@@ -160,15 +162,35 @@ def fleet_nodes_partial(
     view: str | None = None,
     problems: str | None = None,
     push: str | None = None,
-) -> HTMLResponse:
+    seen: str | None = None,
+) -> Response:
     """The overview's live region alone (counts, grid or table, events), for the 5 s htmx
     refresh and the filter form; with ``push=1`` (a filter change) the browser's URL is set to
-    the page URL of the new filters."""
+    the page URL of the new filters.
+
+    ``X-Live-Version`` identifies what the answer shows (a hash of it, the "updated at" line
+    left out); a refresh that sends it back as ``seen`` gets 204 No Content when nothing
+    changed: at 1,000 nodes the browser is spared re-drawing 8,000 cells every 5 s."""
     filters = _overview_filters(q, label, sort, state, model, overlay, view, problems)
     response = render(request, "overview/_live.html", _fleet_context(request, session, filters))
+    version = live_version(bytes(response.body))
+    if seen is not None and seen == version and push != "1":
+        return Response(status_code=204, headers={"X-Live-Version": version})
+    response.headers["X-Live-Version"] = version
     if push == "1":
         response.headers["HX-Push-Url"] = "/" + filters.query()
     return response
+
+
+#: What changes with the clock alone, left out of a live region's version: the "Updated …"
+#: line and the text of ``<time data-ago>`` ages (the browser keeps those current itself).
+_CLOCK_TEXT = re.compile(rb'<p class="updated"[^>]*>[^<]*</p>|(<time [^>]*data-ago[^>]*>)[^<]*')
+
+
+def live_version(body: bytes) -> str:
+    """A short hash of a live region's HTML without what changes with the clock alone."""
+    stripped = _CLOCK_TEXT.sub(lambda m: m.group(1) or b"", body)
+    return hashlib.blake2b(stripped, digest_size=12).hexdigest()
 
 
 def _node_context(request: Request, session: Session, hostname: str) -> dict[str, Any]:

@@ -216,22 +216,26 @@ def list_node_rows(
     search: str | None = None,
     labels: dict[str, str] | None = None,
     metrics: Sequence[str] = METRIC_NAMES,
+    ids: Sequence[int] | None = None,
 ) -> list[NodeView]:
-    """Every node (hostname containing ``search`` in any case, exact ``labels`` values), sorted
-    by hostname, with freshness, GPUs (by index) and their latest ``metrics``: three statements
-    whatever the fleet size, reading plain rows instead of ORM objects (several times faster for
-    thousands of GPUs).
+    """Every node (hostname containing ``search`` in any case, exact ``labels`` values, id in
+    ``ids`` when given), sorted by hostname, with freshness, GPUs (by index) and their latest
+    ``metrics``: three statements whatever the fleet size, reading plain rows instead of ORM
+    objects (several times faster for thousands of GPUs).
 
     ``view.node`` and ``view.gpu`` are read-only SQLAlchemy rows with the columns of
     :data:`NODE_ROW_COLUMNS` / :data:`GPU_ROW_COLUMNS` as attributes (no relationships, no JSON
     documents but ``labels``): for lists and health, not for code that changes a node."""
-    rows = list(session.execute(select(*NODE_ROW_COLUMNS).order_by(Node.hostname)))
+    stmt = select(*NODE_ROW_COLUMNS).order_by(Node.hostname)
+    if ids is not None:
+        stmt = stmt.where(Node.id.in_(list(ids)))
+    rows = list(session.execute(stmt))
     if search:
         needle = search.lower()
         rows = [n for n in rows if needle in n.hostname.lower()]
     if labels:
         rows = [n for n in rows if all((n.labels or {}).get(k) == v for k, v in labels.items())]
-    narrowed = bool(search or labels)
+    narrowed = bool(search or labels) or ids is not None
     ids = [n.id for n in rows]
     gpu_stmt = select(*GPU_ROW_COLUMNS).order_by(Gpu.node_id, Gpu.index)
     latest_stmt = select(gpu_sample.c.gpu_id, *(gpu_sample.c[m] for m in metrics)).join(
@@ -273,3 +277,8 @@ def get_node_view(
         freshness=freshness(node, now=now, stale_after_s=stale_after_s),
         gpus=[GpuView(g, g.last_sample_at, latest.get(g.id, {})) for g in node.gpus],
     )
+
+
+def gpu_models(session: Session) -> list[str]:
+    """The distinct GPU model names of the fleet's inventory, sorted."""
+    return sorted(name for name in session.scalars(select(Gpu.name).distinct()) if name is not None)

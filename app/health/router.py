@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 
 from app.db import SessionDep
 from app.fleet.router import parse_label_filters
+from app.health import current as health_current
 from app.health import service as health_service
 from app.health.rules import HealthRules, rules_from_settings
 from app.health.schemas import HealthOut, NodeHealthOut
@@ -28,7 +29,7 @@ def get_health(
 ) -> HealthOut:
     """Node counts per state (healthy, degraded, unhealthy, unknown) fleet-wide, per cluster and
     per group (IB pod, else rack), and each node's state with its reasons."""
-    return health_service.list_health(
+    return health_current.list_health(
         session, rules=rules_of(request), labels=parse_label_filters(label) or None
     )
 

@@ -15,10 +15,7 @@ from app.health import checks
 from app.health.evidence import Evidence, load_evidence
 from app.health.rules import HealthRules, State, worst
 from app.health.schemas import (
-    ClusterHealthOut,
     GpuHealthOut,
-    GroupHealthOut,
-    HealthOut,
     NodeHealthOut,
     ReasonOut,
     StateCounts,
@@ -79,6 +76,13 @@ def evaluate_node(
     statements)."""
     if evidence is None:
         evidence = load_evidence(session, views=[view], rules=rules, now=now)
+    return apply_freshness(evaluate_fresh(view, rules, evidence), view=view, rules=rules)
+
+
+def evaluate_fresh(view: NodeView, rules: HealthRules, evidence: Evidence) -> NodeHealthOut:
+    """The node's health as if its data were fresh (the checks' reasons only; a never-seen node
+    has none and is Healthy here): what :mod:`app.health.state` stores, before
+    :func:`apply_freshness`. No statement is run."""
     found: dict[int | None, list[ReasonOut]] = defaultdict(list)
     if view.freshness != "never_seen":
         node_id = view.node.id
@@ -100,31 +104,47 @@ def evaluate_node(
         for part in parts:
             for key, reasons in part.items():
                 found[key].extend(reasons)
-    stale = view.freshness != "fresh"
     gpus = []
     for g in view.gpus:
         reasons = found.get(g.gpu.id, [])
         for reason in reasons:
             reason.gpu_index = g.gpu.index
-        state = State.UNKNOWN if stale else worst([r.state for r in reasons])
         gpus.append(
             GpuHealthOut.model_construct(
-                index=g.gpu.index, uuid=g.gpu.uuid, name=g.gpu.name, state=state, reasons=reasons
+                index=g.gpu.index,
+                uuid=g.gpu.uuid,
+                name=g.gpu.name,
+                state=worst([r.state for r in reasons]),
+                reasons=reasons,
             )
         )
     reasons = list(found.get(None, [])) + [r for gh in gpus for r in gh.reasons]
-    if stale:
-        reasons.insert(0, _stale_reason(view, rules))
-    state = State.UNKNOWN if stale else worst([r.state for r in reasons])
     labels = view.node.labels or {}
     return NodeHealthOut.model_construct(
         hostname=view.node.hostname,
-        state=state,
+        state=worst([r.state for r in reasons]),
         cluster=str(labels.get("cluster") or UNLABELLED),
         group=group_of(labels)[1],
         reasons=reasons,
         gpus=gpus,
         gpu_counts=count_states([gh.state for gh in gpus]),
+    )
+
+
+def apply_freshness(fresh: NodeHealthOut, *, view: NodeView, rules: HealthRules) -> NodeHealthOut:
+    """``fresh`` (from :func:`evaluate_fresh`) as of the view's freshness: unchanged for a fresh
+    node; else the node and each GPU Unknown, their reasons kept, the stale reason first. A new
+    object: ``fresh`` is not modified."""
+    if view.freshness == "fresh":
+        return fresh
+    gpus = [gh.model_copy(update={"state": State.UNKNOWN}) for gh in fresh.gpus]
+    return fresh.model_copy(
+        update={
+            "state": State.UNKNOWN,
+            "reasons": [_stale_reason(view, rules), *fresh.reasons],
+            "gpus": gpus,
+            "gpu_counts": count_states([gh.state for gh in gpus]),
+        }
     )
 
 
@@ -153,47 +173,3 @@ def get_node_health(
         session, hostname=hostname, stale_after_s=rules.stale_after_s, now=now
     )
     return evaluate_node(session, view=view, rules=rules, now=now)
-
-
-def summarize(
-    views: list[NodeView], health: dict[str, NodeHealthOut], *, now: datetime
-) -> HealthOut:
-    """Node counts fleet-wide, per cluster and per group, with each node (GPUs left out)."""
-    nodes = [health[v.node.hostname] for v in views]
-    clusters: dict[str, list[State]] = defaultdict(list)
-    groups: dict[tuple[str, str, str], list[State]] = defaultdict(list)
-    for v, h in zip(views, nodes, strict=True):
-        clusters[h.cluster].append(h.state)
-        groups[(h.cluster, *group_of(v.node.labels or {}))].append(h.state)
-    return HealthOut(
-        evaluated_at=now,
-        counts=count_states([h.state for h in nodes]),
-        clusters=[
-            ClusterHealthOut(name=name, counts=count_states(states))
-            for name, states in sorted(clusters.items())
-        ],
-        groups=[
-            GroupHealthOut(cluster=cluster, kind=kind, name=name, counts=count_states(states))
-            for (cluster, kind, name), states in sorted(groups.items())
-        ],
-        nodes=[h.model_copy(update={"gpus": []}) for h in nodes],
-    )
-
-
-def list_health(
-    session: Session,
-    *,
-    rules: HealthRules,
-    labels: dict[str, str] | None = None,
-    now: datetime | None = None,
-) -> HealthOut:
-    """The fleet's health (nodes filtered by exact label values)."""
-    now = now or utcnow()
-    views = fleet_service.list_node_rows(
-        session,
-        stale_after_s=rules.stale_after_s,
-        labels=labels,
-        now=now,
-        metrics=checks.LATEST_METRICS_READ,
-    )
-    return summarize(views, evaluate_views(session, views=views, rules=rules, now=now), now=now)

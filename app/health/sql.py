@@ -81,7 +81,14 @@ def latest_rows(
     (owner, ``sampled_at``) index), and its window a range scan of the same index."""
     sampled_at = table.sampled_at
     newest = select(func.max(sampled_at)).where(owner == owners.c.id).scalar_subquery()
-    bounds = select(owners.c.id.label("owner_id"), newest.label("newest_at")).subquery("bounds")
+    # MATERIALIZED: each owner's newest time is probed once. Inlined, Postgres (estimating
+    # fewer owners than an id array holds) hashed the whole sample table and ran the probe per
+    # sample row: 372,000 probes, 5 s, for 1,000 nodes' 2 hours of disk samples (124 ms now).
+    bounds = (
+        select(owners.c.id.label("owner_id"), newest.label("newest_at"))
+        .cte("bounds")
+        .prefix_with("MATERIALIZED")
+    )
     per_key = (
         select(owner.label("owner_id"), *keys, func.max(sampled_at).label("newest_at"))
         .join(

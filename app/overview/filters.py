@@ -9,7 +9,7 @@ as ``GET /api/v1/nodes`` answers 422 for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -52,6 +52,9 @@ class OverviewFilters:
     overlay: str = "health"
     view: str = "tiles"
     problems: bool = False
+    _queries: dict[tuple[Any, ...], str] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
     @classmethod
     def parse(
@@ -115,7 +118,15 @@ class OverviewFilters:
         """The URL query string (``?q=…&label=k=v&sort=…&state=…``, the fleet list's
         parameters first) with ``changes`` applied: ``label_add=(k, v)``, ``label_drop=k``,
         and ``state``, ``model``, ``overlay``, ``view``, ``problems`` replaced (None clears).
-        Defaults are left out, so the plain page is ``""``."""
+        Defaults are left out, so the plain page is ``""``. Memoized per filters: the table
+        asks for the same label links on every row (20,000 calls at 1,000 nodes)."""
+        key = tuple(sorted(changes.items()))
+        found = self._queries.get(key)
+        if found is None:
+            found = self._queries[key] = self._query(**changes)
+        return found
+
+    def _query(self, **changes: Any) -> str:
         labels = dict(self.labels)
         if "label_drop" in changes:
             labels.pop(changes["label_drop"], None)

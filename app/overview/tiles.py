@@ -11,8 +11,12 @@ power % ``power_w / power_limit_w`` (nvmlDeviceGetPowerUsage / nvmlDeviceGetEnfo
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property, partial
 from typing import Any
+
+from markupsafe import Markup, escape
 
 from app.fleet.service import GpuView, NodeView
 from app.health.rules import SEVERITY, State
@@ -50,12 +54,33 @@ class Cell:
 
 @dataclass
 class NodeTile:
-    """A node's tile: its health, a one-line summary for its link, and a cell per GPU."""
+    """A node's tile: its health, a one-line summary for its link, and a cell per GPU;
+    ``html`` is its markup (:func:`render_tile`), made once per tile."""
 
     hostname: str
     state: State
     title: str
     cells: list[Cell]
+
+    @cached_property
+    def html(self) -> Markup:
+        """The tile's markup: a link to the node with a cell per GPU."""
+        return render_tile(self)
+
+
+def render_tile(tile: NodeTile) -> Markup:
+    """``<a class="ov-node n-<state>" …>`` with the hostname and a ``<span class="c …">`` per
+    GPU (state is never colour alone: the cell's glyph and title say it)."""
+    cells = "".join(
+        f'<span class="c {escape(c.css)}" title="{escape(c.title)}">{escape(c.glyph)}</span>'
+        for c in tile.cells
+    )
+    host = escape(tile.hostname)
+    return Markup(
+        f'<a class="ov-node n-{escape(tile.state.value)}" href="/nodes/{host}" '
+        f'title="{escape(tile.title)}"><span class="ov-host">{host}</span>'
+        f'<span class="ov-cells">{cells}</span></a>'
+    )
 
 
 @dataclass
@@ -182,6 +207,17 @@ def _severity_key(counts: StateCounts, name: str) -> tuple[int, int, int, int, s
     return (-SEVERITY[counts.worst], -counts.unhealthy, -counts.unknown, -counts.degraded, name)
 
 
+@dataclass(frozen=True)
+class GridEntry:
+    """A node to place in the grid: its labels and health state, and how to make its tile
+    (called only for the nodes shown)."""
+
+    hostname: str
+    labels: dict[str, Any]
+    state: State
+    tile: Callable[[], NodeTile]
+
+
 def build_grid(
     views: list[NodeView],
     health: dict[str, NodeHealthOut],
@@ -189,32 +225,44 @@ def build_grid(
     overlay: str = "health",
     problems_only: bool = False,
 ) -> list[Cluster]:
-    """Clusters → groups → node tiles of ``views`` (health by hostname). Clusters and groups
-    are ordered worst first (then more unhealthy, unknown, degraded nodes, then by name); nodes
-    within a group worst first, then by hostname. With ``problems_only`` only nodes that are
-    not Healthy are kept, and groups or clusters left empty are dropped; counts stay over all
-    nodes."""
-    members: dict[tuple[str, bool], dict[tuple[str, str], list[NodeView]]] = {}
-    for v in views:
-        labels = v.node.labels or {}
+    """Clusters → groups → node tiles of ``views`` (health by hostname); see
+    :func:`group_tiles`."""
+    entries = [
+        GridEntry(
+            hostname=v.node.hostname,
+            labels=v.node.labels or {},
+            state=health[v.node.hostname].state,
+            tile=partial(make_tile, overlay, v, health[v.node.hostname]),
+        )
+        for v in views
+    ]
+    return group_tiles(entries, problems_only=problems_only)
+
+
+def group_tiles(entries: list[GridEntry], *, problems_only: bool = False) -> list[Cluster]:
+    """Clusters → groups → node tiles. Clusters and groups are ordered worst first (then more
+    unhealthy, unknown, degraded nodes, then by name); nodes within a group worst first, then by
+    hostname. With ``problems_only`` only nodes that are not Healthy are kept, and groups or
+    clusters left empty are dropped; counts stay over all nodes."""
+    members: dict[tuple[str, bool], dict[tuple[str, str], list[GridEntry]]] = {}
+    for e in entries:
+        labels = e.labels
         key = (str(labels["cluster"]), True) if labels.get("cluster") else (UNLABELLED, False)
-        members.setdefault(key, {}).setdefault(group_of(labels), []).append(v)
+        members.setdefault(key, {}).setdefault(group_of(labels), []).append(e)
     clusters: list[Cluster] = []
     for (cluster_name, labelled), groups in members.items():
-        states = [health[v.node.hostname].state for vs in groups.values() for v in vs]
+        states = [e.state for es in groups.values() for e in es]
         cluster = Cluster(name=cluster_name, counts=count_states(states), labelled=labelled)
-        for (kind, name), vs in groups.items():
+        for (kind, name), es in groups.items():
             group = Group(
                 cluster=cluster_name,
                 kind=kind,
                 name=name,
-                counts=count_states([health[v.node.hostname].state for v in vs]),
+                counts=count_states([e.state for e in es]),
             )
-            shown = [
-                v for v in vs if not problems_only or health[v.node.hostname].state != State.HEALTHY
-            ]
-            shown.sort(key=lambda v: (-SEVERITY[health[v.node.hostname].state], v.node.hostname))
-            group.nodes = [make_tile(overlay, v, health[v.node.hostname]) for v in shown]
+            shown = [e for e in es if not problems_only or e.state != State.HEALTHY]
+            shown.sort(key=lambda e: (-SEVERITY[e.state], e.hostname))
+            group.nodes = [e.tile() for e in shown]
             if group.nodes or not problems_only:
                 cluster.groups.append(group)
         cluster.groups.sort(key=lambda g: _severity_key(g.counts, g.name))
@@ -252,3 +300,15 @@ def filter_options(views: list[NodeView], keys: tuple[str, ...]) -> dict[str, li
                 options[key].add(str(labels[key]))
         options["model"].update(g.gpu.name for g in v.gpus if g.gpu.name)
     return {key: sorted(values) for key, values in options.items()}
+
+
+def state_filter_options(
+    nodes: list[Any], keys: tuple[str, ...], *, models: list[str]
+) -> dict[str, list[str]]:
+    """:func:`filter_options` from nodes with ``labels`` (dicts) and the fleet's GPU models."""
+    options: dict[str, set[str]] = {key: set() for key in keys}
+    for n in nodes:
+        for key in keys:
+            if n.labels.get(key):
+                options[key].add(str(n.labels[key]))
+    return {**{key: sorted(values) for key, values in options.items()}, "model": sorted(models)}

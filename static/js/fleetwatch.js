@@ -69,11 +69,56 @@
     // Only the polling regions pause; a filter change still asks the server at once.
     if (isLive(evt.detail.elt) && window.fleetwatch.isPaused()) evt.preventDefault();
   });
+  // A live region's server may answer 204 when nothing it shows changed since the version the
+  // region holds (X-Live-Version of its last answer, sent back as "seen"): nothing to swap.
+  document.addEventListener("htmx:configRequest", function (evt) {
+    var elt = evt.detail.elt;
+    if (isLive(elt) && elt.dataset.liveVersion) evt.detail.parameters.seen = elt.dataset.liveVersion;
+  });
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    var xhr = evt.detail.xhr;
+    var target = evt.detail.target;
+    if (!xhr || !target || !isLive(target) || !evt.detail.successful) return;
+    var version = xhr.getResponseHeader("X-Live-Version");
+    if (version) target.dataset.liveVersion = version;
+    else delete target.dataset.liveVersion;
+    if (xhr.status === 204 && !paused) {
+      setStatus("live", "Live, no change at " + utcClock(new Date()));
+    }
+  });
   document.addEventListener("htmx:afterSwap", function (evt) {
     if (isLive(evt.detail.elt) && !paused) {
       setStatus("live", "Live, updated " + utcClock(new Date()));
     }
   });
+
+  // Ages (<time datetime data-ago="suffix">) as app.web.fmt_age writes them, counted from the
+  // server's clock (the data-now of the last answer) so a skewed browser clock does not move
+  // them; kept current every 5 s, also while the server answers "no change".
+  var serverOffsetMs = 0;
+  function fmtAge(s) {
+    s = Math.max(0, s);
+    if (s < 90) return Math.round(s) + " s";
+    if (s < 5400) return Math.round(s / 60) + " min";
+    if (s < 172800) return Math.round(s / 3600) + " h";
+    return Math.round(s / 86400) + " d";
+  }
+  function updateAges() {
+    var stamp = document.querySelector("[data-now]");
+    if (stamp && stamp.dataset.nowSeen !== stamp.dataset.now) {
+      serverOffsetMs = Date.parse(stamp.dataset.now) - Date.now();
+      stamp.dataset.nowSeen = stamp.dataset.now;
+    }
+    var now = Date.now() + serverOffsetMs;
+    document.querySelectorAll("time[data-ago]").forEach(function (t) {
+      var at = Date.parse(t.getAttribute("datetime"));
+      if (!isNaN(at)) t.textContent = fmtAge((now - at) / 1000) + t.dataset.ago;
+    });
+  }
+  document.addEventListener("htmx:afterSettle", updateAges);
+  window.setInterval(function () {
+    if (!window.fleetwatch.isPaused()) updateAges();
+  }, 5000);
   function onFailure(evt) {
     if (isLive(evt.detail.elt)) {
       setStatus("error", "Refresh failed at " + utcClock(new Date()) + ", retrying");

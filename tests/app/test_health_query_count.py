@@ -1,6 +1,7 @@
 """The fleet health (``/api/v1/health``'s service) and the overview's context run a fixed number
 of SQL statements: the same for 2 nodes as for 12, all fresh or all stale (a stale node once got
-every check one node at a time), with telemetry that gives every kind of reason."""
+every check one node at a time), with telemetry that gives every kind of reason — both before
+the health is stored (evaluated on read) and after (read from ``node_health_state``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from sqlalchemy import event
 from app.config import load_settings
 from app.db import make_engine, make_session_factory, session_scope
 from app.fleet.pages import LABEL_COLUMNS, SKEW_SHOWN_ABOVE_S, SORTS, FleetFilters
-from app.health import service as health_service
+from app.health import current as health_current
+from app.health import state as health_state
 from app.health.rules import rules_from_settings
 from app.overview.context import overview_context
 from app.overview.filters import OverviewFilters
@@ -92,7 +94,7 @@ def fleet_health(url: str) -> tuple[int, dict[str, tuple[str, list[str]]]]:
     """Statements run by one ``list_health``, and each node's (state, reason codes)."""
     settings = load_settings(database_url=url)
     with counting(url) as (session, statements):
-        health = health_service.list_health(session, rules=rules_from_settings(settings))
+        health = health_current.list_health(session, rules=rules_from_settings(settings))
         return len(statements), {
             n.hostname: (n.state.value, [r.code for r in n.reasons]) for n in health.nodes
         }
@@ -116,18 +118,40 @@ def overview(url: str, view: str) -> tuple[int, dict[str, Any]]:
         return len(statements), context
 
 
+def refresh(url: str) -> int:
+    """Store every node's health (what the server's refresher does); nodes evaluated."""
+    settings = load_settings(database_url=url)
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            report = health_state.refresh(
+                session, rules=rules_from_settings(settings), now=datetime.now(UTC)
+            )
+    finally:
+        engine.dispose()
+    health_current.DOCS.clear()  # this process has read none of them yet
+    return report.evaluated
+
+
 def measure(url: str, nodes: int, *, stale: bool) -> dict[str, Any]:
-    """Seed ``nodes`` nodes (received 1 h ago when ``stale``) and count each read."""
+    """Seed ``nodes`` nodes (received 1 h ago when ``stale``) and count each read, before and
+    after their health is stored."""
     now = datetime.now(UTC)
     seed(url, nodes, at=now - timedelta(hours=1) if stale else now - timedelta(seconds=1))
+    unstored_count, unstored = fleet_health(url)
+    assert refresh(url) == nodes
     health_count, health = fleet_health(url)
+    cached_count, _ = fleet_health(url)
     tiles_count, tiles = overview(url, "tiles")
     table_count, table = overview(url, "table")
     return {
+        "unstored": unstored_count,
         "health": health_count,
+        "cached": cached_count,
         "tiles": tiles_count,
         "table": table_count,
         "states": health,
+        "unstored_states": unstored,
         "counts": tiles["health_counts"].model_dump(),
         "table_nodes": len(table["views"]),
     }
@@ -143,8 +167,17 @@ def test_statements_do_not_grow_with_the_fleet(db_url: str, stale: bool) -> None
     assert large["states"] == {f"node-{n:02d}": (state, codes) for n in range(12)}
     assert small["states"] == {f"node-{n:02d}": (state, codes) for n in range(2)}
     assert large["counts"][state] == 12 and large["table_nodes"] == 12
-    # Nodes, GPUs, latest samples, then the six kinds of evidence.
-    assert (small["health"], large["health"]) == (9, 9)
-    # The same, then the newest events and topology changes.
-    assert (small["tiles"], large["tiles"]) == (11, 11)
-    assert (small["table"], large["table"]) == (11, 11)
+    assert (large["unstored_states"], small["unstored_states"]) == (
+        large["states"],
+        small["states"],
+    )
+    # Not stored yet: the nodes with their stored state, then nodes, GPUs, latest samples and
+    # the six kinds of evidence.
+    assert (small["unstored"], large["unstored"]) == (10, 10)
+    # Stored: the nodes with their stored state, then the documents (none once this process has
+    # parsed them).
+    assert (small["health"], large["health"]) == (2, 2)
+    assert (small["cached"], large["cached"]) == (1, 1)
+    # The newest events and topology changes, the nodes, the fleet's GPU models.
+    assert (small["tiles"], large["tiles"]) == (4, 4)
+    assert (small["table"], large["table"]) == (4, 4)

@@ -1,0 +1,182 @@
+"""The stored health (``node_health_state``) gives the same answers as evaluating the fleet on
+read, on both backends: every kind of reason, stale and never-seen nodes, GPU states; it is
+written only when an answer changes (a new version, ``since`` moved only by a state change),
+staleness is applied on read without a write, and one refresh at a time runs per database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select, text
+
+from app.config import load_settings
+from app.db import make_engine, make_session_factory, session_scope
+from app.fleet import service as fleet_service
+from app.health import current, state
+from app.health import service as health_service
+from app.health.jobs import REFRESH_KEY, HealthRefresher
+from app.health.models import NodeHealthState
+from app.health.rules import HealthRules, rules_from_settings
+from tests.app.test_health_query_count import seed
+from tests.factories import batch, create_token, gpu, iso, store_payload
+
+
+def _rules(url: str) -> HealthRules:
+    return rules_from_settings(load_settings(database_url=url))
+
+
+def _direct(url: str, now: datetime) -> dict[str, Any]:
+    """Each node's answer evaluated on read (the reference), as plain data."""
+    rules = _rules(url)
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            views = fleet_service.list_node_rows(
+                session, stale_after_s=rules.stale_after_s, now=now
+            )
+            found = health_service.evaluate_views(session, views=views, rules=rules, now=now)
+            return {host: h.model_dump(mode="json") for host, h in found.items()}
+    finally:
+        engine.dispose()
+
+
+def _stored(url: str, now: datetime, *, refresh: bool = True) -> dict[str, Any]:
+    """Each node's answer read from the stored state (after a refresh when ``refresh``)."""
+    rules = _rules(url)
+    engine = make_engine(url)
+    try:
+        factory = make_session_factory(engine)
+        if refresh:
+            with session_scope(factory) as session:
+                state.refresh(session, rules=rules, now=now)
+        with session_scope(factory) as session:
+            nodes = current.list_states(session, stale_after_s=rules.stale_after_s, now=now)
+            found, _ = current.health_of(session, nodes=nodes, rules=rules, now=now)
+            return {host: h.model_dump(mode="json") for host, h in found.items()}
+    finally:
+        engine.dispose()
+
+
+def _rows(url: str) -> dict[int, tuple[int, str, datetime]]:
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            return {
+                r.node_id: (r.version, r.state, r.since)
+                for r in session.scalars(select(NodeHealthState))
+            }
+    finally:
+        engine.dispose()
+
+
+def test_stored_answers_equal_the_evaluated_ones(db_url: str) -> None:
+    now = datetime.now(UTC)
+    seed(db_url, 3, at=now - timedelta(seconds=1))
+    healthy = [gpu(0, hostname="calm-01")]
+    store_payload(
+        db_url,
+        batch("calm-01", gpus=healthy, start=now - timedelta(seconds=3)),
+        received_at=now - timedelta(seconds=1),
+    )
+    old = [gpu(0, hostname="gone-01")]
+    store_payload(
+        db_url,
+        batch("gone-01", gpus=old, start=now - timedelta(hours=2)),
+        received_at=now - timedelta(hours=2),
+    )
+    create_token(db_url, "new-01")  # never seen
+
+    direct = _direct(db_url, now)
+    assert _stored(db_url, now) == direct
+    assert direct["calm-01"]["state"] == "healthy"
+    assert direct["gone-01"]["state"] == "unknown"
+    assert direct["new-01"]["state"] == "unknown"
+    assert direct["node-00"]["state"] == "unhealthy"
+    assert {g["state"] for g in direct["node-00"]["gpus"]} == {"unhealthy", "degraded"}
+    # Nothing changed: nothing is written again.
+    rows = _rows(db_url)
+    current.DOCS.clear()
+    assert _stored(db_url, now) == direct
+    assert _rows(db_url) == rows
+
+
+def test_staleness_is_applied_on_read_without_a_refresh(db_url: str) -> None:
+    now = datetime.now(UTC)
+    seed(db_url, 1, at=now - timedelta(seconds=1))
+    fresh = _stored(db_url, now)
+    later = now + timedelta(hours=1)  # past the 120 s stale limit
+    stale = _stored(db_url, later, refresh=False)
+    assert stale == _direct(db_url, later)
+    node = stale["node-00"]
+    assert node["state"] == "unknown" and node["reasons"][0]["code"] == "stale"
+    assert [r["code"] for r in node["reasons"][1:]] == [
+        r["code"] for r in fresh["node-00"]["reasons"]
+    ]
+    assert {g["state"] for g in node["gpus"]} == {"unknown"}
+
+
+def test_a_changed_answer_gets_a_new_version_and_since(db_url: str) -> None:
+    now = datetime.now(UTC)
+    gpus = [gpu(0, hostname="n-01"), gpu(1, hostname="n-01")]
+    store_payload(
+        db_url,
+        batch("n-01", gpus=gpus, start=now - timedelta(seconds=20)),
+        received_at=now - timedelta(seconds=20),
+    )
+    _stored(db_url, now - timedelta(seconds=19))
+    ((node_id, (v1, s1, since1)),) = _rows(db_url).items()
+    assert s1 == "healthy"
+
+    # A batch that changes nothing the answer shows: evaluated, not rewritten.
+    store_payload(
+        db_url,
+        batch("n-01", gpus=gpus, start=now - timedelta(seconds=10)),
+        received_at=now - timedelta(seconds=10),
+    )
+    _stored(db_url, now - timedelta(seconds=9))
+    assert _rows(db_url)[node_id] == (v1, s1, since1)
+
+    # An Xid 79: unhealthy, a newer version, since = that evaluation.
+    xid = {"kind": "xid", "xid": 79, "occurred_at": iso(now), "gpu_uuid": gpus[0]["uuid"]}
+    store_payload(db_url, batch("n-01", gpus=gpus, start=now, events=[xid]), received_at=now)
+    assert _stored(db_url, now)["n-01"] == _direct(db_url, now)["n-01"]
+    v2, s2, since2 = _rows(db_url)[node_id]
+    assert (s2, v2 > v1, since2) == ("unhealthy", True, now)
+
+
+def test_a_small_fleet_reads_its_own_writes_before_the_refresh(db_url: str) -> None:
+    now = datetime.now(UTC)
+    gpus = [gpu(0, hostname="n-01")]
+    store_payload(
+        db_url,
+        batch("n-01", gpus=gpus, start=now - timedelta(seconds=20)),
+        received_at=now - timedelta(seconds=20),
+    )
+    assert _stored(db_url, now - timedelta(seconds=19))["n-01"]["state"] == "healthy"
+    xid = {"kind": "xid", "xid": 79, "occurred_at": iso(now), "gpu_uuid": gpus[0]["uuid"]}
+    store_payload(db_url, batch("n-01", gpus=gpus, start=now, events=[xid]), received_at=now)
+    # Not refreshed: the stored answer is behind, and this node is evaluated on read.
+    assert _stored(db_url, now, refresh=False)["n-01"]["state"] == "unhealthy"
+
+
+def test_one_refresh_at_a_time_per_postgres_database(db_url: str) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite is one process: its refresh takes no lock")
+    now = datetime.now(UTC)
+    seed(db_url, 1, at=now - timedelta(seconds=1))
+    engine = make_engine(db_url)
+    try:
+        factory = make_session_factory(engine)
+        refresher = HealthRefresher(
+            factory, rules=_rules(db_url), interval_s=60, recheck_after_s=60
+        )
+        with engine.connect() as other:
+            other.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": REFRESH_KEY})
+            assert refresher.run_once() is None  # another process is refreshing
+            other.rollback()
+        report = refresher.run_once()
+        assert report is not None and report.evaluated == 1 and report.changed == 1
+    finally:
+        engine.dispose()
