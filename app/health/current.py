@@ -170,6 +170,7 @@ def list_states(
     needle = search.lower() if search else None
     seen_after = now - timedelta(seconds=stale_after_s)
     loads = orjson.loads
+    rows = session.connection().execute(stmt)
     for (
         node_id,
         host,
@@ -181,7 +182,7 @@ def list_states(
         digest,
         seen_at,
         summary,
-    ) in session.connection().execute(stmt):
+    ) in rows:
         if needle and needle not in host.lower():
             continue
         # The rule of app.fleet.service.freshness, inline (1,000 calls per page).
