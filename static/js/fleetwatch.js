@@ -92,6 +92,24 @@
     }
   });
 
+  // A live region marked data-live-innerhtml (its hx-swap is innerHTML) is swapped with one
+  // innerHTML assignment and htmx.process of the region: htmx's swap of a 1,000-node grid
+  // (9,000 elements) took 0.4-0.6 s of script in Chromium, innerHTML 0.08 s
+  // (bench/overview_browser.py). An answer that moves the history (a filter change:
+  // HX-Push-Url) keeps htmx's own swap.
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var target = evt.detail.target;
+    if (!evt.detail.shouldSwap || !isLive(target) || !target.hasAttribute("data-live-innerhtml")) {
+      return;
+    }
+    if (evt.detail.xhr && evt.detail.xhr.getResponseHeader("HX-Push-Url")) return;
+    evt.detail.shouldSwap = false;
+    target.innerHTML = evt.detail.serverResponse;
+    htmx.process(target);
+    if (!paused) setStatus("live", "Live, updated " + utcClock(new Date()));
+    updateAges();
+  });
+
   // Ages (<time datetime data-ago="suffix">) as app.web.fmt_age writes them, counted from the
   // server's clock (the data-now of the last answer) so a skewed browser clock does not move
   // them; kept current every 5 s, also while the server answers "no change".
