@@ -94,6 +94,15 @@ class Settings(BaseSettings):
         le=3600,
         description="longest wait before a node's new data is evaluated into the stored health",
     )
+    drift_interval_s: float = Field(
+        default=15.0, ge=1, le=3600, description="seconds between checks for topology drift work"
+    )
+    drift_max_age_s: float = Field(
+        default=60.0,
+        ge=5,
+        le=86400,
+        description="drift is recomputed at least this often (NVLink/NIC readings move)",
+    )
     health_recheck_s: float = Field(
         default=60.0,
         ge=1,
@@ -201,6 +210,12 @@ class Settings(BaseSettings):
         if config_file:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
         return tuple(sources)
+
+    @property
+    def drift_stale_after_s(self) -> float:
+        """Stored drift older than this is not served (computed on read instead): three
+        recomputation periods, so a stopped job never shows an old answer silently."""
+        return 3 * max(self.drift_max_age_s, self.drift_interval_s)
 
     @property
     def effective_database_url(self) -> str:

@@ -51,6 +51,7 @@ from app.storage import router as storage_router
 from app.topology import drift_router as topology_drift_router
 from app.topology import pages as topology_pages
 from app.topology import router as topology_router
+from app.topology.drift_state import drift_job
 from app.tz_check import PageTzCheckMiddleware
 from app.web import render_error_page
 
@@ -107,6 +108,15 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     settings.compact_minutes_after_days,
                 ],
                 id="series-compaction",
+                coalesce=True,
+                max_instances=1,
+            )
+            scheduler.add_job(
+                drift_job,
+                "interval",
+                seconds=settings.drift_interval_s,
+                args=[app.state.session_factory, settings.drift_max_age_s],
+                id="topology-drift",
                 coalesce=True,
                 max_instances=1,
             )

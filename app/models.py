@@ -21,7 +21,7 @@ from app.rollups.models import rollup_watermark  # and the *_1m / *_1h rollup ta
 from app.series.blocks import gpu_sample_block, nvlink_sample_block
 from app.series.minute_blocks import gpu_sample_1m_block
 from app.storage.models import DiskSample, MountSample, NfsSample
-from app.topology.models import TopologyChange, TopologySnapshot
+from app.topology.models import TopologyChange, TopologyDriftState, TopologySnapshot
 
 __all__ = [
     "AlertAck",
@@ -45,6 +45,7 @@ __all__ = [
     "NvlinkSample",
     "Runbook",
     "TopologyChange",
+    "TopologyDriftState",
     "TopologySnapshot",
     "gpu_sample",
     "gpu_sample_1m_block",

@@ -59,7 +59,15 @@ def postgres_database() -> Iterator[str]:
         engine.dispose()
 
 
-TABLES = ("node_event", "gpu_sample", "ingest_batch", "node_token", "gpu", "node")
+TABLES = (
+    "node_event",
+    "gpu_sample",
+    "ingest_batch",
+    "node_token",
+    "gpu",
+    "node",
+    "topology_drift_state",  # no foreign key to node: not emptied by the cascade
+)
 
 
 def wipe(url: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from app.db import SessionDep, utcnow
@@ -62,6 +62,7 @@ class DriftOut(BaseModel):
     summary="Nodes whose topology differs from the majority of their fabric group",
 )
 def get_drift(
+    request: Request,
     session: SessionDep,
     group: Annotated[str | None, Query(description="exact group name")] = None,
     kind: Annotated[str | None, Query(description="finding kind")] = None,
@@ -69,7 +70,9 @@ def get_drift(
     """Groups (fabric label ``ib_pod``/``pod``/``rack``/``cluster``, GPU count class, GPU
     model) with their majority signature, and the findings. 400 for an unknown ``kind``."""
     filters = fleet_pages.DriftFilters.parse(group, kind)
-    drift = fleet_pages.fleet_drift(session, now=utcnow())
+    drift = fleet_pages.fleet_drift(
+        session, now=utcnow(), stale_after_s=request.app.state.settings.drift_stale_after_s
+    )
     return DriftOut(
         generated_at=drift.at,
         groups=[

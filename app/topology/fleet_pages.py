@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session
 
 from app.db import SessionDep, utcnow
 from app.errors import BadRequest
-from app.topology.drift import KINDS, DriftFinding, compare_group
-from app.topology.drift_source import load_signatures
-from app.topology.drift_summary import GroupSummary, summarise
+from app.topology import drift_state
+from app.topology.drift import KINDS, DriftFinding
+from app.topology.fleet_drift import FleetDrift as FleetDrift  # re-exported
 from app.web import render
 
 router = APIRouter(include_in_schema=False)
@@ -75,24 +75,15 @@ class DriftFilters:
         )
 
 
-@dataclass(frozen=True)
-class FleetDrift:
-    """The fleet's groups and every finding, as of ``at``."""
-
-    at: datetime
-    groups: list[GroupSummary]
-    findings: list[DriftFinding]
+def fleet_drift(session: Session, *, now: datetime, stale_after_s: float = 0.0) -> FleetDrift:
+    """The fleet's drift: the one stored by the background job when younger than
+    ``stale_after_s`` (:func:`app.topology.drift_state.current_drift`), else computed now."""
+    return drift_state.current_drift(session, now=now, stale_after_s=stale_after_s)
 
 
-def fleet_drift(session: Session, *, now: datetime) -> FleetDrift:
-    """Signatures, findings and group summaries of the whole fleet as of ``now``."""
-    signatures = load_signatures(session, now=now)
-    findings = compare_group(signatures)
-    return FleetDrift(at=now, groups=summarise(signatures, findings), findings=findings)
-
-
-def _context(session: Session, filters: DriftFilters) -> dict[str, Any]:
-    drift = fleet_drift(session, now=utcnow())
+def _context(request: Request, session: Session, filters: DriftFilters) -> dict[str, Any]:
+    settings = request.app.state.settings
+    drift = fleet_drift(session, now=utcnow(), stale_after_s=settings.drift_stale_after_s)
     return {
         "drift": drift,
         "filters": filters,
@@ -110,7 +101,7 @@ def topology_page(
     """Nodes grouped by fabric with each group's majority signature, and the drift list
     filtered by ``group`` and ``kind``. 400 page for an unknown kind."""
     filters = DriftFilters.parse(group, kind)
-    return render(request, "topology/fleet.html", _context(session, filters))
+    return render(request, "topology/fleet.html", _context(request, session, filters))
 
 
 @router.get("/topology/_drift", response_class=HTMLResponse)
@@ -124,7 +115,7 @@ def topology_drift_partial(
     """The groups and drift list alone, for the htmx refresh and the filter form; with
     ``push=1`` the browser's URL becomes the page URL of the new filters."""
     filters = DriftFilters.parse(group, kind)
-    response = render(request, "topology/_fleet_live.html", _context(session, filters))
+    response = render(request, "topology/_fleet_live.html", _context(request, session, filters))
     if push == "1":
         response.headers["HX-Push-Url"] = "/topology" + filters.query()
     return response

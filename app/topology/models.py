@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db import Base, UTCDateTime
@@ -53,3 +53,17 @@ class TopologyChange(Base):
     received_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
     snapshot: Mapped[TopologySnapshot] = relationship(lazy="joined")
+
+
+class TopologyDriftState(Base):
+    """The fleet's drift as last computed in the background (:mod:`app.topology.drift_state`):
+    one row (``id`` 1). ``document`` is JSON text ``{"groups": [GroupSummary…], "findings":
+    [DriftFinding…]}`` as of ``computed_at``; ``topology_seen_at`` the newest topology receive
+    time it read (a newer snapshot makes it due again)."""
+
+    __tablename__ = "topology_drift_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    computed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    topology_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    document: Mapped[str] = mapped_column(Text)
