@@ -99,6 +99,7 @@ def _overview_filters(
     overlay: str | None,
     view: str | None,
     problems: str | None,
+    group: str | None = None,
 ) -> OverviewFilters:
     return OverviewFilters.parse(
         FleetFilters.parse(q, label, sort),
@@ -107,6 +108,7 @@ def _overview_filters(
         overlay=overlay,
         view=view,
         problems=problems,
+        group=group,
     )
 
 
@@ -133,12 +135,13 @@ def fleet_page(
     overlay: str | None = None,
     view: str | None = None,
     problems: str | None = None,
+    group: str | None = None,
 ) -> HTMLResponse:
     """The fleet overview: node counts per health state, the tile grid (cluster → IB pod →
     node, a cell per GPU coloured by ``overlay``) or the node table (``view=table``), and the
     recent events; narrowed by ``q``, ``label=k=v``, ``model``, ``state`` and ``problems=1``.
     An unknown ``state``/``overlay``/``view``/``problems`` value is a 400 page naming it."""
-    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems)
+    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems, group)
     return render(request, "fleet/page.html", _fleet_context(request, session, filters))
 
 
@@ -161,6 +164,7 @@ def fleet_nodes_partial(
     overlay: str | None = None,
     view: str | None = None,
     problems: str | None = None,
+    group: str | None = None,
     push: str | None = None,
     seen: str | None = None,
 ) -> Response:
@@ -171,7 +175,7 @@ def fleet_nodes_partial(
     ``X-Live-Version`` identifies what the answer shows (a hash of it, the "updated at" line
     left out); a refresh that sends it back as ``seen`` gets 204 No Content when nothing
     changed: at 1,000 nodes the browser is spared re-drawing 8,000 cells every 5 s."""
-    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems)
+    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems, group)
     response = render(request, "overview/_live.html", _fleet_context(request, session, filters))
     version = live_version(bytes(response.body))
     if seen is not None and seen == version and push != "1":

@@ -17,7 +17,7 @@ from app.health import service as health_service
 from app.health.rules import SEVERITY, HealthRules, rules_from_settings
 from app.overview import service as overview_service
 from app.overview import tiles
-from app.overview.filters import OVERLAYS, STATES, VIEWS, OverviewFilters
+from app.overview.filters import GROUPINGS, OVERLAYS, STATES, VIEWS, OverviewFilters
 from app.overview.row_cache import ROWS
 from app.overview.table import StateRow, fleet_counts, health_rank
 from app.overview.tile_cache import TILES
@@ -51,6 +51,7 @@ def overview_context(
         "label_choices": LABEL_CHOICES,
         "overlays": OVERLAYS,
         "views_allowed": VIEWS,
+        "groupings": GROUPINGS,
         "states": STATES,
         "events": overview_service.recent_events(session, limit=EVENTS_SHOWN),
         "now": now,
@@ -103,7 +104,12 @@ def overview_context(
         )
         for n in nodes
     ]
-    context.update(_grid(tiles.group_tiles(entries, problems_only=filters.problems), filters))
+    context.update(
+        _grid(
+            tiles.group_tiles(entries, problems_only=filters.problems, grouping=filters.group),
+            filters,
+        )
+    )
     return context
 
 
@@ -136,6 +142,10 @@ def _values_grid(
     health_counts = health_service.count_states([h.state for h in health.values()])
     views = tiles.select_nodes(views, health, state=filters.state)
     clusters = tiles.build_grid(
-        views, health, overlay=filters.overlay, problems_only=filters.problems
+        views,
+        health,
+        overlay=filters.overlay,
+        problems_only=filters.problems,
+        grouping=filters.group,
     )
     return {"options": options, "health_counts": health_counts, **_grid(clusters, filters)}

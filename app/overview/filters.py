@@ -28,6 +28,13 @@ OVERLAYS: dict[str, str] = {
     "power": "Power (% of limit)",
 }
 VIEWS: dict[str, str] = {"tiles": "Tiles", "table": "Table"}
+#: Grid grouping name → title; ``pod`` (the IB pod, else the rack) is the default. On NVL72
+#: systems one bad tray takes a whole NVLink domain (a rack) out of large jobs.
+GROUPINGS: dict[str, str] = {
+    "pod": "IB pod",
+    "rack": "Rack",
+    "nvlink_domain": "NVLink domain",
+}
 STATES: tuple[str, ...] = tuple(s.value for s in State)
 MODEL_MAX_CHARS = 256  # the gpu.name column
 
@@ -52,6 +59,7 @@ class OverviewFilters:
     overlay: str = "health"
     view: str = "tiles"
     problems: bool = False
+    group: str = "pod"
     _queries: dict[tuple[Any, ...], str] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
@@ -66,11 +74,13 @@ class OverviewFilters:
         overlay: str | None = None,
         view: str | None = None,
         problems: str | None = None,
+        group: str | None = None,
     ) -> OverviewFilters:
         """Check the overview's own parameters.
 
         Raises:
-            BadRequest: ``state``, ``overlay``, ``view`` or ``problems`` has a value outside
+            BadRequest: ``state``, ``overlay``, ``view``, ``problems`` or ``group`` has a value
+                outside
                 its list (the message names the parameter); ``model`` over 256 characters; a
                 ``label`` entry without ``key=`` (as the API's 422 on ``query.label``).
         """
@@ -86,6 +96,7 @@ class OverviewFilters:
             overlay=_choice("overlay", overlay, list(OVERLAYS)) or "health",
             view=_choice("view", view, list(VIEWS)) or "tiles",
             problems=_choice("problems", problems, ("0", "1")) == "1",
+            group=_choice("group", group, list(GROUPINGS)) or "pod",
         )
 
     # The fleet table template reads these names.
@@ -117,7 +128,8 @@ class OverviewFilters:
     def query(self, **changes: Any) -> str:
         """The URL query string (``?q=…&label=k=v&sort=…&state=…``, the fleet list's
         parameters first) with ``changes`` applied: ``label_add=(k, v)``, ``label_drop=k``,
-        and ``state``, ``model``, ``overlay``, ``view``, ``problems`` replaced (None clears).
+        and ``state``, ``model``, ``overlay``, ``view``, ``problems``, ``group`` replaced (None
+        clears).
         Defaults are left out, so the plain page is ``""``. Memoized per filters: the table
         asks for the same label links on every row (20,000 calls at 1,000 nodes)."""
         key = tuple(sorted(changes.items()))
@@ -143,6 +155,7 @@ class OverviewFilters:
             "overlay": self.overlay,
             "view": self.view,
             "problems": self.problems,
+            "group": self.group,
         }
         values.update({k: v for k, v in changes.items() if k in values})
         if values["state"]:
@@ -155,4 +168,6 @@ class OverviewFilters:
             params.append(("view", str(values["view"])))
         if values["problems"]:
             params.append(("problems", "1"))
+        if values["group"] and values["group"] != "pod":
+            params.append(("group", str(values["group"])))
         return "?" + urlencode(params) if params else ""

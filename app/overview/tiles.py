@@ -23,8 +23,14 @@ from app.health.rules import SEVERITY, State
 from app.health.schemas import GpuHealthOut, NodeHealthOut, StateCounts
 from app.health.service import UNGROUPED, UNLABELLED, count_states
 
-#: Label keys tried, in order, for a node's group (the IB pod, else its rack).
+#: Label keys tried, in order, for a node's group under each grouping of the grid: the IB pod
+#: (else the rack), the rack, or the NVLink domain (else the rack: an NVL72 rack is one domain).
 GROUP_LABELS = ("ib_pod", "pod", "rack")
+GROUPINGS: dict[str, tuple[str, ...]] = {
+    "pod": GROUP_LABELS,
+    "rack": ("rack",),
+    "nvlink_domain": ("nvlink_domain", "rack"),
+}
 #: Upper bounds of the value buckets 0–3 (bucket 4 is anything above), per numeric overlay.
 BOUNDS: dict[str, tuple[float, ...]] = {
     "util": (20, 40, 60, 80),
@@ -106,10 +112,10 @@ class Cluster:
     labelled: bool = True
 
 
-def group_of(labels: dict[str, Any]) -> tuple[str, str]:
-    """(label key, value) of the node's group: ``ib_pod``, ``pod``, then ``rack``; else
-    ``("none", "ungrouped")``."""
-    for key in GROUP_LABELS:
+def group_of(labels: dict[str, Any], keys: tuple[str, ...] = GROUP_LABELS) -> tuple[str, str]:
+    """(label key, value) of the node's group: the first of ``keys`` it has (by default
+    ``ib_pod``, ``pod``, then ``rack``); else ``("none", "ungrouped")``."""
+    for key in keys:
         if labels.get(key):
             return key, str(labels[key])
     return "none", UNGROUPED
@@ -224,6 +230,7 @@ def build_grid(
     *,
     overlay: str = "health",
     problems_only: bool = False,
+    grouping: str = "pod",
 ) -> list[Cluster]:
     """Clusters → groups → node tiles of ``views`` (health by hostname); see
     :func:`group_tiles`."""
@@ -236,19 +243,23 @@ def build_grid(
         )
         for v in views
     ]
-    return group_tiles(entries, problems_only=problems_only)
+    return group_tiles(entries, problems_only=problems_only, grouping=grouping)
 
 
-def group_tiles(entries: list[GridEntry], *, problems_only: bool = False) -> list[Cluster]:
+def group_tiles(
+    entries: list[GridEntry], *, problems_only: bool = False, grouping: str = "pod"
+) -> list[Cluster]:
     """Clusters → groups → node tiles. Clusters and groups are ordered worst first (then more
     unhealthy, unknown, degraded nodes, then by name); nodes within a group worst first, then by
     hostname. With ``problems_only`` only nodes that are not Healthy are kept, and groups or
-    clusters left empty are dropped; counts stay over all nodes."""
+    clusters left empty are dropped; counts stay over all nodes. ``grouping`` is a key of
+    :data:`GROUPINGS`."""
     members: dict[tuple[str, bool], dict[tuple[str, str], list[GridEntry]]] = {}
     for e in entries:
         labels = e.labels
         key = (str(labels["cluster"]), True) if labels.get("cluster") else (UNLABELLED, False)
-        members.setdefault(key, {}).setdefault(group_of(labels), []).append(e)
+        placed = group_of(labels, GROUPINGS[grouping])
+        members.setdefault(key, {}).setdefault(placed, []).append(e)
     clusters: list[Cluster] = []
     for (cluster_name, labelled), groups in members.items():
         states = [e.state for es in groups.values() for e in es]

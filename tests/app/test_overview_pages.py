@@ -188,3 +188,30 @@ def test_unknown_choices_are_400_pages_naming_the_parameter(server: LiveServer) 
         response = get(server, path, **params)
         assert response.status_code == 400, params
         assert f"{next(iter(params))}: expected one of" in response.text
+
+
+def test_the_grid_groups_by_pod_rack_or_nvlink_domain(server: LiveServer) -> None:
+    """Two NVL72-style nodes share a rack and NVLink domain across two IB pods; a third has a
+    rack only: grouped by pod, by rack, or by NVLink domain (the rack where none is set)."""
+    nodes = {
+        "nvl-1": {"cluster": "a", "ib_pod": "p1", "rack": "r1", "nvlink_domain": "nvl72-r1"},
+        "nvl-2": {"cluster": "a", "ib_pod": "p2", "rack": "r1", "nvlink_domain": "nvl72-r1"},
+        "hgx-1": {"cluster": "a", "rack": "r9"},
+    }
+    for host, labels in nodes.items():
+        ingest(server, batch(host, gpus=[gpu(0, hostname=host)], labels=labels))
+
+    def groups(**params: str) -> list[str]:
+        html = get(server, **params).text
+        return re.findall(r'<h3 class="ov-head">([^<]*)<a href="[^"]*">([^<]*)</a>', html)
+
+    assert sorted(groups()) == [("pod ", "p1"), ("pod ", "p2"), ("rack ", "r9")]
+    assert sorted(groups(group="rack")) == [("rack ", "r1"), ("rack ", "r9")]
+    assert sorted(groups(group="nvlink_domain")) == [
+        ("NVLink domain ", "nvl72-r1"),
+        ("rack ", "r9"),
+    ]
+    domain = get(server, group="nvlink_domain").text
+    assert 'href="/?label=nvlink_domain%3Dnvl72-r1&amp;group=nvlink_domain"' in domain
+    bad = get(server, group="row")
+    assert bad.status_code == 400 and "group" in bad.text
