@@ -33,6 +33,7 @@ from app.health import router as health_router
 from app.health.jobs import HealthRefresher
 from app.health.rules import rules_from_settings
 from app.ingest import router as ingest_router
+from app.job_lock import once_per_database
 from app.migrate import is_up_to_date
 from app.nics import router as nic_router
 from app.notify import pages as notify_pages
@@ -89,7 +90,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         scheduler = BackgroundScheduler(timezone="UTC", job_defaults=JOB_DEFAULTS)
         if run_jobs:
             scheduler.add_job(
-                prune_job,
+                once_per_database(engine, "retention-prune", prune_job),
                 "interval",
                 seconds=settings.prune_interval_s,
                 args=[app.state.session_factory, settings.retention_days],
@@ -98,7 +99,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 max_instances=1,
             )
             scheduler.add_job(
-                compact_job,
+                once_per_database(engine, "series-compaction", compact_job),
                 "interval",
                 seconds=settings.compact_interval_s,
                 args=[
@@ -112,7 +113,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 max_instances=1,
             )
             scheduler.add_job(
-                drift_job,
+                once_per_database(engine, "topology-drift", drift_job),
                 "interval",
                 seconds=settings.drift_interval_s,
                 args=[app.state.session_factory, settings.drift_max_age_s],
@@ -121,7 +122,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 max_instances=1,
             )
             scheduler.add_job(
-                rollup_job,
+                once_per_database(engine, "rollup-fold", rollup_job),
                 "interval",
                 seconds=settings.rollup_interval_s,
                 args=[
