@@ -154,18 +154,21 @@ def make_engine(url: str) -> Engine:
     # use_insertmanyvalues=False: bulk inserts go to psycopg's pipelined executemany, which
     # reports the rows actually inserted (ON CONFLICT DO NOTHING) and is several times faster
     # here than one huge multi-row statement per page (bench/ingest_rate.py).
-    # jit=off: the fleet-wide reads are estimated costly enough to be JIT-compiled, and the
-    # compiling alone took 0.15-0.5 s per statement (the health throttle read: 485 ms of JIT for
-    # 441 ms of execution). A server's own setting is respected by "options" in the URL.
-    connect_args = {} if "options" in parsed.query else {"options": "-c jit=off"}
-    return create_engine(
-        parsed,
-        pool_pre_ping=True,
-        pool_size=10,
-        max_overflow=10,
-        use_insertmanyvalues=False,
-        connect_args=connect_args,
+    engine = create_engine(
+        parsed, pool_pre_ping=True, pool_size=10, max_overflow=10, use_insertmanyvalues=False
     )
+
+    @event.listens_for(engine, "connect")
+    def _postgres_session(dbapi_conn: Any, _record: Any) -> None:
+        # jit=off: the fleet-wide reads are estimated costly enough to be JIT-compiled, and the
+        # compiling alone took 0.15-0.5 s per statement (the health throttle read: 485 ms of
+        # JIT for 441 ms of execution). A SET, not a startup option: PgBouncer refuses unknown
+        # startup parameters.
+        with dbapi_conn.cursor() as cursor:
+            cursor.execute("SET jit = off")
+        dbapi_conn.commit()
+
+    return engine
 
 
 def make_session_factory(engine: Engine, *, read_only: bool = False) -> sessionmaker[Session]:

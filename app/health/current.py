@@ -55,12 +55,6 @@ def _reason(data: dict[str, Any]) -> ReasonOut:
     )
 
 
-def from_doc(doc: str | bytes, view: NodeView) -> NodeHealthOut:
-    """The stored answer as a :class:`NodeHealthOut` (not validated again: it was ours), with
-    the node's current hostname, cluster and group (labels may change without a batch)."""
-    return _from_doc(doc, view.node.hostname, view.node.labels or {})
-
-
 def _from_doc(doc: str | bytes, hostname: str, labels: dict[str, Any]) -> NodeHealthOut:
     data = orjson.loads(doc)
     gpus = [
@@ -82,43 +76,6 @@ def _from_doc(doc: str | bytes, hostname: str, labels: dict[str, Any]) -> NodeHe
         gpus=gpus,
         gpu_counts=health_service.count_states([g.state for g in gpus]),
     )
-
-
-def read_health(
-    session: Session, *, views: list[NodeView], rules: HealthRules, now: datetime
-) -> dict[str, NodeHealthOut]:
-    """Health of each of ``views``, by hostname: the stored answers with staleness applied,
-    the same as :func:`app.health.service.evaluate_views` as of the last refresh. A node with
-    no stored answer yet is evaluated now, and so are nodes with a batch newer than their
-    answer when there are few (≤ :data:`READ_THROUGH_MAX`: a small fleet reads its own
-    writes); on a large fleet an answer is at most one refresh old."""
-    if not views:
-        return {}
-    stmt = select(STATE.c.node_id, STATE.c.seen_at, STATE.c.doc)
-    if len(views) < 200:
-        stmt = stmt.where(STATE.c.node_id.in_([v.node.id for v in views]))
-    stored = {row.node_id: row for row in session.execute(stmt)}
-    missing = [v for v in views if v.node.id not in stored]
-    behind = [
-        v for v in views if v.node.id in stored and stored[v.node.id].seen_at != v.node.last_seen_at
-    ]
-    if len(missing) + len(behind) <= READ_THROUGH_MAX:
-        missing += behind
-    docs = {v.node.id: stored[v.node.id].doc for v in views if v.node.id in stored}
-    for v in missing:
-        docs.pop(v.node.id, None)
-    found = (
-        health_service.evaluate_views(session, views=missing, rules=rules, now=now)
-        if missing
-        else {}
-    )
-    for v in views:
-        doc = docs.get(v.node.id)
-        if doc is not None:
-            found[v.node.hostname] = health_service.apply_freshness(
-                from_doc(doc, v), view=v, rules=rules
-            )
-    return found
 
 
 @dataclass(slots=True)
@@ -224,8 +181,12 @@ class _DocCache:
         with self._lock:
             self._by_node.clear()
 
-    def get(self, session: Session, nodes: list[NodeState]) -> dict[int, NodeHealthOut]:
-        """The stored answers of ``nodes`` (those with a digest), by node id."""
+    def get(
+        self, session: Session, nodes: list[NodeState]
+    ) -> tuple[dict[int, NodeHealthOut], set[int]]:
+        """The stored answers of ``nodes`` (those with a digest), by node id, and the ids of
+        the nodes whose answer changed since they were listed (the newer one is returned, not
+        cached: the caller must not file it under the listed digest either)."""
         keys = {n.node_id: (n.digest, n.hostname, n.labels_json) for n in nodes if n.digest}
         found: dict[int, NodeHealthOut] = {}
         with self._lock:
@@ -234,6 +195,7 @@ class _DocCache:
                 if hit is not None and hit[0] == key:
                     found[node_id] = hit[1]
         missing = [node_id for node_id in keys if node_id not in found]
+        changed: set[int] = set()
         for start in range(0, len(missing), CHUNK):
             rows = session.execute(
                 select(STATE.c.node_id, STATE.c.digest, STATE.c.doc, Node.hostname, Node.labels)
@@ -244,10 +206,12 @@ class _DocCache:
                 health = _from_doc(row.doc, row.hostname, row.labels or {})
                 found[row.node_id] = health
                 key = keys[row.node_id]
-                if row.digest == key[0]:  # else it changed since listed: not cached
+                if row.digest == key[0]:
                     with self._lock:
                         self._by_node[row.node_id] = (cast(tuple[str, str, str], key), health)
-        return found
+                else:
+                    changed.add(row.node_id)
+        return found, changed
 
 
 DOCS = _DocCache()
@@ -269,15 +233,19 @@ def health_of(
     session: Session, *, nodes: list[NodeState], rules: HealthRules, now: datetime
 ) -> tuple[dict[str, NodeHealthOut], list[NodeState]]:
     """The health of ``nodes`` (from :func:`list_states`) by hostname, as
-    :func:`read_health` answers it, and ``nodes`` again with each node's state set to it (a
-    node evaluated now gets its summary, and ``digest`` None: its answer is not the stored
-    one; the objects are updated in place). Stored answers come from the process cache."""
+    :func:`app.health.service.evaluate_views` answers it as of the last refresh, and ``nodes``
+    again with each node's state set to it (the objects are updated in place; a node whose
+    answer is not the stored one it was listed with — evaluated now, or changed since listed
+    — gets ``digest`` None, and one evaluated now its summary). Stored answers come from the
+    process cache. A node with no stored answer yet, and up to :data:`READ_THROUGH_MAX` nodes
+    whose newest batch is newer than their answer, are evaluated now (a small fleet reads its
+    own writes)."""
     own = [n for n in nodes if n.digest is None]
     behind = [n for n in nodes if n.digest is not None and n.behind]
     if len(own) + len(behind) <= READ_THROUGH_MAX:
         own += behind
     own_ids = {n.node_id for n in own}
-    stored = DOCS.get(session, [n for n in nodes if n.node_id not in own_ids])
+    stored, changed = DOCS.get(session, [n for n in nodes if n.node_id not in own_ids])
     health: dict[str, NodeHealthOut] = {}
     summaries: dict[int, dict[str, Any]] = {}
     if own:
@@ -301,6 +269,8 @@ def health_of(
         if answer is None:  # its stored answer went away since listed (node deleted)
             continue
         n.state = answer.state
+        if n.node_id in changed:
+            n.digest = None  # the answer shown is newer than the listed digest
         if n.node_id in own_ids:
             n.summary, n.digest = summaries.get(n.node_id, n.summary), None
             n.summary_json = orjson.dumps(n.summary).decode()

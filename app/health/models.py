@@ -1,6 +1,6 @@
 """The health state table: each node's health as last evaluated, kept current by
 :mod:`app.health.state` (owned by the health package; other packages read it through
-:func:`app.health.state.read_health`)."""
+:func:`app.health.current.health_of`)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ per node instead of evaluating the fleet per request.
 evaluated more than ``recheck_after_s`` ago (event windows slide with the clock) — with the
 same checks as :func:`app.health.service.evaluate_views`, in the same six evidence statements
 for all of them, and writes only what changed (a changed answer gets a new fleet-wide
-``version``). Staleness is not stored: :func:`read_health` applies it from ``last_seen_at``
-when read, so a node turns Unknown on the second, with no sweeper write.
+``version``). Staleness is not stored: :func:`app.health.current.health_of` applies it from
+``last_seen_at`` when read, so a node turns Unknown on the second, with no sweeper write.
 """
 
 from __future__ import annotations

@@ -73,7 +73,9 @@ def overview_context(
     )
     if filters.model:
         nodes = [n for n in nodes if filters.model in n.summary.get("models", ())]
-    context["health_counts"] = health_service.count_states([h.state for h in health.values()])
+    context["health_counts"] = health_service.count_states(
+        [health[n.hostname].state for n in nodes]
+    )
     if filters.state:
         nodes = [n for n in nodes if n.state == filters.state]
     if filters.view == "table":
@@ -138,7 +140,12 @@ def _values_grid(
         if all((v.node.labels or {}).get(k) == val for k, val in filters.labels.items())
     ]
     views = tiles.select_nodes(views, {}, model=filters.model) if filters.model else views
-    health = health_state.read_health(session, views=views, rules=rules, now=now)
+    # Health from the stored answers (parsed once per process), for the nodes shown.
+    ids = {v.node.id for v in views}
+    states = health_state.list_states(session, stale_after_s=rules.stale_after_s, now=now)
+    nodes = [n for n in states if n.node_id in ids]
+    health, _ = health_state.health_of(session, nodes=nodes, rules=rules, now=now)
+    views = [v for v in views if v.node.hostname in health]
     health_counts = health_service.count_states([h.state for h in health.values()])
     views = tiles.select_nodes(views, health, state=filters.state)
     clusters = tiles.build_grid(

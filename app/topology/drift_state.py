@@ -24,7 +24,7 @@ from app.topology.drift import DriftFinding, compare_group
 from app.topology.drift_source import load_signatures
 from app.topology.drift_summary import GroupSummary, summarise
 from app.topology.fleet_drift import FleetDrift
-from app.topology.models import TopologyDriftState, TopologySnapshot
+from app.topology.models import TopologyChange, TopologyDriftState, TopologySnapshot
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,11 @@ def compute(session: Session, *, now: datetime) -> FleetDrift:
 
 
 def _newest_topology(session: Session) -> datetime | None:
-    return session.scalar(select(func.max(TopologySnapshot.received_at)))
+    """When the newest topology arrived: a new snapshot, or a change back to a document a node
+    had before (recorded as a change to an existing snapshot, with no new one)."""
+    snapshot = session.scalar(select(func.max(TopologySnapshot.received_at)))
+    change = session.scalar(select(func.max(TopologyChange.received_at)))
+    return max((t for t in (snapshot, change) if t is not None), default=None)
 
 
 def stored(session: Session) -> FleetDrift | None:

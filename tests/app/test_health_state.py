@@ -180,3 +180,37 @@ def test_one_refresh_at_a_time_per_postgres_database(db_url: str) -> None:
         assert report is not None and report.evaluated == 1 and report.changed == 1
     finally:
         engine.dispose()
+
+
+def test_an_answer_changed_since_listed_is_shown_but_not_filed_under_the_old_digest(
+    db_url: str,
+) -> None:
+    """A refresh between the listing and the document read: the newer answer is shown, and
+    the node's digest is cleared so no cache files it under the digest it was listed with."""
+    now = datetime.now(UTC)
+    gpus = [gpu(0, hostname="n-01")]
+    store_payload(
+        db_url,
+        batch("n-01", gpus=gpus, start=now - timedelta(seconds=20)),
+        received_at=now - timedelta(seconds=20),
+    )
+    _stored(db_url, now - timedelta(seconds=19))
+    rules = _rules(db_url)
+    engine = make_engine(db_url)
+    try:
+        factory = make_session_factory(engine)
+        with session_scope(factory) as session:
+            nodes = current.list_states(session, stale_after_s=rules.stale_after_s, now=now)
+        listed = nodes[0].digest
+        xid = {"kind": "xid", "xid": 79, "occurred_at": iso(now), "gpu_uuid": gpus[0]["uuid"]}
+        store_payload(db_url, batch("n-01", gpus=gpus, start=now, events=[xid]), received_at=now)
+        with session_scope(factory) as session:
+            state.refresh(session, rules=rules, now=now)
+        current.DOCS.clear()
+        with session_scope(factory) as session:
+            nodes[0].behind = False  # as listed before the batch
+            found, shown = current.health_of(session, nodes=nodes, rules=rules, now=now)
+        assert found["n-01"].state == "unhealthy"
+        assert listed is not None and shown[0].digest is None
+    finally:
+        engine.dispose()

@@ -128,7 +128,13 @@ def test_filters_narrow_the_grid_and_the_partial_pushes_the_url(server: LiveServ
     seed(server)
 
     assert list(tiles_of(get(server, label="cluster=b").text)) == ["gpu-b-1"]
-    assert list(tiles_of(get(server, model="NVIDIA L40S").text)) == ["gpu-b-1"]
+    by_model = get(server, model="NVIDIA L40S").text
+    assert list(tiles_of(by_model)) == ["gpu-b-1"]
+    # The counts are of the nodes with that model (1 healthy), not of the whole fleet.
+    counts = dict(
+        re.findall(r'ov-count-(\w+)[^>]*>\s*<span class="tile-value">(\d+)</span>', by_model)
+    )
+    assert counts == {"unhealthy": "0", "degraded": "0", "unknown": "0", "healthy": "1"}
     assert list(tiles_of(get(server, state="unhealthy").text)) == ["gpu-a-2"]
     assert list(tiles_of(get(server, problems="1").text)) == ["gpu-a-2"]
     assert list(tiles_of(get(server, q="A-1").text)) == ["gpu-a-1"]

@@ -63,6 +63,13 @@ def test_stored_drift_is_served_and_recomputed_when_a_topology_changes(
     page = httpx.get(f"{server.url}/topology", timeout=30)
     assert page.status_code == 200 and "dgx-02" in page.text
 
+    # Repaired: dgx-02 sends its first topology again (a change back to a document it had, no
+    # new snapshot): due again, and its finding is gone.
+    ingest(server, node_payload("dgx-02", labels=POD))
+    assert _refresh(server) is True
+    hosts = {f["hostname"] for f in _findings(server) if f["kind"] == "nvlink_fewer"}
+    assert hosts == {"dgx-05"}
+
 
 def test_an_old_stored_drift_is_recomputed_and_a_stale_one_not_served(
     server: LiveServer,
