@@ -237,7 +237,9 @@ def start_server(url: str, port: int) -> subprocess.Popen[bytes]:
     env = dict(
         os.environ,
         FLEETWATCH_DATABASE_URL=url,
-        FLEETWATCH_STALE_AFTER_S="3600",
+        # An hour (the seeding takes longer than the default 120 s), or the caller's setting
+        # when re-measuring a database seeded earlier.
+        FLEETWATCH_STALE_AFTER_S=os.environ.get("FLEETWATCH_STALE_AFTER_S", "3600"),
         FLEETWATCH_COMPACT_INTERVAL_S="86400",
     )
     proc = subprocess.Popen(
