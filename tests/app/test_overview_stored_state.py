@@ -36,6 +36,17 @@ def refresh(server: LiveServer) -> state.RefreshReport:
         engine.dispose()
 
 
+def xid_79_on_gpu_a_1(server: LiveServer) -> None:
+    """gpu-a-1 (of :func:`seed`) reports an Xid 79 on its GPU 0, through the ingest API."""
+    gpus = [gpu(i, hostname="gpu-a-1") for i in range(2)]
+    xid = {"kind": "xid", "xid": 79, "occurred_at": iso(datetime.now(UTC))}
+    labels = {"cluster": "a", "ib_pod": "p1"}
+    ingest(
+        server,
+        batch("gpu-a-1", gpus=gpus, labels=labels, events=[xid | {"gpu_uuid": gpus[0]["uuid"]}]),
+    )
+
+
 def test_the_refresh_answers_204_until_what_it_shows_changes(server: LiveServer) -> None:
     seed(server)
     assert refresh(server).evaluated == 3
@@ -55,16 +66,7 @@ def test_the_refresh_answers_204_until_what_it_shows_changes(server: LiveServer)
     assert pushed.status_code == 200
 
     # gpu-a-1 gets an Xid 79 on GPU 0: stored after a refresh, its tile and the version change.
-    gpus = [gpu(i, hostname="gpu-a-1") for i in range(2)]
-    xid = {
-        "kind": "xid",
-        "xid": 79,
-        "occurred_at": iso(datetime.now(UTC)),
-        "gpu_uuid": gpus[0]["uuid"],
-    }
-    ingest(
-        server, batch("gpu-a-1", gpus=gpus, labels={"cluster": "a", "ib_pod": "p1"}, events=[xid])
-    )
+    xid_79_on_gpu_a_1(server)
     assert refresh(server).changed == 1
     changed = httpx.get(f"{server.url}/fleet/_nodes", params={"seen": version}, timeout=30)
     assert changed.status_code == 200 and changed.headers["X-Live-Version"] != version
@@ -79,16 +81,7 @@ def test_table_rows_follow_the_stored_answer(server: LiveServer) -> None:
     table = httpx.get(f"{server.url}/", params={"view": "table"}, timeout=30).text
     row = table[table.index('href="/nodes/gpu-a-1"') :].split("</tr>")[0]
     assert "Healthy" in row and "2</td>" in row
-    gpus = [gpu(i, hostname="gpu-a-1") for i in range(2)]
-    xid = {
-        "kind": "xid",
-        "xid": 79,
-        "occurred_at": iso(datetime.now(UTC)),
-        "gpu_uuid": gpus[0]["uuid"],
-    }
-    ingest(
-        server, batch("gpu-a-1", gpus=gpus, labels={"cluster": "a", "ib_pod": "p1"}, events=[xid])
-    )
+    xid_79_on_gpu_a_1(server)
     refresh(server)
     table = httpx.get(f"{server.url}/", params={"view": "table"}, timeout=30).text
     row = table[table.index('href="/nodes/gpu-a-1"') :].split("</tr>")[0]
