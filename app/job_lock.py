@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import text
@@ -50,3 +51,20 @@ def once_per_database(engine: Engine, name: str, job: Callable[..., Any]) -> Cal
             conn.close()
 
     return run
+
+
+@contextmanager
+def holding(engine: Engine, name: str) -> Iterator[None]:
+    """Hold the lock ``name`` for the ``with`` block, waiting for a server process that runs
+    the same job to finish its run first (a CLI doing a job's work by hand: ``fleetwatch
+    rollups rebuild`` while servers fold). No-op on SQLite."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    key = lock_key(name)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})

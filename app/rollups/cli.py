@@ -22,10 +22,12 @@ def rebuild(
         str | None, typer.Option("--database-url", help="SQLAlchemy URL; default as for serve")
     ] = None,
 ) -> None:
-    """Recompute every rollup bucket from ``--since`` to now (idempotent; safe while the
-    server runs). Prints the buckets written per table."""
+    """Recompute every rollup bucket from ``--since`` to now (idempotent; safe while servers
+    run: it waits for their fold job's run and holds the next off). Prints the buckets written
+    per table."""
     from app.cli import _require_migrated, _settings
     from app.db import make_engine, make_session_factory
+    from app.job_lock import holding
     from app.rollups.jobs import rebuild as rebuild_rollups
     from app.timebounds import checked_utc
 
@@ -40,7 +42,9 @@ def rebuild(
     _require_migrated(settings)
     engine = make_engine(settings.effective_database_url)
     try:
-        totals = rebuild_rollups(make_session_factory(engine), since=start)
+        # The servers' fold job writes the same buckets: wait for its run, then hold it off.
+        with holding(engine, "rollup-fold"):
+            totals = rebuild_rollups(make_session_factory(engine), since=start)
     finally:
         engine.dispose()
     for table, (minutes, hours) in totals.items():

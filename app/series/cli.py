@@ -35,6 +35,7 @@ def compact(
     1-minute rollups older than FLEETWATCH_COMPACT_MINUTES_AFTER_DAYS are packed by day."""
     from app.cli import _require_migrated, _settings
     from app.db import make_engine, make_session_factory
+    from app.job_lock import holding
     from app.series.jobs import run as run_compact
 
     settings = _settings(database_url=database_url)
@@ -48,12 +49,13 @@ def compact(
         if engine.dialect.name != "postgresql":
             typer.echo("SQLite keeps raw rows: nothing to compact")
             return
-        result = run_compact(
-            make_session_factory(engine),
-            compact_after_s=horizon_s,
-            health_throttle_window_s=settings.health_throttle_window_s,
-            minutes_after_days=settings.compact_minutes_after_days,
-        )
+        with holding(engine, "series-compaction"):  # not beside a server's compaction run
+            result = run_compact(
+                make_session_factory(engine),
+                compact_after_s=horizon_s,
+                health_throttle_window_s=settings.health_throttle_window_s,
+                minutes_after_days=settings.compact_minutes_after_days,
+            )
     finally:
         engine.dispose()
     for table in result.waiting:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from app.db import make_engine
-from app.job_lock import lock_key, once_per_database
+from app.job_lock import holding, lock_key, once_per_database
 
 
 def test_a_job_is_skipped_while_another_process_runs_it(db_url: str) -> None:
@@ -42,3 +42,18 @@ def test_lock_keys_are_stable_and_distinct() -> None:
     assert len(set(keys)) == len(keys)
     assert all(-(2**63) <= k < 2**63 for k in keys)
     assert lock_key("rollup-fold") == lock_key("rollup-fold")
+
+
+def test_a_cli_holding_a_jobs_lock_keeps_the_servers_run_of_it_off(db_url: str) -> None:
+    """``fleetwatch rollups rebuild`` holds "rollup-fold": a server's fold run is skipped."""
+    engine = make_engine(db_url)
+    runs: list[str] = []
+    job = once_per_database(engine, "rollup-fold", lambda: runs.append("server"))
+    try:
+        with holding(engine, "rollup-fold"):
+            job()
+        job()
+        expected = ["server"] if engine.dialect.name == "postgresql" else ["server", "server"]
+        assert runs == expected
+    finally:
+        engine.dispose()
