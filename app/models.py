@@ -15,7 +15,7 @@ from app.health.models import NodeHealthState
 from app.ingest.models import IngestBatch
 from app.metrics.models import gpu_sample
 from app.nics.models import NicPortSample
-from app.notify.models import NotifyChannel, NotifyDelivery, NotifyRoute
+from app.notify.models import NotifyChannel, NotifyDelivery, NotifyDestination, NotifyRoute
 from app.nvlinks.models import NvlinkSample
 from app.rollups.models import rollup_watermark  # and the *_1m / *_1h rollup tables
 from app.series.blocks import gpu_sample_block, nvlink_sample_block
@@ -41,6 +41,7 @@ __all__ = [
     "NodeToken",
     "NotifyChannel",
     "NotifyDelivery",
+    "NotifyDestination",
     "NotifyRoute",
     "NvlinkSample",
     "Runbook",

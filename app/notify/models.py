@@ -81,6 +81,12 @@ class NotifyDelivery(Base):
     wait, backoff, ``Retry-After``); ``leased_until`` is set while a worker sends it (a crashed
     worker's lease runs out and the row is retried). ``deadline_at``: retries stop then and the
     row is ``failed``. ``last_error`` never contains the URL or secret.
+
+    ``message_id`` (the id of the message's first row) is set when a row is first sent: the
+    rows sent together stay one message on every retry, never regrouped. ``part``/``parts``
+    say which request of that message carries the row (Slack's 16 alerts, Discord's 10
+    embeds, a Teams card, one PagerDuty event): a part's rows are its delivery record, so a
+    retry resends only the parts not yet accepted. ``truncated`` says what was cut to fit.
     """
 
     __tablename__ = "notify_delivery"
@@ -88,6 +94,7 @@ class NotifyDelivery(Base):
         Index("ix_notify_delivery_status_not_before", "status", "not_before"),
         Index("ix_notify_delivery_instance_id_channel_id", "instance_id", "channel_id"),
         Index("ix_notify_delivery_channel_id_created_at", "channel_id", "created_at"),
+        Index("ix_notify_delivery_message_id", "message_id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -110,3 +117,22 @@ class NotifyDelivery(Base):
     latency_ms: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    message_id: Mapped[int | None] = mapped_column(Integer)
+    part: Mapped[int | None] = mapped_column(Integer)
+    parts: Mapped[int | None] = mapped_column(Integer)
+    truncated: Mapped[str | None] = mapped_column(Text)
+
+
+class NotifyDestination(Base):
+    """The pace of one destination (a webhook URL, a PagerDuty routing key), shared by every
+    worker thread and process: ``key`` is a SHA-256 of it (never the URL, a secret).
+    ``next_allowed_at`` is the earliest time of the next request (each request reserves a
+    slot); ``held_until`` is when a 429 or ``Retry-After`` stops holding every message to it.
+    """
+
+    __tablename__ = "notify_destination"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    next_allowed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    held_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())

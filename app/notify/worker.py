@@ -8,11 +8,15 @@ A tick (every ``notify_worker_interval_s``, :mod:`app.notify.jobs`):
    processes share the work without taking a row twice; SQLite's single writer serializes it.
    Claimed rows get a lease (``leased_until``) and ``attempts + 1``; firing/repeat rows whose
    alert is now silenced (or, for repeats, acknowledged) become ``suppressed``.
-2. **Send** (no transaction open): rows grouped by channel and group key (firing/repeat), one
-   message per resolved alert, one per test; sent concurrently per group.
-3. **Record** (one transaction): delivered; or retried with exponential backoff and full jitter
-   (AWS Architecture Blog, "Exponential Backoff And Jitter"), never sooner than ``Retry-After``;
-   or failed (permanent error, or the deadline passed); 404/410 marks the channel broken.
+   A row sent before belongs to a message (``message_id``): it is claimed only with every
+   other waiting row of that message, and never regrouped.
+2. **Send** (no transaction open): new rows grouped by channel and group key (firing/repeat),
+   one message per resolved alert, one per test; a retried message is rebuilt from all its
+   rows, and only its parts not yet accepted are sent (:mod:`app.notify.sender`), paced per
+   destination (:mod:`app.notify.pacing`); messages are sent concurrently.
+3. **Record** (one transaction, :mod:`app.notify.recording`): per part, delivered, retried
+   with backoff (never sooner than ``Retry-After`` or the destination's hold), or failed
+   (permanent error, or the deadline passed); 404/410 marks the channel broken.
 
 A worker that dies mid-send leaves leased rows that another tick retries when the lease ends
 (at-least-once; the ``Idempotency-Key`` header lets receivers drop the duplicate).
@@ -39,8 +43,12 @@ from app.notify.channels.base import ChannelConfig, ChannelKind, Outcome
 from app.notify.channels.registry import get_kind
 from app.notify.models import NotifyChannel, NotifyDelivery
 from app.notify.notices import group_of
+from app.notify.pacing import Pacer, pace_for
+from app.notify.recording import RetryPolicy, TickReport, backoff_s, record_rows
 from app.notify.secrets import SecretBox, SecretUnreadable, install_log_redaction, redact
-from app.notify.sender import SendResult, send_group
+from app.notify.sender import Pacing, SendResult, send_group
+
+__all__ = ["Batch", "DeliveryWorker", "TickReport", "WorkerOptions", "backoff_s"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +65,12 @@ class WorkerOptions:
     external_url: str = "http://127.0.0.1:8000"
     batch_limit: int = 500
     max_parallel: int = 8
+    #: ``notify_rate_limits``: kind → pace (``"5/2s"``, ``"off"``), over the kinds' defaults.
+    rate_limits: tuple[tuple[str, str], ...] = ()
+    #: Longest sleep for a destination's next slot; a later slot puts the rows back.
+    max_pace_wait_s: float = 10.0
+    #: The last attempt is made this long before the deadline, not one backoff early.
+    last_try_margin_s: float = 1.0
 
     @property
     def lease_s(self) -> float:
@@ -66,31 +80,17 @@ class WorkerOptions:
 
 @dataclass
 class Batch:
-    """Rows sent as one message (copied out of the claim transaction)."""
+    """One message (copied out of the claim transaction): all its rows in notice order
+    (``row_ids``, ``payloads``), those claimed now (``claimed``) and the indexes of rows no
+    longer waiting (``done``: their parts are not sent again)."""
 
     channel_id: int
     group_key: str
     row_ids: list[int]
     payloads: list[dict[str, Any]]
     is_test: bool
-
-
-@dataclass
-class TickReport:
-    """What one tick did (row counts)."""
-
-    claimed: int = 0
-    delivered: int = 0
-    retried: int = 0
-    failed: int = 0
-    suppressed: int = 0
-    messages: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
-def backoff_s(attempts: int, *, base_s: float, cap_s: float, rng: Callable[[], float]) -> float:
-    """Full jitter: uniform in [0, min(cap, base · 2^(attempts−1))] seconds."""
-    return rng() * min(cap_s, base_s * 2 ** max(0, attempts - 1))
+    claimed: set[int] = field(default_factory=set)
+    done: set[int] = field(default_factory=set)
 
 
 class DeliveryWorker:
@@ -119,19 +119,31 @@ class DeliveryWorker:
             timeout=httpx.Timeout(options.timeout_s), follow_redirects=False, trust_env=False
         )
         self.postgres = factory.kw["bind"].dialect.name == "postgresql"
+        self.pacer = Pacer(factory)
+        self.policy = RetryPolicy(
+            base_s=options.backoff_base_s,
+            cap_s=options.backoff_cap_s,
+            last_try_margin_s=options.last_try_margin_s,
+            rng=rng,
+        )
 
     def close(self) -> None:
         """Close the HTTP client."""
         self.client.close()
 
     def claim(self, session: Session, *, now: datetime, report: TickReport) -> list[Batch]:
-        """Step 1 (see the module docstring) in ``session``; returns the batches to send."""
+        """Step 1 (see the module docstring) in ``session``; returns the messages to send."""
         older = aliased(NotifyDelivery)
         blocked = exists().where(
             older.instance_id == NotifyDelivery.instance_id,
             older.channel_id == NotifyDelivery.channel_id,
             older.status == "queued",
             older.id < NotifyDelivery.id,
+            or_(
+                NotifyDelivery.message_id.is_(None),
+                older.message_id.is_(None),
+                older.message_id != NotifyDelivery.message_id,
+            ),
         )
         stmt = (
             select(NotifyDelivery)
@@ -147,6 +159,8 @@ class DeliveryWorker:
         if self.postgres:
             stmt = stmt.with_for_update(skip_locked=True, of=NotifyDelivery)
         rows = list(session.scalars(stmt))
+        messages = self._messages(session, rows)
+        rows = [r for r in rows if r.message_id is None or r.message_id in messages]
         report.claimed = len(rows)
         channels = {
             c.id: c
@@ -154,7 +168,7 @@ class DeliveryWorker:
                 select(NotifyChannel).where(NotifyChannel.id.in_({r.channel_id for r in rows}))
             )
         }
-        muted = self._muted(session, rows)
+        muted = self._muted(session, [r for r in rows if r.message_id is None])
         batches: dict[tuple[int, str], Batch] = {}
         lease = now + timedelta(seconds=self.options.lease_s)
         for row in rows:
@@ -173,6 +187,11 @@ class DeliveryWorker:
                 continue
             row.attempts += 1
             row.leased_until = lease
+            if row.message_id is not None:
+                batch = messages[row.message_id]
+                batch.claimed.add(row.id)
+                batches.setdefault((row.channel_id, f"message:{row.message_id}"), batch)
+                continue
             if row.kind == "test":
                 key = f"test:{row.id}"
             elif row.kind == "resolved":
@@ -185,7 +204,38 @@ class DeliveryWorker:
             )
             batch.row_ids.append(row.id)
             batch.payloads.append(row.payload)
+            batch.claimed.add(row.id)
+            row.message_id = batch.row_ids[0]
         return list(batches.values())
+
+    def _messages(self, session: Session, rows: list[NotifyDelivery]) -> dict[int, Batch]:
+        """The messages of ``rows`` sent before, each rebuilt from all its rows; a message
+        with a waiting row not among ``rows`` (leased elsewhere, not due, past the batch
+        limit) is left for a later tick, whole."""
+        ids = {r.message_id for r in rows if r.message_id is not None}
+        if not ids:
+            return {}
+        claimed = {r.id for r in rows}
+        members = session.scalars(
+            select(NotifyDelivery)
+            .where(NotifyDelivery.message_id.in_(ids))
+            .order_by(NotifyDelivery.id)
+        )
+        found: dict[int, Batch] = {}
+        partial: set[int] = set()
+        for row in members:
+            assert row.message_id is not None
+            batch = found.setdefault(
+                row.message_id,
+                Batch(row.channel_id, row.group_key, [], [], row.kind == "test"),
+            )
+            if row.status == "queued" and row.id not in claimed:
+                partial.add(row.message_id)
+            if row.status != "queued":
+                batch.done.add(len(batch.row_ids))
+            batch.row_ids.append(row.id)
+            batch.payloads.append(row.payload)
+        return {m: b for m, b in found.items() if m not in partial}
 
     def _muted(self, session: Session, rows: list[NotifyDelivery]) -> dict[int, str]:
         ids = {r.instance_id for r in rows if r.kind in ("firing", "repeat") and r.instance_id}
@@ -214,10 +264,11 @@ class DeliveryWorker:
         return ChannelConfig(url=url, secret=secret, options=dict(channel.options or {}))
 
     def send(self, batch: Batch, channel: NotifyChannel, *, now: datetime) -> SendResult:
-        """Step 2 for one batch (no database)."""
+        """Step 2 for one message (no database but the pacer's)."""
         try:
             config = self._config(channel)
             kind = self.kinds(channel.kind)
+            pace = pace_for(kind, config.options, dict(self.options.rate_limits))
         except SecretUnreadable as exc:
             return SendResult(Outcome(ok=False, detail=str(exc), broken=True), None, 0.0)
         except (KeyError, ValueError) as exc:
@@ -231,6 +282,12 @@ class DeliveryWorker:
             is_test=batch.is_test,
             sent_at=now,
         )
+        pacing = Pacing(
+            self.pacer,
+            pace,
+            max_wait_s=self.options.max_pace_wait_s,
+            budget_s=self.options.lease_s / 2,
+        )
         return send_group(
             self.client,
             kind,
@@ -238,60 +295,40 @@ class DeliveryWorker:
             config,
             row_ids=batch.row_ids,
             allow_hosts=self.options.allow_hosts,
+            done=batch.done,
+            pacing=pacing,
         )
 
     def record(
         self, session: Session, batch: Batch, result: SendResult, *, report: TickReport
     ) -> None:
-        """Step 3 for one batch, in ``session``."""
+        """Step 3 for one message, in ``session``."""
         now = utcnow()
         outcome = result.outcome
-        values: dict[str, Any] = {
-            "leased_until": None,
-            "last_status_code": result.status_code,
-            "latency_ms": round(result.latency_ms, 1),
-        }
-        rows = list(
-            session.scalars(select(NotifyDelivery).where(NotifyDelivery.id.in_(batch.row_ids)))
+        rows = session.scalars(select(NotifyDelivery).where(NotifyDelivery.id.in_(batch.row_ids)))
+        by_id = {r.id: r for r in rows}
+        record_rows(
+            by_id,
+            batch.row_ids,
+            batch.claimed,
+            result,
+            now=now,
+            policy=self.policy,
+            report=report,
         )
-        for row in rows:
-            row.leased_until = values["leased_until"]
-            row.last_status_code = values["last_status_code"]
-            row.latency_ms = values["latency_ms"]
-            if outcome.ok:
-                row.status, row.delivered_at, row.last_error = "delivered", now, None
-                report.delivered += 1
-                continue
-            row.last_error = outcome.detail
-            delay = backoff_s(
-                row.attempts,
-                base_s=self.options.backoff_base_s,
-                cap_s=self.options.backoff_cap_s,
-                rng=self.rng,
-            )
-            if outcome.retry_after_s is not None:
-                delay = max(delay, outcome.retry_after_s)
-            retry_at = now + timedelta(seconds=delay)
-            if outcome.retryable and retry_at <= row.deadline_at:
-                row.not_before = retry_at
-                report.retried += 1
-            else:
-                row.status = "failed"
-                if outcome.retryable:
-                    row.last_error = f"gave up at the deadline after {row.attempts} attempts: "
-                    row.last_error += outcome.detail
-                report.failed += 1
-        if outcome.broken:
+        broken = [p.outcome for p in result.parts if p.outcome and p.outcome.broken]
+        if outcome.broken or broken:
+            detail = broken[0].detail if broken else outcome.detail
             session.execute(
                 update(NotifyChannel)
                 .where(NotifyChannel.id == batch.channel_id)
-                .values(broken=True, last_error=outcome.detail, updated_at=now)
+                .values(broken=True, last_error=detail, updated_at=now)
             )
         if not outcome.ok:
             log.warning(
                 "notification to channel %d failed (attempt %d): %s",
                 batch.channel_id,
-                max((r.attempts for r in rows), default=0),
+                max((by_id[i].attempts for i in batch.claimed if i in by_id), default=0),
                 redact(outcome.detail),
             )
 

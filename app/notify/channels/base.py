@@ -12,6 +12,7 @@ lets their payloads be checked field by field in unit tests.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -94,12 +95,16 @@ class ChannelConfig:
 
 @dataclass(frozen=True)
 class OutboundRequest:
-    """One HTTP POST to make: ``body`` is the exact bytes sent (what a signature covers)."""
+    """One HTTP POST to make: ``body`` is the exact bytes sent (what a signature covers).
+    ``covers`` are the indexes (into ``NoticeGroup.notices``) of the notices this part tells,
+    ``None`` for all of them: the worker records each part's outcome on those notices' rows
+    alone, so a retry resends only the parts not yet accepted."""
 
     url: str
     body: bytes
     headers: Mapping[str, str] = field(default_factory=dict)
     method: str = "POST"
+    covers: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,15 @@ class ChannelKind(ABC):
 
     kind: ClassVar[str]
     default_url: ClassVar[str | None] = None
+    #: The service's documented pace per destination, ``(requests, per seconds)``; ``None``:
+    #: no limit. The ``notify_rate_limits`` setting and a channel's ``rate_limit`` option
+    #: override it (:mod:`app.notify.pacing`).
+    rate_limit: ClassVar[tuple[int, float] | None] = None
+
+    def rate_key(self, config: ChannelConfig) -> str:
+        """What the service rate-limits by: the webhook URL (a secret: the pacer stores only
+        a hash of it). PagerDuty overrides it with the routing key."""
+        return config.url
 
     @abstractmethod
     def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
@@ -170,8 +184,12 @@ def retry_after_s(headers: Mapping[str, str], *, now: datetime | None = None) ->
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    try:
+        seconds = float(value)  # RFC 9110 says whole seconds; some services send "1.5"
+    except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):

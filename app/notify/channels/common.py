@@ -1,14 +1,17 @@
 """Text helpers shared by the channel kinds: truncation, severity words and icons, the entity a
 notice is about, timestamps, compact JSON and secret-free answer snippets.
 
-All pure functions of their arguments (no clock, no network).
+All pure functions of their arguments (no clock, no network); the one piece of state is the
+optional cut counter of :func:`counting_cuts`, which the sender reads to log truncation.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -23,6 +26,27 @@ RESOLVED_ICON = "✅"
 _URL_RE = re.compile(r"https?://\S+", re.IGNORECASE)
 
 T = TypeVar("T")
+_cuts: ContextVar[list[str] | None] = ContextVar("notify_cuts", default=None)
+
+
+@contextmanager
+def counting_cuts() -> Iterator[list[str]]:
+    """Collect, while the block runs in this thread, a note for each text cut by
+    :func:`truncate`/:func:`truncate_escaped` or shortened by :func:`note_cut` (kinds are
+    pure; this is how the sender learns that a message was truncated, to log it)."""
+    notes: list[str] = []
+    token = _cuts.set(notes)
+    try:
+        yield notes
+    finally:
+        _cuts.reset(token)
+
+
+def note_cut(note: str) -> None:
+    """Record a truncation (``"text of 5,200 characters cut to 3,000"``) when counting."""
+    notes = _cuts.get()
+    if notes is not None:
+        notes.append(note)
 
 
 def truncate(text: str, limit: int) -> str:
@@ -30,6 +54,7 @@ def truncate(text: str, limit: int) -> str:
     last one replaced by "…" when anything was cut."""
     if len(text) <= limit:
         return text
+    note_cut(f"text of {len(text):,} characters cut to {limit:,}")
     return text[: max(0, limit - 1)] + ELLIPSIS if limit > 0 else ""
 
 
@@ -38,6 +63,7 @@ def truncate_escaped(escaped: str, limit: int) -> str:
     "…" (which would escape the ellipsis and show a stray backslash)."""
     if len(escaped) <= limit:
         return escaped
+    note_cut(f"text of {len(escaped):,} characters cut to {limit:,}")
     head = escaped[: max(0, limit - 1)]
     trailing = len(head) - len(head.rstrip("\\"))
     if trailing % 2:
@@ -155,8 +181,13 @@ def safe_interpret(
     service: str, status_code: int, headers: Mapping[str, str], body: bytes
 ) -> Outcome:
     """:func:`base.default_interpret` with ``detail`` as ``"<service>: HTTP <code>: <snippet>"``
-    where the snippet comes from :func:`safe_snippet`."""
+    where the snippet comes from :func:`safe_snippet`. A 429's JSON ``retry_after`` (seconds,
+    may be a float: Slack and Discord) counts when longer than ``Retry-After``."""
     outcome = default_interpret(status_code, headers, b"")
+    wait = outcome.retry_after_s
+    if status_code == 429:
+        waits = [w for w in (wait, body_retry_after_s(body)) if w is not None]
+        wait = max(waits, default=None)
     snippet = safe_snippet(body)
     detail = f"{service}: HTTP {status_code}" + (
         f": {snippet}" if snippet and not outcome.ok else ""
@@ -165,9 +196,19 @@ def safe_interpret(
         ok=outcome.ok,
         detail=detail,
         retryable=outcome.retryable,
-        retry_after_s=outcome.retry_after_s,
+        retry_after_s=wait,
         broken=outcome.broken,
     )
+
+
+def body_retry_after_s(body: bytes) -> float | None:
+    """``retry_after`` (seconds, ≥ 0) of a JSON object body, else ``None``."""
+    try:
+        parsed = json.loads(body.decode("utf-8"))
+        value = float(parsed["retry_after"]) if isinstance(parsed, dict) else None
+    except (ValueError, KeyError, TypeError):
+        return None
+    return value if value is not None and 0 <= value < float("inf") else None
 
 
 def links(notice: AlertNotice) -> list[tuple[str, str]]:

@@ -11,7 +11,6 @@ mean the webhook is gone.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -122,6 +121,7 @@ class DiscordKind(ChannelKind):
     """Discord channel webhook (``https://discord.com/api/webhooks/<id>/<token>``)."""
 
     kind = "discord"
+    rate_limit = (5, 2.0)  # per webhook, the bucket Discord's X-RateLimit-* headers describe
 
     def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
         """Messages of at most 10 embeds and 6,000 embed characters, notices in order."""
@@ -131,6 +131,8 @@ class DiscordKind(ChannelKind):
                 embed = notice_embed(group, notice, level)
                 if embed_chars(embed) <= MESSAGE_EMBED_CHARS:
                     break
+            if level:
+                common.note_cut(f"alert {notice.alert_id} shortened (level {level}) to fit")
             embeds.append(embed)
         chunks = common.pack(
             embeds,
@@ -138,7 +140,9 @@ class DiscordKind(ChannelKind):
             max_items=MAX_EMBEDS,
         )
         requests = []
+        start = 0
         for part, chunk in enumerate(chunks, start=1):
+            start += len(chunk)
             body: dict[str, Any] = {
                 "username": "Fleetwatch",
                 "embeds": chunk,
@@ -154,6 +158,7 @@ class DiscordKind(ChannelKind):
                     url=config.url,
                     body=common.json_bytes(body),
                     headers={"Content-Type": "application/json"},
+                    covers=tuple(range(start - len(chunk), start)),
                 )
             )
         return requests
@@ -164,14 +169,4 @@ class DiscordKind(ChannelKind):
         outcome = common.safe_interpret("Discord", status_code, headers, body)
         if status_code == 401:
             return Outcome(ok=False, detail=outcome.detail, broken=True)
-        if status_code != 429:
-            return outcome
-        try:
-            parsed = json.loads(body.decode("utf-8"))
-            from_body = float(parsed["retry_after"]) if isinstance(parsed, dict) else None
-        except (ValueError, KeyError, TypeError):
-            from_body = None
-        waits = [w for w in (outcome.retry_after_s, from_body) if w is not None and w >= 0]
-        return Outcome(
-            ok=False, detail=outcome.detail, retryable=True, retry_after_s=max(waits, default=None)
-        )
+        return outcome

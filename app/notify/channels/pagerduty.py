@@ -89,6 +89,11 @@ class PagerDutyKind(ChannelKind):
 
     kind = "pagerduty"
     default_url = EVENTS_URL
+    rate_limit = (2, 1.0)  # Events API v2: 120 events a minute per routing key
+
+    def rate_key(self, config: ChannelConfig) -> str:
+        """PagerDuty limits per integration (routing) key, not per URL."""
+        return f"{config.url or EVENTS_URL}#{config.secret or ''}"
 
     def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
         """One POST per notice to ``config.url`` (empty → :data:`EVENTS_URL`), in order."""
@@ -100,8 +105,9 @@ class PagerDutyKind(ChannelKind):
                 url=url,
                 body=common.json_bytes(event(notice, config.secret)),
                 headers={"Content-Type": "application/json"},
+                covers=(index,),
             )
-            for notice in group.notices
+            for index, notice in enumerate(group.notices)
         ]
 
     def validate(self, config: ChannelConfig) -> None:

@@ -143,6 +143,7 @@ class SlackKind(ChannelKind):
     """Slack incoming webhook (``https://hooks.slack.com/services/…``)."""
 
     kind = "slack"
+    rate_limit = (1, 1.0)  # "Rate limits": incoming webhooks, about one message a second
 
     def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
         """One JSON POST per :data:`NOTICES_PER_MESSAGE` notices, in group order."""
@@ -157,6 +158,7 @@ class SlackKind(ChannelKind):
                     url=config.url,
                     body=common.json_bytes(body),
                     headers={"Content-Type": "application/json; charset=utf-8"},
+                    covers=tuple(range(start - len(chunk), start)),
                 )
             )
         return requests

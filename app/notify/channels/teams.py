@@ -129,6 +129,7 @@ class TeamsKind(ChannelKind):
     """Microsoft Teams via a Workflows (Power Automate) webhook URL."""
 
     kind = "teams"
+    rate_limit = (4, 1.0)  # "Rate limiting for connectors": 4 requests a second per webhook
 
     def build(self, group: NoticeGroup, config: ChannelConfig) -> list[OutboundRequest]:
         """Cards of at most :data:`MAX_PAYLOAD_BYTES` bytes each, notices in group order."""
@@ -138,8 +139,11 @@ class TeamsKind(ChannelKind):
                 elements = notice_elements(notice, level)
                 if _size(group, [elements], 999) <= MAX_PAYLOAD_BYTES:
                     break
+            if level:
+                common.note_cut(f"alert {notice.alert_id} shortened (level {level}) to fit")
             rendered.append(elements)
         chunks = common.pack(rendered, fits=lambda c: _size(group, c, 999) <= MAX_PAYLOAD_BYTES)
+        starts = [sum(len(c) for c in chunks[:i]) for i in range(len(chunks))]
         return [
             OutboundRequest(
                 url=config.url,
@@ -152,6 +156,7 @@ class TeamsKind(ChannelKind):
                     )
                 ),
                 headers={"Content-Type": "application/json; charset=utf-8"},
+                covers=tuple(range(starts[part - 1], starts[part - 1] + len(chunk))),
             )
             for part, chunk in enumerate(chunks, start=1)
         ]

@@ -194,19 +194,26 @@ class WebhookKind(ChannelKind):
         if limit and _truncate(config):
             chunks = [notices[:limit]]
             truncated = len(notices) - len(chunks[0])
+            if truncated:
+                common.note_cut(f"{truncated} alerts left out (max_alerts {limit}, truncate)")
         else:
             chunks = common.pack(notices, fits=lambda _: True, max_items=limit or None)
             truncated = 0
         timestamp = send_timestamp(group)
         requests = []
+        start = 0
         for part, chunk in enumerate(chunks, start=1):
+            start += len(chunk)
+            covers = tuple(range(start - len(chunk), start)) if not truncated else None
             data = common.json_bytes(
                 webhook_body(group, chunk, truncated=truncated, part=part, parts=len(chunks))
             )
             headers = {"Content-Type": "application/json", "User-Agent": "Fleetwatch"}
             if config.secret:
                 headers.update(signed_headers(config.secret, timestamp, data))
-            requests.append(OutboundRequest(url=config.url, body=data, headers=headers))
+            requests.append(
+                OutboundRequest(url=config.url, body=data, headers=headers, covers=covers)
+            )
         return requests
 
     def validate(self, config: ChannelConfig) -> None:
