@@ -136,6 +136,13 @@ class Settings(BaseSettings):
         description="hosts or CIDRs that webhooks may reach although loopback/link-local",
     )
     notify_ack_link_ttl_s: float = Field(default=86400.0, ge=60, le=30 * 86400)
+    notify_rate_limits: dict[str, str] = Field(
+        default_factory=dict,
+        description='pace per destination by channel kind, e.g. {"slack": "1/1s", "discord": '
+        '"5/2s", "webhook": "off"}; over the kinds\' defaults (docs/notifications.md)',
+    )
+    notify_max_pace_wait_s: float = Field(default=10.0, ge=0, le=300)
+    notify_last_try_margin_s: float = Field(default=1.0, ge=0, le=3600)
 
     @field_validator("database_url")
     @classmethod
@@ -151,6 +158,18 @@ class Settings(BaseSettings):
             raise ValueError(f"not a database URL: {exc}") from None
         if url.get_backend_name() not in ("sqlite", "postgresql"):
             raise ValueError("only sqlite:// and postgresql:// URLs are supported")
+        return value
+
+    @field_validator("notify_rate_limits")
+    @classmethod
+    def _check_rate_limits(cls, value: dict[str, str]) -> dict[str, str]:
+        from app.notify.pacing import parse_pace
+
+        for kind, pace in value.items():
+            try:
+                parse_pace(pace)
+            except ValueError as exc:
+                raise ValueError(f"{kind}: {exc}") from None
         return value
 
     @field_validator("notify_allow_hosts")

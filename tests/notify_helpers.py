@@ -1,12 +1,14 @@
 """Helpers of the notification tests: a local HTTP receiver that answers from a script of
-responses (status, headers, body, delay) and records every request, and alert rows to notify."""
+responses (status, headers, body, delay), or like a rate-limited service (:class:`RateLimit`),
+and records every request; alert rows to notify."""
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +33,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     at: float
+    status: int = 0
 
     def json(self) -> Any:
         """The body parsed as JSON."""
@@ -41,8 +44,14 @@ class Receiver:
     """A threaded HTTP server on 127.0.0.1; ``script`` answers requests in order (the last
     one repeats); ``requests`` are what came in. ``url`` is its base URL."""
 
-    def __init__(self, script: list[Answer] | None = None, port: int = 0) -> None:
+    def __init__(
+        self,
+        script: list[Answer] | None = None,
+        port: int = 0,
+        respond: Callable[[float], Answer] | None = None,
+    ) -> None:
         self.script = list(script or [Answer()])
+        self.respond = respond
         self.requests: list[Received] = []
         self._lock = threading.Lock()
         owner = self
@@ -51,10 +60,14 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with owner._lock:
+                    at = time.monotonic()
+                    if owner.respond is not None:
+                        answer = owner.respond(at)
+                    else:
+                        answer = owner.script.pop(0) if len(owner.script) > 1 else owner.script[0]
                     owner.requests.append(
-                        Received(self.path, dict(self.headers), body, time.monotonic())
+                        Received(self.path, dict(self.headers), body, at, answer.status)
                     )
-                    answer = owner.script.pop(0) if len(owner.script) > 1 else owner.script[0]
                 if answer.delay_s:
                     time.sleep(answer.delay_s)
                 try:
@@ -92,10 +105,43 @@ class Receiver:
             return [r.json() for r in self.requests]
 
 
+class RateLimit:
+    """Answers like Discord's webhook bucket: at most ``limit`` accepted requests in any
+    ``window_s`` seconds; above it a 429 with ``Retry-After`` (whole seconds, rounded up) and
+    a JSON ``retry_after`` (float seconds) until the oldest leaves the window.
+    ``ignored_holds`` counts requests that arrived more than ``grace_s`` after a 429 and
+    before the wait it announced was over (a client not honouring it)."""
+
+    def __init__(self, limit: int, window_s: float, *, grace_s: float = 0.15) -> None:
+        self.limit, self.window_s, self.grace_s = limit, window_s, grace_s
+        self.accepted: list[float] = []
+        self.holds: list[tuple[float, float]] = []
+        self.ignored_holds = 0
+        self.too_many = 0
+
+    def __call__(self, at: float) -> Answer:
+        if any(sent + self.grace_s < at < until for sent, until in self.holds):
+            self.ignored_holds += 1
+        recent = [t for t in self.accepted if t > at - self.window_s]
+        if len(recent) < self.limit:
+            self.accepted.append(at)
+            return Answer(204)
+        wait = recent[0] + self.window_s - at
+        self.holds.append((at, at + wait))
+        self.too_many += 1
+        body = json.dumps({"message": "You are being rate limited.", "retry_after": wait})
+        headers = {"Retry-After": str(math.ceil(wait)), "Content-Type": "application/json"}
+        return Answer(429, body.encode(), headers)
+
+
 @contextmanager
-def receiver(script: list[Answer] | None = None, port: int = 0) -> Iterator[Receiver]:
+def receiver(
+    script: list[Answer] | None = None,
+    port: int = 0,
+    respond: Callable[[float], Answer] | None = None,
+) -> Iterator[Receiver]:
     """A started :class:`Receiver`, stopped on exit."""
-    r = Receiver(script, port).start()
+    r = Receiver(script, port, respond).start()
     try:
         yield r
     finally:
@@ -218,3 +264,47 @@ class Alerts:
             )
             enqueue_events(session, rule_id=rule_id, at=now)
             return inst.id
+
+    def fire_many(
+        self, rule: str, hosts: list[str], *, cluster: str = "c1", summary: str = ""
+    ) -> None:
+        """``hosts`` start firing on ``rule`` together, in one transaction (one group);
+        the summary is ``"<rule> on <host>"`` followed by ``summary``."""
+        from app.alerts.models import AlertEvent, AlertInstance
+        from app.db import session_scope, utcnow
+        from app.notify.outbox import enqueue_events
+
+        rule_id = self.rule(rule)
+        now = utcnow()
+        with session_scope(self.factory) as session:
+            for host in hosts:
+                labels = {
+                    "alertname": rule,
+                    "severity": "critical",
+                    "owner_team": "",
+                    "hostname": host,
+                    "cluster": cluster,
+                }
+                inst = AlertInstance(
+                    rule_id=rule_id, fingerprint=host, state="firing", labels=labels
+                )
+                inst.summary, inst.description = f"{rule} on {host}{summary}", ""
+                inst.value = 1.0
+                inst.last_evaluated_at = inst.fired_at = now
+                session.add(inst)
+                session.flush()
+                event = AlertEvent(
+                    instance_id=inst.id,
+                    rule_id=rule_id,
+                    at=now,
+                    from_state="pending",
+                    to_state="firing",
+                    value=1.0,
+                    severity="critical",
+                    labels=labels,
+                    summary=inst.summary,
+                    silenced=False,
+                    acked=False,
+                )
+                session.add(event)
+            enqueue_events(session, rule_id=rule_id, at=now)

@@ -45,6 +45,9 @@ def worker_options(settings: Settings) -> WorkerOptions:
         backoff_cap_s=settings.notify_backoff_cap_s,
         allow_hosts=tuple(settings.notify_allow_hosts),
         external_url=external_url(settings),
+        rate_limits=tuple(sorted(settings.notify_rate_limits.items())),
+        max_pace_wait_s=settings.notify_max_pace_wait_s,
+        last_try_margin_s=settings.notify_last_try_margin_s,
     )
 
 

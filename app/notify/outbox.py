@@ -5,7 +5,9 @@ instance is silenced, after the route's ``group_wait_s`` (joining a group alread
 alerts of one group that fire together go out in one message); a ``firing → resolved`` event is
 queued at once, per alert, to every channel that was told it fired; pending and inactive
 transitions send nothing. :func:`enqueue_repeats` re-queues alerts still firing, neither
-silenced nor acknowledged, every ``repeat_interval_s``.
+silenced nor acknowledged, every ``repeat_interval_s``; to an Alertmanager channel every firing
+alert not silenced is re-posted at least every third of its ``resolve_timeout_s``, so it never
+shows resolved there while it fires.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
 from app.db import utcnow
+from app.notify.channels.alertmanager import repost_interval_s
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyRoute
 
 DEFAULT_GROUP_BY = ("alertname", "cluster")
@@ -217,9 +220,10 @@ def enqueue_repeats(
 ) -> int:
     """Queue a ``repeat`` row for each firing alert, neither silenced nor acknowledged, whose
     last firing/repeat row on a route is ``repeat_interval_s`` old at ``now`` and has nothing
-    queued. The rows are due at once. On Postgres the scan holds a transaction-level advisory
-    lock, so processes scanning at the same moment cannot both queue a repeat. Returns the rows
-    queued."""
+    queued; for an Alertmanager channel, acknowledged alerts too, and after at most a third of
+    its resolve timeout. The rows are due at once. On Postgres the scan holds a
+    transaction-level advisory lock, so processes scanning at the same moment cannot both queue
+    a repeat. Returns the rows queued."""
     now = now or utcnow()
     if session.get_bind().dialect.name == "postgresql":
         # Every server process scans; one at a time, so two never queue the same repeat.
@@ -236,7 +240,7 @@ def enqueue_repeats(
         .subquery()
     )
     rows = session.execute(
-        select(AlertInstance, AlertRule, NotifyRoute, last.c.last_at)
+        select(AlertInstance, AlertRule, NotifyRoute, NotifyChannel, last.c.last_at)
         .join(last, last.c.instance_id == AlertInstance.id)
         .join(NotifyRoute, NotifyRoute.id == last.c.route_id)
         .join(NotifyChannel, NotifyChannel.id == NotifyRoute.channel_id)
@@ -244,14 +248,18 @@ def enqueue_repeats(
         .where(
             AlertInstance.state == "firing",
             AlertInstance.silenced.is_(False),
-            AlertInstance.acked.is_(False),
             NotifyChannel.enabled,
             NotifyChannel.broken.is_(False),
         )
     ).all()
     queued, queued_at = 0, utcnow()
-    for inst, rule, route, last_at in rows:
-        if last_at + timedelta(seconds=route.repeat_interval_s) > now:
+    for inst, rule, route, channel, last_at in rows:
+        interval = route.repeat_interval_s
+        if channel.kind == "alertmanager":
+            interval = min(interval, repost_interval_s(channel.options or {}))
+        elif inst.acked:
+            continue
+        if last_at + timedelta(seconds=interval) > now:
             continue
         if _has_queued(session, instance_id=inst.id, channel_id=route.channel_id):
             continue

@@ -33,6 +33,8 @@ from app.notify.channels.base import ChannelConfig, ChannelKind
 from app.notify.models import NotifyDestination
 
 _PACE = re.compile(r"^\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*s?\s*$")
+#: The fraction added to the spacing of slots (see :attr:`Pace.interval_s`).
+SLACK = 0.1
 #: How long a 429 without any wait in it holds the destination, in seconds.
 DEFAULT_HOLD_S = 1.0
 
@@ -46,8 +48,10 @@ class Pace:
 
     @property
     def interval_s(self) -> float:
-        """Seconds between two slots."""
-        return self.per_s / self.requests
+        """Seconds between two slots: ``per_s / requests`` and :data:`SLACK` of it more,
+        because requests sent exactly that far apart can arrive closer (one waited on its
+        connection) and a service counting a sliding window would refuse the last."""
+        return self.per_s / self.requests * (1 + SLACK)
 
     def __str__(self) -> str:
         return f"{self.requests}/{self.per_s:g}s"

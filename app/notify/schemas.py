@@ -144,7 +144,9 @@ class RouteOut(RouteIn):
 
 class DeliveryOut(BaseModel):
     """One row of a channel's delivery log: ``status`` queued/delivered/failed/suppressed,
-    ``latency_ms`` the wait for the last attempt's answer(s), ``last_error`` secret-free."""
+    ``latency_ms`` the wait for the last attempt's answer(s), ``last_error`` secret-free;
+    ``part`` of ``parts``: the request of its message that carries it; ``truncated``: what was
+    cut to fit the service's limits."""
 
     id: int
     created_at: datetime
@@ -160,3 +162,6 @@ class DeliveryOut(BaseModel):
     last_status_code: int | None
     last_error: str | None
     latency_ms: float | None
+    part: int | None = None
+    parts: int | None = None
+    truncated: str | None = None

@@ -116,7 +116,7 @@ def send_group(
             return SendResult(Outcome(ok=False, detail=detail), None, 0.0)
     truncated = _cut_note(cuts)
     if truncated:
-        log.warning("notification %s to %s: %s", group.group_key, kind.kind, truncated)
+        log.warning("%s notification of %d alerts %s", kind.kind, len(group.notices), truncated)
     key = destination_key(kind, config) if pacing else ""
     started = time.monotonic()
     results: list[PartResult] = []

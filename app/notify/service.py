@@ -19,6 +19,7 @@ from app.notify.channels.registry import get_kind
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyRoute
 from app.notify.notices import test_payload
 from app.notify.outbox import DEADLINE_S
+from app.notify.pacing import parse_pace
 from app.notify.schemas import ChannelIn, ChannelOut, ChannelUpdate, DeliveryOut, RouteIn
 from app.notify.secrets import SecretBox, mask_url
 from app.notify.ssrf import BadURL, BlockedDestination, check_url, parse_url
@@ -59,6 +60,11 @@ def _validate(kind_name: str, config: ChannelConfig, allow_hosts: Sequence[str])
         kind.validate(config)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
+    if "rate_limit" in config.options:
+        try:
+            parse_pace(config.options["rate_limit"])
+        except ValueError as exc:
+            raise BadRequest(f"options.rate_limit: {exc}") from None
     try:
         check_url(config.url, allow=allow_hosts)
     except BlockedDestination as exc:
@@ -211,6 +217,9 @@ def delivery_out(row: NotifyDelivery) -> DeliveryOut:
         last_status_code=row.last_status_code,
         last_error=row.last_error,
         latency_ms=row.latency_ms,
+        part=row.part,
+        parts=row.parts,
+        truncated=row.truncated,
     )
 
 

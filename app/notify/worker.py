@@ -168,7 +168,9 @@ class DeliveryWorker:
                 select(NotifyChannel).where(NotifyChannel.id.in_({r.channel_id for r in rows}))
             )
         }
-        muted = self._muted(session, [r for r in rows if r.message_id is None])
+        reposted = {c.id for c in channels.values() if c.kind == "alertmanager"}
+        # A message sent before keeps its parts: muting applies before the first send only.
+        muted = self._muted(session, [r for r in rows if r.message_id is None], reposted)
         batches: dict[tuple[int, str], Batch] = {}
         lease = now + timedelta(seconds=self.options.lease_s)
         for row in rows:
@@ -237,7 +239,11 @@ class DeliveryWorker:
             batch.payloads.append(row.payload)
         return {m: b for m, b in found.items() if m not in partial}
 
-    def _muted(self, session: Session, rows: list[NotifyDelivery]) -> dict[int, str]:
+    def _muted(
+        self, session: Session, rows: list[NotifyDelivery], keep_acked: set[int]
+    ) -> dict[int, str]:
+        """Rows not to send (row id → why): silenced alerts, and repeats of acknowledged ones
+        except to the channels in ``keep_acked`` (Alertmanager: it would resolve them)."""
         ids = {r.instance_id for r in rows if r.kind in ("firing", "repeat") and r.instance_id}
         if not ids:
             return {}
@@ -254,7 +260,7 @@ class DeliveryWorker:
             silenced, acked = state.get(row.instance_id or 0, (False, False))
             if row.kind in ("firing", "repeat") and silenced:
                 muted[row.id] = "silenced before it was sent"
-            elif row.kind == "repeat" and acked:
+            elif row.kind == "repeat" and acked and row.channel_id not in keep_acked:
                 muted[row.id] = "acknowledged before it was sent"
         return muted
 

@@ -4,9 +4,11 @@ The body is a JSON array of "postable alerts" (Alertmanager's OpenAPI ``postable
 ``labels``, ``annotations``, ``startsAt``, ``endsAt`` and ``generatorURL``. Resolved notices
 carry ``endsAt`` = the resolve time, which resolves the alert there. Firing notices leave
 ``endsAt`` out: Alertmanager then resolves them after its ``resolve_timeout`` (5 minutes by
-default) unless they are sent again, as Prometheus does on each evaluation; Fleetwatch's repeat
-interval must therefore stay below that timeout for long-firing alerts. Answers: 200 ok, 400
-invalid alerts (permanent), 5xx retryable.
+default) unless they are sent again, as Prometheus does on each evaluation: Fleetwatch re-posts
+every firing alert (acknowledged ones too: they still fire) every third of the channel's
+``resolve_timeout_s`` option (default 300, Alertmanager's default), whatever the route's repeat
+interval (:func:`app.notify.outbox.enqueue_repeats`). Answers: 200 ok, 400 invalid alerts
+(permanent), 5xx retryable.
 """
 
 from __future__ import annotations
@@ -26,6 +28,32 @@ from app.notify.channels.base import (
 from app.notify.channels.webhook import alert as webhook_alert
 
 API_PATH = "/api/v2/alerts"
+DEFAULT_RESOLVE_TIMEOUT_S = 300.0
+MIN_RESOLVE_TIMEOUT_S = 30.0
+
+
+def resolve_timeout_s(options: Mapping[str, str]) -> float:
+    """The Alertmanager's ``resolve_timeout`` in seconds (option ``resolve_timeout_s``, default
+    300). Raises ``ValueError`` naming the option when it is not a number ≥ 30."""
+    raw = options.get("resolve_timeout_s", "").strip()
+    if not raw:
+        return DEFAULT_RESOLVE_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not MIN_RESOLVE_TIMEOUT_S <= value <= 86400:
+        raise ValueError("options.resolve_timeout_s: seconds from 30 to 86400 (Alertmanager's)")
+    return value
+
+
+def repost_interval_s(options: Mapping[str, str]) -> float:
+    """How often a firing alert is posted again: a third of the resolve timeout, so two posts
+    may be lost before Alertmanager would resolve it (an unreadable option → the default)."""
+    try:
+        return resolve_timeout_s(options) / 3
+    except ValueError:
+        return DEFAULT_RESOLVE_TIMEOUT_S / 3
 
 
 def alerts_url(base_url: str) -> str:
@@ -67,6 +95,10 @@ class AlertmanagerKind(ChannelKind):
                 headers={"Content-Type": "application/json"},
             )
         ]
+
+    def validate(self, config: ChannelConfig) -> None:
+        """``options.resolve_timeout_s``, when set, is a number of seconds ≥ 30."""
+        resolve_timeout_s(config.options)
 
     def interpret(self, status_code: int, headers: Mapping[str, str], body: bytes) -> Outcome:
         """The default HTTP rules (200 ok, 400 permanent, 5xx retryable), URL-free detail."""
