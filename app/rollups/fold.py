@@ -137,6 +137,32 @@ def fold_hours(
     return _replace(session, table, spec, lo_s, hi_s, owners, names, stmt)
 
 
+def fold_fleet(session: Session, spec: Spec, *, lo_s: int, hi_s: int) -> int:
+    """Recompute the fleet-wide minute buckets (``spec.fleet``) starting in ``[lo_s, hi_s)``
+    from the 1-minute rollup, over every key whatever owners the minutes were folded for:
+    Σ of each gauge's ``sum`` and ``n``, the keys (``series``) and ``samples``. Returns the
+    buckets written (0 when the spec has no fleet table)."""
+    table = spec.fleet
+    if table is None:
+        return 0
+    src = spec.tables[MINUTE_S]
+    sums = [
+        func.sum(src.c[c.name]).label(c.name) for c in table.c if c.name.endswith(("_sum", "_n"))
+    ]
+    stmt = (
+        select(
+            src.c.bucket_start_s,
+            func.count().label("series"),
+            func.sum(src.c.samples).label("samples"),
+            *sums,
+        )
+        .where(src.c.bucket_start_s >= lo_s, src.c.bucket_start_s < hi_s)
+        .group_by(src.c.bucket_start_s)
+    )
+    names = ["bucket_start_s", "series", "samples", *(c.name for c in sums)]
+    return _replace(session, table, spec, lo_s, hi_s, None, names, stmt)
+
+
 def _replace(
     session: Session,
     table: Table,
@@ -186,7 +212,16 @@ def fold_range(
         minute_blocks.reopen(session, lo_s=h_lo, hi_s=h_hi, owners=owners)
     minutes = fold_minutes(session, spec, lo_s=m_lo, hi_s=m_hi, owners=owners)
     hours = fold_hours(session, spec, lo_s=h_lo, hi_s=h_hi, owners=owners)
+    fold_fleet(session, spec, lo_s=m_lo, hi_s=m_hi)
     return minutes, hours
 
 
-__all__ = ["HOUR_S", "MINUTE_S", "fold_hours", "fold_minutes", "fold_range", "ordered"]
+__all__ = [
+    "HOUR_S",
+    "MINUTE_S",
+    "fold_fleet",
+    "fold_hours",
+    "fold_minutes",
+    "fold_range",
+    "ordered",
+]

@@ -138,7 +138,7 @@ def prune_rollups(
     session: Session, *, minute_days: float, hour_days: float, now: datetime
 ) -> dict[str, int]:
     """Delete 1-minute buckets older than ``minute_days`` (a packed day when all of it is) and
-    1-hour buckets older than ``hour_days``; rows deleted per table."""
+    1-hour buckets and fleet-wide minutes older than ``hour_days``; rows deleted per table."""
     deleted: dict[str, int] = {}
     for spec in SPECS:
         for resolution, days in ((fold.MINUTE_S, minute_days), (fold.HOUR_S, hour_days)):
@@ -149,6 +149,14 @@ def prune_rollups(
                 session.execute(delete(table).where(table.c.bucket_start_s < cutoff)),
             )
             deleted[table.name] = int(result.rowcount or 0)
+        if spec.fleet is not None:
+            # One row per minute for the whole fleet: kept as long as the hours.
+            cutoff = math.floor(now.timestamp() - hour_days * 86400)
+            result = cast(
+                CursorResult[Any],
+                session.execute(delete(spec.fleet).where(spec.fleet.c.bucket_start_s < cutoff)),
+            )
+            deleted[spec.fleet.name] = int(result.rowcount or 0)
     cutoff = math.floor(now.timestamp() - minute_days * 86400)
     blocks = minute_blocks.gpu_sample_1m_block
     result = cast(
@@ -228,6 +236,6 @@ def rebuild(
                 set_mark(session, spec.arrival_key, began - timedelta(seconds=SETTLE_S))
             # Fresh statistics: a planner that has never seen the bulk-filled rollups scans
             # them whole instead of using the bucket index.
-            for table in spec.tables.values():
+            for table in (*spec.tables.values(), *([spec.fleet] if spec.fleet is not None else [])):
                 session.execute(text(f"ANALYZE {table.name}"))
     return totals

@@ -154,10 +154,37 @@ def _pair(raw_name: str, kind: str, fields: Sequence[Field]) -> dict[int, Table]
     return {r: rollup_table(Base.metadata, raw_name, kind, fields, r) for r in RESOLUTIONS_S}
 
 
+def fleet_table(metadata: MetaData, raw_name: str, fields: Sequence[Field]) -> Table:
+    """The table ``<raw>_fleet_1m``: per 1-minute bucket, Σ over every key of the minute
+    rollup's ``<col>_sum`` and ``<col>_n`` for each averaged gauge, plus how many keys
+    (``series``) and samples it folded. One row per minute for the whole fleet, so the storage
+    page's "all the others" line over a day reads 1,440 rows instead of one per key and minute
+    (11.5 M for 1,000 nodes' IB ports)."""
+    columns: list[Column[Any]] = [
+        Column("series", Integer, nullable=False),
+        Column("samples", Integer, nullable=False),
+    ]
+    for f in fields:
+        if "sum" in f.kinds:
+            columns += [
+                Column(f.column("sum"), Double, nullable=True),
+                Column(f.column("n"), BigInteger, nullable=False),
+            ]
+    return Table(
+        f"{raw_name}_fleet_1m",
+        metadata,
+        Column("bucket_start_s", BigInteger, primary_key=True, autoincrement=False),
+        *columns,
+    )
+
+
 GPU_ROLLUPS = _pair("gpu_sample", "gpu", GPU_FIELDS)
 DISK_ROLLUPS = _pair("disk_sample", "disk", DISK_FIELDS)
 NFS_ROLLUPS = _pair("nfs_sample", "nfs", NFS_FIELDS)
 NIC_ROLLUPS = _pair("nic_port_sample", "nic", NIC_FIELDS)
+DISK_FLEET = fleet_table(Base.metadata, "disk_sample", DISK_FIELDS)
+NFS_FLEET = fleet_table(Base.metadata, "nfs_sample", NFS_FIELDS)
+NIC_FLEET = fleet_table(Base.metadata, "nic_port_sample", NIC_FIELDS)
 
 rollup_watermark = Table(
     "rollup_watermark",

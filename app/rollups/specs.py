@@ -19,7 +19,9 @@ from app.series.blocks import BY_NAME as BLOCK_FORMS
 @dataclass(frozen=True)
 class Spec:
     """A raw table, its key columns (owner first), rolled-up fields and rollup tables by
-    resolution; ``by_arrival`` when the raw table has ``received_at`` (folded by watermark)."""
+    resolution; ``by_arrival`` when the raw table has ``received_at`` (folded by watermark);
+    ``fleet`` the fleet-wide minute sums of its gauges (:func:`~app.rollups.models.fleet_table`),
+    where a page charts "every other key" of it."""
 
     name: str
     raw: Table
@@ -27,6 +29,7 @@ class Spec:
     fields: tuple[m.Field, ...]
     tables: dict[int, Table]
     by_arrival: bool = False
+    fleet: Table | None = None
 
     @property
     def horizon_key(self) -> str:
@@ -57,10 +60,20 @@ class Spec:
 
 GPU = Spec("gpu_sample", m.gpu_sample, ("gpu_id",), m.GPU_FIELDS, m.GPU_ROLLUPS, by_arrival=True)
 DISK = Spec(
-    "disk_sample", m.RAW_TABLES["disk_sample"], ("node_id", "device"), m.DISK_FIELDS, m.DISK_ROLLUPS
+    "disk_sample",
+    m.RAW_TABLES["disk_sample"],
+    ("node_id", "device"),
+    m.DISK_FIELDS,
+    m.DISK_ROLLUPS,
+    fleet=m.DISK_FLEET,
 )
 NFS = Spec(
-    "nfs_sample", m.RAW_TABLES["nfs_sample"], ("node_id", "mountpoint"), m.NFS_FIELDS, m.NFS_ROLLUPS
+    "nfs_sample",
+    m.RAW_TABLES["nfs_sample"],
+    ("node_id", "mountpoint"),
+    m.NFS_FIELDS,
+    m.NFS_ROLLUPS,
+    fleet=m.NFS_FLEET,
 )
 NIC = Spec(
     "nic_port_sample",
@@ -68,6 +81,7 @@ NIC = Spec(
     ("node_id", "device", "port"),
     m.NIC_FIELDS,
     m.NIC_ROLLUPS,
+    fleet=m.NIC_FLEET,
 )
 SPECS: tuple[Spec, ...] = (GPU, DISK, NFS, NIC)
 BY_RAW: dict[str, Spec] = {s.name: s for s in SPECS}

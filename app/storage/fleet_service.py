@@ -17,10 +17,20 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Subquery, Table, false, func, or_, select, true
+from sqlalchemy import (
+    ColumnElement,
+    Subquery,
+    Table,
+    false,
+    func,
+    or_,
+    select,
+    true,
+    union_all,
+)
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.fleet.models import Node
@@ -32,6 +42,9 @@ from app.storage.models import DiskSample, NfsSample
 from app.storage.series import ChartData, Series, pick_top, rest_means, rest_sums
 
 Measure = Literal["mean", "max"]
+#: Windows at least this long rank their series by the whole hours that overlap them
+#: (:func:`_overlapping_hours`); shorter ones by exactly the window.
+RANK_BY_HOURS_FROM = timedelta(hours=6)
 SeriesKey = tuple[int, str]
 
 
@@ -156,6 +169,10 @@ def _parts(
         resolution = q.source_s
     else:
         resolution = 3600 if whole else rollup_source.source_resolution(q.step_s)
+        if whole and q.end - q.start >= RANK_BY_HOURS_FROM:
+            hours = _overlapping_hours(session, metric, q, fields)
+            if hours is not None:
+                return hours
     return rollup_source.parts(
         session,
         _spec(metric),
@@ -166,6 +183,79 @@ def _parts(
         fields=fields,
         step_s=None if whole else q.step_s,
     )
+
+
+def _fleet_parts(
+    session: Session, metric: Metric, q: Query, fields: list[tuple[str, str]]
+) -> Subquery | None:
+    """Rows summing to every key's gauge ``fields`` per ``q.step_s`` bucket, from the
+    fleet-wide minute sums (``<raw>_fleet_1m``: one row per minute) with raw rows at the
+    window's partial minutes and after the folded-until mark; ``None`` where they do not
+    apply — nodes narrowed by labels or search, a device match, buckets finer than a minute,
+    a forced source, or a table without them."""
+    spec = _spec(metric)
+    resolution = rollup_source.source_resolution(q.step_s)
+    if (
+        q.scope.filtered
+        or q.match
+        or q.source_s is not None
+        or not resolution
+        or spec.fleet is None
+    ):
+        return None
+    fleet = replace(spec, keys=(), tables={60: spec.fleet})
+    return rollup_source.parts(
+        session,
+        fleet,
+        resolution_s=60,
+        start=q.start,
+        end=q.end,
+        where=lambda table: [],
+        fields=fields,
+        step_s=q.step_s,
+    )
+
+
+def _overlapping_hours(
+    session: Session, metric: Metric, q: Query, fields: list[tuple[str, str]]
+) -> Subquery | None:
+    """The 1-hour rollup rows of every hour that overlaps ``[q.start, q.end]``, as far as they
+    are folded, and the raw rows sampled after the folded-until mark, filtered as
+    :func:`_filters`; ``None`` before the first fold.
+
+    What a ranking over a long window reads: the partial hours at its edges count whole instead
+    of being read exactly from minute and raw rows — one row per key and hour, where the exact
+    edges cost up to 59 minute rows per key (480,000 rows for 1,000 nodes' IB ports) for a
+    difference of at most an hour at each end. Rows sampled in the last
+    :data:`~app.rollups.jobs.SETTLE_S` before a fold can be in both parts: they count twice in
+    the ranking (never in the values drawn)."""
+    spec = _spec(metric)
+    horizon = rollup_source.get_mark(session, spec.horizon_key)
+    if horizon is None:
+        return None
+    table = spec.tables[3600]
+    first = int(q.start.timestamp()) // 3600 * 3600
+    hours = select(
+        *(table.c[k] for k in spec.keys),
+        table.c.bucket_start_s.label("t_s"),
+        *(table.c[f"{name}_{kind}"] for name, kind in fields),
+    ).where(
+        *_filters(metric, q)(table),
+        table.c.bucket_start_s >= first,
+        table.c.bucket_start_s <= q.end.timestamp(),
+    )
+    if horizon >= q.end:
+        return hours.subquery("parts")
+    after = rollup_source.parts(
+        session,
+        spec,
+        resolution_s=0,
+        start=horizon,
+        end=q.end,
+        where=_filters(metric, q),
+        fields=fields,
+    )
+    return union_all(hours, select(*after.c)).subquery("parts")
 
 
 def _bucket(src: Subquery, step_s: int) -> Any:
@@ -238,7 +328,8 @@ def gauge_charts(session: Session, metrics: Sequence[Metric], q: Query) -> dict[
     needs_rest = any(len(m) > len(t) for m, t in zip(measures, tops, strict=True))
     all_buckets: list[Buckets] = [{} for _ in metrics]
     if needs_rest:
-        src = _parts(session, first, q, fields, whole=False)
+        fleet = _fleet_parts(session, first, q, fields)
+        src = fleet if fleet is not None else _parts(session, first, q, fields, whole=False)
         bucket = _bucket(src, q.step_s)
         sums = [func.sum(src.c[f"{c}_{k}"]) for c, k in fields]
         for row in session.execute(select(bucket, *sums).group_by(bucket)):

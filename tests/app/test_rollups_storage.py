@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import delete, event, func, select
 from sqlalchemy.orm import Session
 
 from app.db import make_engine, make_session_factory, session_scope
@@ -200,3 +200,74 @@ def test_now_tables_find_the_same_newest_rows_through_rollups(session: Session) 
     jobs.fold_recent(session, DISK, now=now, lookback_s=3600)
     jobs.set_mark(session, DISK.horizon_key, now - timedelta(seconds=jobs.SETTLE_S))
     assert newest() == expected
+
+
+def test_fleet_minutes_hold_the_sums_of_every_key(session: Session) -> None:
+    seed(session)
+    for spec in (DISK, NFS, NIC):
+        assert spec.fleet is not None
+        minute = spec.tables[60]
+        gauges = [c.name for c in spec.fleet.c if c.name.endswith(("_sum", "_n"))]
+        expected = session.execute(
+            select(
+                minute.c.bucket_start_s,
+                func.count(),
+                func.sum(minute.c.samples),
+                *(func.sum(minute.c[g]) for g in gauges),
+            )
+            .group_by(minute.c.bucket_start_s)
+            .order_by(minute.c.bucket_start_s)
+        ).all()
+        stored = session.execute(
+            select(
+                spec.fleet.c.bucket_start_s,
+                spec.fleet.c.series,
+                spec.fleet.c.samples,
+                *(spec.fleet.c[g] for g in gauges),
+            ).order_by(spec.fleet.c.bucket_start_s)
+        ).all()
+        assert len(stored) == HOURS * 60
+        assert [tuple(r) for r in stored] == [tuple(r) for r in expected], spec.name
+
+
+def test_a_late_sample_of_one_node_refolds_the_fleet_minute(session: Session) -> None:
+    seed(session)
+    node = session.scalars(select(Node).where(Node.hostname == "st-0")).one()
+    at = T0 + timedelta(minutes=30, seconds=5)  # st-0 samples at :00, :10 …: a new key time
+    session.add(DiskSample(node_id=node.id, device="nvme9n1", sampled_at=at, avg_wait_s=0.5))
+    session.flush()
+    bucket = int(at.timestamp()) // 60 * 60
+    fleet = DISK.fleet
+    assert fleet is not None
+    before = session.execute(select(fleet).where(fleet.c.bucket_start_s == bucket)).one()
+    fold.fold_range(session, DISK, lo_s=at.timestamp(), hi_s=at.timestamp() + 1, owners={node.id})
+    after = session.execute(select(fleet).where(fleet.c.bucket_start_s == bucket)).one()
+    assert after.series == before.series + 1
+    assert after.samples == before.samples + 1
+    assert after.avg_wait_s_n == before.avg_wait_s_n + 1
+    assert after.avg_wait_s_sum == before.avg_wait_s_sum + 0.5
+    assert after.read_bytes_per_s_n == before.read_bytes_per_s_n  # NULL is not counted
+
+
+def test_long_windows_rank_by_hours_and_draw_exact_values(session: Session) -> None:
+    """A window of six hours or more ranks from the 1-hour rollup alone (no minute rows);
+    where its edges hold no data the result equals the exact one from raw rows."""
+    seed(session)
+    scope = fs.select_nodes(session, labels={}, search="")
+    start, end = T0 - timedelta(minutes=40), T0 + timedelta(hours=HOURS, minutes=20)
+    raw = charts(session, fs.Query(scope, start, end, 300, top_n=1, source_s=0))
+    statements: list[str] = []
+
+    def capture(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    engine = session.get_bind()
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        picked = charts(session, fs.Query(scope, start, end, 300, top_n=1))
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert picked == raw
+    rankings = [s for s in statements if "_1h" in s]
+    assert rankings and not any("_1m" in s for s in rankings)
+    assert any("_fleet_1m" in s for s in statements)  # the rest line from the fleet sums
