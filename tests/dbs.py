@@ -67,6 +67,9 @@ TABLES = (
     "gpu",
     "node",
     "topology_drift_state",  # no foreign key to node: not emptied by the cascade
+    "disk_sample_fleet_1m",  # fleet-wide sums: no node, no cascade
+    "nfs_sample_fleet_1m",
+    "nic_port_sample_fleet_1m",
 )
 
 
