@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
+import orjson
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
@@ -28,6 +29,15 @@ templates = Jinja2Templates(directory=PROJECT_ROOT / "templates")
 # Block tags do not leave blank lines behind: the fleet table is re-sent every 5 s.
 templates.env.trim_blocks = True
 templates.env.lstrip_blocks = True
+
+
+def _dumps(value: Any, **_: Any) -> str:
+    """``tojson`` through orjson, keys sorted as Jinja's default does: a node page embeds 11,520
+    chart points an hour (json.dumps took a fifth of the page's time)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+
+
+templates.env.policies["json.dumps_function"] = _dumps
 
 NA = "N/A"
 

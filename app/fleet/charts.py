@@ -160,21 +160,37 @@ def _wall(value: datetime, zone: tzinfo) -> datetime:
     return value.astimezone(zone).replace(tzinfo=None)
 
 
-def _trace(series: SeriesOut, spec: ChartSpec, gap_s: float, zone: tzinfo = UTC) -> dict[str, Any]:
+def _trace(
+    series: SeriesOut,
+    spec: ChartSpec,
+    gap_s: float,
+    zone: tzinfo = UTC,
+    times: dict[datetime, str] | None = None,
+) -> dict[str, Any]:
     """One line per GPU; a ``None`` is put in every gap wider than ``gap_s``, and where the wall
     clock of ``zone`` goes back (DST ends) so the repeated hour is not joined backwards; nulls
-    stay nulls."""
+    stay nulls. ``times`` caches :func:`plotly_time` across the traces of one response (every
+    GPU and chart shares the sample times: 11,520 points for an hour of 8 GPUs × 4 charts)."""
+    cache: dict[datetime, str] = {} if times is None else times
+    utc = is_utc(zone)
+
+    def x(value: datetime) -> str:
+        text = cache.get(value)
+        if text is None:
+            text = cache[value] = plotly_time(value, zone)
+        return text
+
     xs: list[str] = []
     ys: list[float | None] = []
     previous: datetime | None = None
     for t, raw in zip(series.t, series.values.get(spec.metric, []), strict=False):
         if previous is not None and gap_s and (t - previous).total_seconds() > gap_s:
-            xs.append(plotly_time(previous + (t - previous) / 2, zone))
+            xs.append(x(previous + (t - previous) / 2))
             ys.append(None)
-        elif previous is not None and _wall(t, zone) < _wall(previous, zone):
-            xs.append(plotly_time(t, zone))
+        elif previous is not None and not utc and _wall(t, zone) < _wall(previous, zone):
+            xs.append(x(t))
             ys.append(None)
-        xs.append(plotly_time(t, zone))
+        xs.append(x(t))
         ys.append(None if raw is None else float(raw) * spec.scale)
         previous = t
     return {
@@ -249,6 +265,7 @@ def build_figures(
     overlay = [mark_trace(in_range, to_x, zone)] if in_range else []
     series = sorted(samples.series, key=lambda s: s.gpu_index)
     gaps = {s.gpu_uuid: gap_threshold_s(list(s.t), samples.step_s) for s in series}
+    times: dict[datetime, str] = {}
     figures = []
     for spec in CHARTS:
         figures.append(
@@ -265,7 +282,7 @@ def build_figures(
                 },
                 "overlay": overlay,
                 "figure": {
-                    "data": [_trace(s, spec, gaps[s.gpu_uuid], zone) for s in series],
+                    "data": [_trace(s, spec, gaps[s.gpu_uuid], zone, times) for s in series],
                     "layout": _layout(spec, samples, zone, in_range),
                 },
             }

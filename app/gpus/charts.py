@@ -58,6 +58,7 @@ def build_gpu_figures(
     overlay = [mark_trace(in_range, to_x, zone)] if in_range else []
     series = sorted(samples.series, key=lambda s: s.gpu_index)
     gaps = {s.gpu_uuid: fleet_charts.gap_threshold_s(list(s.t), samples.step_s) for s in series}
+    times: dict[datetime, str] = {}
     return [
         {
             "id": f"chart-{spec.metric}",
@@ -72,7 +73,9 @@ def build_gpu_figures(
             },
             "overlay": overlay,
             "figure": {
-                "data": [fleet_charts._trace(s, spec, gaps[s.gpu_uuid], zone) for s in series],
+                "data": [
+                    fleet_charts._trace(s, spec, gaps[s.gpu_uuid], zone, times) for s in series
+                ],
                 "layout": fleet_charts._layout(spec, samples, zone, in_range),
             },
         }
