@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -118,6 +119,9 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 seconds=settings.drift_interval_s,
                 args=[app.state.session_factory, settings.drift_max_age_s],
                 id="topology-drift",
+                # At once, not one interval after start: a restarted server would otherwise
+                # compute the drift on every page read until then (700 ms at 1,000 nodes).
+                next_run_time=datetime.now(UTC),
                 coalesce=True,
                 max_instances=1,
             )
