@@ -33,7 +33,7 @@ from sqlalchemy import BigInteger, Subquery, Table, case, cast, func, select, un
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
-from app.rollups.specs import Spec, get_mark, raw_value, readable
+from app.rollups.specs import Spec, raw_value, read_mark, readable
 from app.series import minute_blocks
 
 Where = Callable[[Table], list[Any]]
@@ -138,7 +138,7 @@ def parts(
             *pieces(finer, _at(stop), hi, hi_closed),
         ]
 
-    horizon = get_mark(session, spec.horizon_key) if resolution_s else None
+    horizon = read_mark(session, spec.horizon_key) if resolution_s else None
     if horizon is None or horizon <= start:
         selects = pieces(0, start, end, True)
     elif horizon >= end:

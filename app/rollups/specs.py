@@ -107,6 +107,27 @@ def get_mark(session: Session, name: str) -> datetime | None:
     )
 
 
+def read_mark(session: Session, name: str) -> datetime | None:
+    """:func:`get_mark`, read once per session where the session opted in with
+    :func:`keep_marks` (a page asking for the same folded-until mark once per chart query: 14
+    times on /storage)."""
+    marks: dict[str, datetime | None] | None = session.info.get(_MARKS)
+    if marks is None:
+        return get_mark(session, name)
+    if name not in marks:
+        marks[name] = get_mark(session, name)
+    return marks[name]
+
+
+def keep_marks(session: Session) -> None:
+    """Let :func:`read_mark` keep the marks it reads for the rest of ``session`` (a read-only
+    request's: the jobs that move them use their own sessions)."""
+    session.info.setdefault(_MARKS, {})
+
+
+_MARKS = "rollup_marks"
+
+
 def ordered(
     column: ColumnElement[object] | ColumnClause[object], dialect: str
 ) -> ColumnElement[object]:

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.nics.models import NicPortSample
 from app.rollups import specs as rollup_specs
-from app.rollups.specs import get_mark
+from app.rollups.specs import read_mark
 from app.storage.fleet_service import CounterTotal, NodeScope
 from app.storage.models import DiskSample, MountSample, NfsSample
 from app.timeseries import LATEST_WINDOW_S, natural_key
@@ -56,7 +56,7 @@ def _latest(
 ) -> list[Any]:
     window_start = now - timedelta(seconds=LATEST_WINDOW_S)
     spec = _SPECS.get(model)
-    horizon = get_mark(session, spec.horizon_key) if spec else None
+    horizon = read_mark(session, spec.horizon_key) if spec else None
     if spec is None or horizon is None or horizon <= window_start:
         return _newest_in(session, model, keys, scope, window_start)
     recent_from = min(now - timedelta(seconds=RECENT_S), horizon)

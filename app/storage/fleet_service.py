@@ -64,6 +64,14 @@ class NodeScope:
 def select_nodes(session: Session, *, labels: dict[str, str], search: str) -> NodeScope:
     """Nodes whose labels equal every ``labels`` item and whose hostname contains ``search``
     (case-insensitive; ``%`` and ``_`` are literal)."""
+    if not labels:  # no label to compare: the JSON is not read (1,000 documents)
+        plain = select(Node.id, Node.hostname)
+        if search:
+            plain = plain.where(func.lower(Node.hostname).contains(search.lower(), autoescape=True))
+        return NodeScope(
+            {node_id: hostname for node_id, hostname in session.execute(plain)},
+            filtered=bool(search),
+        )
     stmt = select(Node.id, Node.hostname, Node.labels)
     if search:
         stmt = stmt.where(func.lower(Node.hostname).contains(search.lower(), autoescape=True))
@@ -138,7 +146,9 @@ class Query:
 
 def item_label(values: Sequence[Any]) -> str:
     """The key values as one label: ``nvme0n1``, ``/home``, ``mlx5_0/1``."""
-    return "/".join(str(v) for v in values)
+    if len(values) == 1:
+        return str(values[0])
+    return "/".join(map(str, values))
 
 
 def _spec(metric: Metric) -> rollup_specs.Spec:
@@ -230,7 +240,7 @@ def _overlapping_hours(
     :data:`~app.rollups.jobs.SETTLE_S` before a fold can be in both parts: they count twice in
     the ranking (never in the values drawn)."""
     spec = _spec(metric)
-    horizon = rollup_source.get_mark(session, spec.horizon_key)
+    horizon = rollup_specs.read_mark(session, spec.horizon_key)
     if horizon is None:
         return None
     table = spec.tables[3600]

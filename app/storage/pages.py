@@ -17,6 +17,7 @@ from app.db import SessionDep, utcnow
 from app.errors import BadRequest
 from app.fleet.charts import PRESETS, ChartRange
 from app.fleet.pages import LABEL_COLUMNS, SLOW_IO_S
+from app.rollups import specs as rollup_specs
 from app.storage import charts, fleet_now
 from app.storage import fleet_service as fs
 from app.storage.series import ChartData
@@ -139,6 +140,7 @@ def _context(
 ) -> tuple[dict[str, Any], dict[str, ChartData]]:
     """The template context, and the charts' data when ``with_charts`` (else only the counter
     totals the tables need are read)."""
+    rollup_specs.keep_marks(session)
     now = utcnow()
     window = charts.resolve_range(preset=f.range, start=f.start, end=f.end, now=now)
     scope = fs.select_nodes(session, labels=dict(f.labels), search=f.q)

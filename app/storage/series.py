@@ -3,6 +3,7 @@ series and summarising the rest, so a fleet of 1,000 nodes draws a dozen lines, 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -62,8 +63,11 @@ def pick_top(measures: Mapping[tuple[int, str], float | None], n: int) -> list[t
     """
     if n < 0:
         raise ValueError("n must be 0 or more")
-    ranked = sorted(measures.items(), key=lambda kv: (kv[1] is None, -(kv[1] or 0.0), kv[0]))
-    return [key for key, _ in ranked[:n]]
+    # nsmallest, not a full sort: 8,000 IB ports for a top 10.
+    ranked = heapq.nsmallest(
+        n, measures.items(), key=lambda kv: (kv[1] is None, -(kv[1] or 0.0), kv[0])
+    )
+    return [key for key, _ in ranked]
 
 
 def rest_means(
