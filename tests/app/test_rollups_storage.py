@@ -271,3 +271,19 @@ def test_long_windows_rank_by_hours_and_draw_exact_values(session: Session) -> N
     rankings = [s for s in statements if "_1h" in s]
     assert rankings and not any("_1m" in s for s in rankings)
     assert any("_fleet_1m" in s for s in statements)  # the rest line from the fleet sums
+
+
+@pytest.mark.parametrize("top_n", [1, 2, 6])
+def test_the_top_is_ranked_in_sql_with_every_other_series_counted(
+    session: Session, top_n: int
+) -> None:
+    seed(session)
+    scope = fs.select_nodes(session, labels={}, search="")
+    q = fs.Query(scope, T0, T0 + timedelta(hours=2), 300, top_n=top_n)
+    chart = fs.gauge_chart(session, fs.METRICS["ib_tx_bytes_per_s"], q)
+    # tx is constant per port: n * 1000 + port, so the order is known: st-2 first.
+    expected = [("st-2", "mlx5_0/2"), ("st-2", "mlx5_0/1"), ("st-1", "mlx5_0/2")][:top_n]
+    assert [(s.hostname, s.item) for s in chart.top][:3] == expected
+    assert len(chart.top) == min(top_n, 6)
+    assert chart.rest_count == 6 - min(top_n, 6)
+    assert (chart.rest is None) == (top_n >= 6)
