@@ -100,6 +100,7 @@ def _overview_filters(
     view: str | None,
     problems: str | None,
     group: str | None = None,
+    page: str | None = None,
 ) -> OverviewFilters:
     return OverviewFilters.parse(
         FleetFilters.parse(q, label, sort),
@@ -109,6 +110,7 @@ def _overview_filters(
         view=view,
         problems=problems,
         group=group,
+        page=page,
     )
 
 
@@ -136,12 +138,14 @@ def fleet_page(
     view: str | None = None,
     problems: str | None = None,
     group: str | None = None,
+    page: str | None = None,
 ) -> HTMLResponse:
     """The fleet overview: node counts per health state, the tile grid (cluster → IB pod →
-    node, a cell per GPU coloured by ``overlay``) or the node table (``view=table``), and the
-    recent events; narrowed by ``q``, ``label=k=v``, ``model``, ``state`` and ``problems=1``.
-    An unknown ``state``/``overlay``/``view``/``problems`` value is a 400 page naming it."""
-    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems, group)
+    node, a cell per GPU coloured by ``overlay``) or the node table (``view=table``, ``page``
+    of 500 rows), and the recent events; narrowed by ``q``, ``label=k=v``, ``model``,
+    ``state`` and ``problems=1``. An unknown ``state``/``overlay``/``view``/``problems`` value
+    or a ``page`` that is not a number from 1 is a 400 page naming it."""
+    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems, group, page)
     return render(request, "fleet/page.html", _fleet_context(request, session, filters))
 
 
@@ -165,6 +169,7 @@ def fleet_nodes_partial(
     view: str | None = None,
     problems: str | None = None,
     group: str | None = None,
+    page: str | None = None,
     push: str | None = None,
     seen: str | None = None,
 ) -> Response:
@@ -174,8 +179,10 @@ def fleet_nodes_partial(
 
     ``X-Live-Version`` identifies what the answer shows (a hash of it, the "updated at" line
     left out); a refresh that sends it back as ``seen`` gets 204 No Content when nothing
-    changed: at 1,000 nodes the browser is spared re-drawing 8,000 cells every 5 s."""
-    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems, group)
+    changed: at 1,000 nodes the browser is spared re-drawing 8,000 cells every 5 s. A filter
+    change (``push=1``) shows the table's first page."""
+    page = None if push == "1" else page
+    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems, group, page)
     response = render(request, "overview/_live.html", _fleet_context(request, session, filters))
     version = live_version(bytes(response.body))
     if seen is not None and seen == version and push != "1":

@@ -17,7 +17,14 @@ from app.health import service as health_service
 from app.health.rules import SEVERITY, HealthRules, rules_from_settings
 from app.overview import service as overview_service
 from app.overview import tiles
-from app.overview.filters import GROUPINGS, OVERLAYS, STATES, VIEWS, OverviewFilters
+from app.overview.filters import (
+    GROUPINGS,
+    OVERLAYS,
+    PAGE_ROWS,
+    STATES,
+    VIEWS,
+    OverviewFilters,
+)
 from app.overview.row_cache import ROWS
 from app.overview.table import StateRow, fleet_counts, health_rank
 from app.overview.tile_cache import TILES
@@ -91,10 +98,10 @@ def overview_context(
                 )
             )
         context.update(
-            views=rows,
             health=health,
             counts=fleet_counts(rows),
             row_head=ROWS.bound(filters, label_columns),
+            **_table_page(rows, filters.page),
         )
         return context
     entries = [
@@ -113,6 +120,24 @@ def overview_context(
         )
     )
     return context
+
+
+def _table_page(rows: list[StateRow], page: int) -> dict[str, Any]:
+    """The rows of ``page`` (:data:`PAGE_ROWS` each; past the last page, the last) and the
+    pager's numbers: ``views``, ``page``, ``pages``, ``first_row`` and ``last_row`` (1-based),
+    ``total_rows``."""
+    pages = max(1, -(-len(rows) // PAGE_ROWS))
+    page = min(page, pages)
+    start = (page - 1) * PAGE_ROWS
+    shown = rows[start : start + PAGE_ROWS]
+    return {
+        "views": shown,
+        "page": page,
+        "pages": pages,
+        "first_row": start + 1 if shown else 0,
+        "last_row": start + len(shown),
+        "total_rows": len(rows),
+    }
 
 
 def _grid(clusters: list[tiles.Cluster], filters: OverviewFilters) -> dict[str, Any]:

@@ -37,6 +37,18 @@ GROUPINGS: dict[str, str] = {
 }
 STATES: tuple[str, ...] = tuple(s.value for s in State)
 MODEL_MAX_CHARS = 256  # the gpu.name column
+#: Rows per page of the table view: a 5,000-node table would be 5 MB of HTML every 5 s.
+PAGE_ROWS = 500
+MAX_PAGE = 1_000_000
+
+
+def _page(value: str | None) -> int:
+    text = (value or "").strip()
+    if not text:
+        return 1
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+        raise BadRequest(f"page: expected a whole number from 1 to {MAX_PAGE:,}, got {text[:40]!r}")
+    return int(text)
 
 
 def _choice(name: str, value: str | None, allowed: tuple[str, ...] | list[str]) -> str | None:
@@ -60,6 +72,8 @@ class OverviewFilters:
     view: str = "tiles"
     problems: bool = False
     group: str = "pod"
+    #: The table view's page (1-based, :data:`PAGE_ROWS` rows each).
+    page: int = 1
     _queries: dict[tuple[Any, ...], str] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
@@ -75,14 +89,15 @@ class OverviewFilters:
         view: str | None = None,
         problems: str | None = None,
         group: str | None = None,
+        page: str | None = None,
     ) -> OverviewFilters:
         """Check the overview's own parameters.
 
         Raises:
             BadRequest: ``state``, ``overlay``, ``view``, ``problems`` or ``group`` has a value
-                outside
-                its list (the message names the parameter); ``model`` over 256 characters; a
-                ``label`` entry without ``key=`` (as the API's 422 on ``query.label``).
+                outside its list (the message names the parameter); ``page`` is not a whole
+                number from 1 to 1,000,000; ``model`` over 256 characters; a ``label`` entry
+                without ``key=`` (as the API's 422 on ``query.label``).
         """
         if base.invalid:
             raise BadRequest(f"label: expected key=value, got {base.invalid[0][:80]!r}")
@@ -97,6 +112,7 @@ class OverviewFilters:
             view=_choice("view", view, list(VIEWS)) or "tiles",
             problems=_choice("problems", problems, ("0", "1")) == "1",
             group=_choice("group", group, list(GROUPINGS)) or "pod",
+            page=_page(page),
         )
 
     # The fleet table template reads these names.
@@ -128,8 +144,8 @@ class OverviewFilters:
     def query(self, **changes: Any) -> str:
         """The URL query string (``?q=…&label=k=v&sort=…&state=…``, the fleet list's
         parameters first) with ``changes`` applied: ``label_add=(k, v)``, ``label_drop=k``,
-        and ``state``, ``model``, ``overlay``, ``view``, ``problems``, ``group`` replaced (None
-        clears).
+        and ``state``, ``model``, ``overlay``, ``view``, ``problems``, ``group``, ``page``
+        replaced (None clears). Any other change goes back to the first page of the table.
         Defaults are left out, so the plain page is ``""``. Memoized per filters: the table
         asks for the same label links on every row (20,000 calls at 1,000 nodes)."""
         key = tuple(sorted(changes.items()))
@@ -170,4 +186,7 @@ class OverviewFilters:
             params.append(("problems", "1"))
         if values["group"] and values["group"] != "pod":
             params.append(("group", str(values["group"])))
+        page = changes.get("page", None if changes else self.page)
+        if page and page != 1:
+            params.append(("page", str(page)))
         return "?" + urlencode(params) if params else ""

@@ -43,7 +43,7 @@ class RowCache:
             node.hostname,
             node.labels_json,
             node.summary_json,
-            filters.query(),
+            filters.query(page=None),  # the row's links, which leave the page
             labels,
         )
         with self._lock:

@@ -6,7 +6,9 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 
+from app.overview import context as overview_context
 from tests.app.test_pages import ingest
 from tests.factories import batch, gpu, iso, sample
 from tests.live_server import LiveServer
@@ -221,3 +223,44 @@ def test_the_grid_groups_by_pod_rack_or_nvlink_domain(server: LiveServer) -> Non
     assert 'href="/?label=nvlink_domain%3Dnvl72-r1&amp;group=nvlink_domain"' in domain
     bad = get(server, group="row")
     assert bad.status_code == 400 and "group" in bad.text
+
+
+def test_the_table_is_paged_sorted_over_every_node_and_the_refresh_keeps_the_page(
+    server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(overview_context, "PAGE_ROWS", 2)
+    seed(server)
+    row = r'<tr class="row-[^"]*">.*?href="/nodes/([^"]+)"'
+
+    first = get(server, view="table", sort="health").text
+    second = get(server, view="table", sort="health", page="2").text
+    beyond = get(server, view="table", sort="health", page="9").text
+
+    assert re.findall(row, first, re.S) == ["gpu-a-2", "gpu-a-1"]  # the unhealthy node first
+    assert re.findall(row, second, re.S) == ["gpu-b-1"]
+    assert re.findall(row, beyond, re.S) == ["gpu-b-1"]  # past the end: the last page
+    assert "Rows 3–3 of 3" in second and 'rel="prev"' in second and 'rel="next"' not in second
+    assert 'href="/?sort=health&amp;view=table&amp;page=2" rel="next"' in first
+    assert '<input type="hidden" id="fleet-page" name="page" value="2">' in second
+    assert 'hx-include="#fleet-filters, #fleet-page"' in second
+    # The summary tiles count every node, not the page's.
+    assert re.search(r'tile-value">3</span><span class="tile-label">nodes', second)
+    # The 5-s refresh of page 2 stays there; a filter change (push=1) goes back to page 1.
+    refresh = get(server, "/fleet/_nodes", view="table", sort="health", page="2").text
+    assert re.findall(row, refresh, re.S) == ["gpu-b-1"]
+    pushed = httpx.get(
+        f"{server.url}/fleet/_nodes",
+        params={"view": "table", "sort": "health", "page": "2", "push": "1"},
+        timeout=30,
+    )
+    assert re.findall(row, pushed.text, re.S) == ["gpu-a-2", "gpu-a-1"]
+    assert pushed.headers["HX-Push-Url"] == "/?sort=health&view=table"
+    # A label link leaves the page.
+    assert "page=2" not in re.search(r'href="(/\?[^"]*label=[^"]*)"', second).group(1)
+
+
+def test_a_page_that_is_not_a_number_is_a_400_naming_it(server: LiveServer) -> None:
+    for value in ("0", "-1", "two", "1e3", "99999999"):
+        response = get(server, view="table", page=value)
+        assert response.status_code == 400, value
+        assert "page: expected a whole number from 1" in response.text
