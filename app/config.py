@@ -103,6 +103,12 @@ class Settings(BaseSettings):
         le=86400,
         description="drift is recomputed at least this often (NVLink/NIC readings move)",
     )
+    grid_collapse_above_nodes: int = Field(
+        default=1000,
+        ge=0,
+        le=1_000_000,
+        description="the health grid shows all-healthy groups as one line above this many nodes",
+    )
     health_recheck_s: float = Field(
         default=60.0,
         ge=1,

@@ -113,12 +113,11 @@ def overview_context(
         )
         for n in nodes
     ]
-    context.update(
-        _grid(
-            tiles.group_tiles(entries, problems_only=filters.problems, grouping=filters.group),
-            filters,
-        )
+    collapse = len(entries) > settings.grid_collapse_above_nodes
+    clusters = tiles.group_tiles(
+        entries, problems_only=filters.problems, grouping=filters.group, collapse_healthy=collapse
     )
+    context.update(_grid(clusters, filters))
     return context
 
 

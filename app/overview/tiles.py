@@ -92,13 +92,15 @@ def render_tile(tile: NodeTile) -> Markup:
 @dataclass
 class Group:
     """An IB pod (``kind`` = the label it came from), a rack, or ``ungrouped``, of a cluster;
-    ``counts`` are over all its nodes, ``nodes`` the ones shown."""
+    ``counts`` are over all its nodes, ``nodes`` the ones shown; ``collapsed`` when it is drawn
+    as one line (every node healthy, in a big grid: :func:`group_tiles`)."""
 
     cluster: str
     kind: str
     name: str
     counts: StateCounts
     nodes: list[NodeTile] = field(default_factory=list)
+    collapsed: bool = False
 
 
 @dataclass
@@ -247,12 +249,18 @@ def build_grid(
 
 
 def group_tiles(
-    entries: list[GridEntry], *, problems_only: bool = False, grouping: str = "pod"
+    entries: list[GridEntry],
+    *,
+    problems_only: bool = False,
+    grouping: str = "pod",
+    collapse_healthy: bool = False,
 ) -> list[Cluster]:
     """Clusters → groups → node tiles. Clusters and groups are ordered worst first (then more
     unhealthy, unknown, degraded nodes, then by name); nodes within a group worst first, then by
     hostname. With ``problems_only`` only nodes that are not Healthy are kept, and groups or
-    clusters left empty are dropped; counts stay over all nodes. ``grouping`` is a key of
+    clusters left empty are dropped; counts stay over all nodes. With ``collapse_healthy`` a
+    labelled group whose nodes are all Healthy is ``collapsed`` and makes no tiles (a
+    5,000-node grid draws its problems, not 40,000 green cells). ``grouping`` is a key of
     :data:`GROUPINGS`."""
     members: dict[tuple[str, bool], dict[tuple[str, str], list[GridEntry]]] = {}
     for e in entries:
@@ -260,6 +268,8 @@ def group_tiles(
         key = (str(labels["cluster"]), True) if labels.get("cluster") else (UNLABELLED, False)
         placed = group_of(labels, GROUPINGS[grouping])
         members.setdefault(key, {}).setdefault(placed, []).append(e)
+    # One group left (its link followed): its tiles, however many.
+    collapse_healthy = collapse_healthy and sum(len(g) for g in members.values()) > 1
     clusters: list[Cluster] = []
     for (cluster_name, labelled), groups in members.items():
         states = [e.state for es in groups.values() for e in es]
@@ -271,6 +281,11 @@ def group_tiles(
                 name=name,
                 counts=count_states([e.state for e in es]),
             )
+            if collapse_healthy and kind != "none" and group.counts.worst == State.HEALTHY:
+                group.collapsed = True
+                if not problems_only:
+                    cluster.groups.append(group)
+                continue
             shown = [e for e in es if not problems_only or e.state != State.HEALTHY]
             shown.sort(key=lambda e: (-SEVERITY[e.state], e.hostname))
             group.nodes = [e.tile() for e in shown]

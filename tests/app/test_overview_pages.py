@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
 
 from app.overview import context as overview_context
 from tests.app.test_pages import ingest
+from tests.conftest import make_settings
 from tests.factories import batch, gpu, iso, sample
 from tests.live_server import LiveServer
 
@@ -264,3 +266,28 @@ def test_a_page_that_is_not_a_number_is_a_400_naming_it(server: LiveServer) -> N
         response = get(server, view="table", page=value)
         assert response.status_code == 400, value
         assert "page: expected a whole number from 1" in response.text
+
+
+def test_a_big_grid_draws_all_healthy_groups_as_one_line(db_url: str, tmp_path: Path) -> None:
+    """Above FLEETWATCH_GRID_COLLAPSE_ABOVE_NODES, a group whose nodes are all healthy is one
+    line linking to it, problem groups keep their tiles, and the link's view (one group) shows
+    every tile."""
+    server = LiveServer(make_settings(db_url, tmp_path, grid_collapse_above_nodes=2))
+    server.start()
+    try:
+        seed(server)  # pod p1: a-1 healthy, a-2 unhealthy; rack r2: b-1 healthy
+        html = get(server).text
+        assert sorted(tiles_of(html)) == ["gpu-a-1", "gpu-a-2"]  # p1 has a problem
+        collapsed = re.findall(r'<p class="ov-collapsed[^"]*">(.*?)</p>', html, re.S)
+        assert len(collapsed) == 1 and "All 1 nodes healthy" in collapsed[0]
+        assert 'href="/?label=rack%3Dr2"' in collapsed[0]
+        assert "2 nodes, 4 GPUs shown" in html
+        assert list(tiles_of(get(server, label="rack=r2").text)) == ["gpu-b-1"]
+        # Value overlays and the table are not collapsed.
+        assert sorted(tiles_of(get(server, overlay="util").text)) == [
+            "gpu-a-1",
+            "gpu-a-2",
+            "gpu-b-1",
+        ]
+    finally:
+        server.stop()
