@@ -8,7 +8,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
@@ -20,7 +20,6 @@ from app.storage.fleet_service import CounterTotal, NodeScope
 from app.storage.models import DiskSample, MountSample, NfsSample
 from app.timeseries import LATEST_WINDOW_S, natural_key
 
-Row = TypeVar("Row")
 _PARTITION = re.compile(r"^(.*\d)p\d+$|^(.*\D)\d+$")
 
 
@@ -35,10 +34,11 @@ _SPECS: dict[Any, rollup_specs.Spec] = {
 
 
 def latest_rows(
-    session: Session, model: type[Row], keys: tuple[str, ...], scope: NodeScope, now: datetime
-) -> list[Row]:
+    session: Session, model: type[Any], keys: tuple[str, ...], scope: NodeScope, now: datetime
+) -> list[Any]:
     """The newest row of each (node, ``keys``…) of ``model`` reported within
-    :data:`~app.timeseries.LATEST_WINDOW_S` before ``now`` (older ones are gone or stale).
+    :data:`~app.timeseries.LATEST_WINDOW_S` before ``now`` (older ones are gone or stale), as
+    rows with ``model``'s columns as attributes (not ORM objects).
 
     Where the table has rollups folded up to a recent mark, only the last :data:`RECENT_S`
     (or since the mark) of raw rows are grouped; keys whose newest row is older are found in
@@ -89,23 +89,35 @@ def _newest_in(
     *,
     before: datetime | None = None,
 ) -> list[Any]:
-    """The newest row of each (node, ``keys``…) among rows sampled in ``[since, before)``."""
-    m = model
-    cols = [getattr(m, k) for k in keys]
-    window = [m.sampled_at >= since] + ([m.sampled_at < before] if before is not None else [])
-    newest = (
-        select(m.node_id, *cols, func.max(m.sampled_at).label("newest_at"))
-        .where(scope.where(m.node_id), *window)
-        .group_by(m.node_id, *cols)
-        .subquery()
-    )
-    on = and_(
-        m.node_id == newest.c.node_id,
-        m.sampled_at == newest.c.newest_at,
-        *(c == newest.c[c.key] for c in cols),
-    )
-    rows = session.scalars(select(m).join(newest, on)).all()
-    return [r for r in rows if r.node_id in scope.hostnames]
+    """The newest row of each (node, ``keys``…) among rows sampled in ``[since, before)``, as
+    plain rows with the table's columns as attributes (no ORM objects: 8,000 IB ports a
+    request). Postgres: ``DISTINCT ON``; elsewhere the newest time per key joined back."""
+    table = model.__table__
+    cols = [table.c[k] for k in keys]
+    window = [table.c.sampled_at >= since]
+    if before is not None:
+        window.append(table.c.sampled_at < before)
+    if session.get_bind().dialect.name == "postgresql":
+        stmt = (
+            select(table)
+            .distinct(table.c.node_id, *cols)
+            .where(scope.where(table.c.node_id), *window)
+            .order_by(table.c.node_id, *cols, table.c.sampled_at.desc())
+        )
+    else:
+        newest = (
+            select(table.c.node_id, *cols, func.max(table.c.sampled_at).label("newest_at"))
+            .where(scope.where(table.c.node_id), *window)
+            .group_by(table.c.node_id, *cols)
+            .subquery()
+        )
+        on = and_(
+            table.c.node_id == newest.c.node_id,
+            table.c.sampled_at == newest.c.newest_at,
+            *(c == newest.c[c.key] for c in cols),
+        )
+        stmt = select(table).join(newest, on)
+    return [r for r in session.execute(stmt) if r.node_id in scope.hostnames]
 
 
 def _matches(match: str, *texts: str | None) -> bool:
