@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, func, select
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import Session
 
 from app.nics.models import NicPortSample
@@ -100,7 +101,7 @@ def _newest_in(
     if session.get_bind().dialect.name == "postgresql":
         stmt = (
             select(table)
-            .distinct(table.c.node_id, *cols)
+            .ext(distinct_on(table.c.node_id, *cols))
             .where(scope.where(table.c.node_id), *window)
             .order_by(table.c.node_id, *cols, table.c.sampled_at.desc())
         )
