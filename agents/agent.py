@@ -1,5 +1,6 @@
 """The agent loop: collect every ``interval_s``, cut a batch every ``batch_interval_s`` (or at
-``max_batch_samples``), spool it, push spooled batches oldest first.
+``max_batch_samples``, or at once when the round brought a new event or a GPU that went dark
+or came back), spool it, push spooled batches oldest first.
 
 Collection runs in the caller's thread and pushing in a second one, so a slow or dead server
 never delays a sample: while it is down, batches pile up in the bounded spool and are replayed
@@ -22,6 +23,7 @@ from agents.collectors.base import Collector
 from agents.collectors.host import HostSource
 from agents.nvlink_thinner import NvlinkThinner
 from agents.payload import (
+    METRIC_KEYS,
     EventDict,
     Payload,
     Sample,
@@ -168,6 +170,8 @@ class Agent:
         self._topology = TopologyTracker(config.topology_resend_s)
         self._nvlinks = NvlinkThinner(config.nvlink_interval_s)
         self._batch_started: float | None = None
+        self._urgent = False
+        self._dark: dict[str, bool] = {}
         self._next_push_at = 0.0
 
     @property
@@ -209,9 +213,12 @@ class Agent:
             samples = []
             events = [make_event("agent_error", moment, message=f"collector failed: {exc!r}")]
         sections, host_events, errors = self._collect_node_sections(moment)
+        state_changed = self._gpu_state_changed(samples)
         with self._lock:
             if self._batch_started is None:
                 self._batch_started = time.monotonic()
+            if events or host_events or state_changed:
+                self._urgent = True
             self._samples.extend(samples)
             self._events.extend(events)
             self._events.extend(host_events)
@@ -221,6 +228,17 @@ class Agent:
             self.samples_generated += len(samples)
             self.events_generated += len(events) + len(host_events)
         return len(samples)
+
+    def _gpu_state_changed(self, samples: list[Sample]) -> bool:
+        """Whether a GPU went dark (every metric ``None``: lost, missing, in error, per the
+        collector contract) or came back since the last round; a GPU first seen dark counts."""
+        changed = False
+        for sample in samples:
+            dark = all(sample.get(key) is None for key in METRIC_KEYS)
+            if self._dark.get(sample["gpu_uuid"], False) != dark:
+                changed = True
+            self._dark[sample["gpu_uuid"]] = dark
+        return changed
 
     def _collect_node_sections(
         self, moment: datetime
@@ -283,13 +301,16 @@ class Agent:
         return merged
 
     def batch_due(self) -> bool:
-        """Whether the current batch is old or big enough to be cut."""
+        """Whether the current batch is old or big enough to be cut, or holds a new event or
+        GPU state change (a fault reaches the server at once, not a batch interval later)."""
         with self._lock:
             if self._batch_started is None:
                 return False
             age = time.monotonic() - self._batch_started
-            return age >= self.config.batch_interval_s or (
-                len(self._samples) >= self.config.max_batch_samples
+            return (
+                self._urgent
+                or age >= self.config.batch_interval_s
+                or len(self._samples) >= self.config.max_batch_samples
             )
 
     def take_payload(self) -> Payload | None:
@@ -299,6 +320,7 @@ class Agent:
             samples, events = self._samples, self._events
             sections, errors = self._sections, self._errors
             self._samples, self._events, self._batch_started = [], [], None
+            self._urgent = False
             self._sections, self._errors = {}, []
         if not samples and not events and not sections:
             return None

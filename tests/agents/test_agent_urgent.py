@@ -1,0 +1,121 @@
+"""A fault reaches the server at once: a round that brings a new event or a GPU that goes dark
+cuts the batch there, instead of at the batch interval; the spool and backoff still apply."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from agents.agent import Agent, AgentConfig
+from agents.simulated.collector import SimulatedCollector
+from tests.agents.agent_receiver import Receiver, Reply
+
+LONG_BATCH_S = 60.0  # the batch interval: only an urgent cut explains a batch before it
+
+
+def _agent(spool: Path, url: str | None = None, **overrides: float) -> Agent:
+    options = {"interval_s": 0.2, "batch_interval_s": LONG_BATCH_S, "backoff_base_s": 0.05}
+    options.update(overrides)
+    config = AgentConfig(
+        hostname="gpu-t-001",
+        spool_dir=spool,
+        server_url=url,
+        token="fwt_t" if url else None,
+        **options,  # type: ignore[arg-type]
+    )
+    return Agent(config, SimulatedCollector("gpu-t-001", 4))
+
+
+def _round(agent: Agent) -> None:
+    time.sleep(0.01)  # rounds within one millisecond are skipped (payload time precision)
+    agent.collect()
+
+
+def test_a_quiet_round_waits_for_the_batch_interval(tmp_path: Path) -> None:
+    agent = _agent(tmp_path)
+    _round(agent)
+    _round(agent)
+
+    assert agent.batch_due() is False
+
+
+def test_a_round_with_an_xid_makes_the_batch_due_at_once(tmp_path: Path) -> None:
+    agent = _agent(tmp_path)
+    _round(agent)
+    agent.collector.inject("xid", 2, xid=79)  # type: ignore[attr-defined]
+    _round(agent)
+
+    assert agent.batch_due() is True
+    agent.cut_batch()
+    batch = agent.spool.oldest()
+    assert batch is not None
+    assert [e["xid"] for e in batch.payload["events"] if e["kind"] == "xid"] == [79]
+    _round(agent)
+    assert agent.batch_due() is False  # the next batch is an ordinary one again
+
+
+def test_a_gpu_that_goes_dark_and_one_that_comes_back_make_the_batch_due(tmp_path: Path) -> None:
+    agent = _agent(tmp_path)
+    _round(agent)
+    agent.collector.inject("gpu_lost", 1, 0.3)  # type: ignore[attr-defined]
+    _round(agent)
+    assert agent.batch_due() is True
+    agent.cut_batch()
+    time.sleep(0.4)  # the GPU is back: a state change that brings no event
+
+    _round(agent)
+
+    assert agent.batch_due() is True
+    batch = agent.take_payload()
+    assert batch is not None and batch["events"] == []
+    _round(agent)
+    assert agent.batch_due() is False
+
+
+def test_the_running_agent_pushes_an_xid_long_before_the_batch_interval(
+    tmp_path: Path, receiver: Receiver, wait_until: Callable[..., bool]
+) -> None:
+    agent = _agent(tmp_path, receiver.url)
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.5)
+        injected = time.monotonic()
+        agent.collector.inject("xid", 0, xid=79)  # type: ignore[attr-defined]
+
+        assert wait_until(lambda: any(_xids(p) for p in receiver.payloads()), timeout_s=10)
+        first = next(r for r in receiver.requests if r.payload and _xids(r.payload))
+        assert first.at - injected < LONG_BATCH_S / 4
+        assert len(agent.spool) == 0
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def test_an_urgent_batch_the_server_refuses_stays_spooled_and_arrives_after_the_backoff(
+    tmp_path: Path, receiver: Receiver, wait_until: Callable[..., bool]
+) -> None:
+    receiver.script(Reply(503), Reply(503))
+    agent = _agent(tmp_path, receiver.url)
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        agent.collector.inject("xid", 0, xid=79)  # type: ignore[attr-defined]
+
+        assert wait_until(lambda: agent.batches_sent >= 1, timeout_s=10)
+        assert agent.push_failures >= 2
+        accepted = [r.payload for r in receiver.requests if r.payload is not None][-1]
+        assert _xids(accepted) == [79]
+        assert agent.batches_dropped == 0
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def _xids(payload: dict[str, object]) -> list[int]:
+    events = payload.get("events") or []
+    return [e["xid"] for e in events if isinstance(e, dict) and e.get("kind") == "xid"]  # type: ignore[misc]
