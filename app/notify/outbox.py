@@ -26,6 +26,8 @@ from app.notify.models import NotifyChannel, NotifyDelivery, NotifyRoute
 
 DEFAULT_GROUP_BY = ("alertname", "cluster")
 DEFAULT_GROUP_WAIT_S = 5.0
+#: Group wait of a route that carries only critical alerts, unless it names one.
+CRITICAL_GROUP_WAIT_S = 0.0
 DEFAULT_REPEAT_INTERVAL_S = 4 * 3600.0
 #: Retries stop this long after a row was queued (the ``notify_deadline_s`` setting).
 DEADLINE_S = 3600.0

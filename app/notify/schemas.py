@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.notify.outbox import DEFAULT_GROUP_BY, DEFAULT_GROUP_WAIT_S, DEFAULT_REPEAT_INTERVAL_S
+from app.notify.outbox import (
+    CRITICAL_GROUP_WAIT_S,
+    DEFAULT_GROUP_BY,
+    DEFAULT_GROUP_WAIT_S,
+    DEFAULT_REPEAT_INTERVAL_S,
+)
 from app.notify.ssrf import BadURL, url_syntax
 
 SEVERITIES = ("critical", "warning", "info")
@@ -101,7 +106,8 @@ class ChannelOut(BaseModel):
 
 class RouteIn(BaseModel):
     """A route: alerts of ``team`` (``None``: all teams) with one of ``severities`` (empty:
-    all) go to ``channel_id``, grouped by ``group_by`` labels."""
+    all) go to ``channel_id``, grouped by ``group_by`` labels. ``group_wait_s`` left out: 0 s
+    for a route of critical alerts only (a page must not wait for company), else 5 s."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -109,7 +115,7 @@ class RouteIn(BaseModel):
     team: str | None = Field(default=None, min_length=1, max_length=128)
     severities: list[str] = Field(default_factory=list)
     group_by: list[str] = Field(default_factory=lambda: list(DEFAULT_GROUP_BY), max_length=16)
-    group_wait_s: float = Field(default=DEFAULT_GROUP_WAIT_S, ge=0, le=3600)
+    group_wait_s: float | None = Field(default=None, ge=0, le=3600)
     repeat_interval_s: float = Field(default=DEFAULT_REPEAT_INTERVAL_S, ge=60, le=30 * 86400)
 
     _team = field_validator("team", mode="before")(
@@ -131,6 +137,13 @@ class RouteIn(BaseModel):
             if not name or len(name) > 128 or not name.replace("_", "a").isalnum():
                 raise ValueError(f"{name!r} is not a label name")
         return value
+
+    @model_validator(mode="after")
+    def _default_group_wait(self) -> RouteIn:
+        if self.group_wait_s is None:
+            critical_only = self.severities == ["critical"]
+            self.group_wait_s = CRITICAL_GROUP_WAIT_S if critical_only else DEFAULT_GROUP_WAIT_S
+        return self
 
 
 class RouteOut(RouteIn):

@@ -16,7 +16,7 @@ from app.db import SessionDep, WriteSessionDep
 from app.errors import BadRequest
 from app.notify import service
 from app.notify.models import NotifyRoute
-from app.notify.outbox import DEFAULT_GROUP_BY, DEFAULT_GROUP_WAIT_S, DEFAULT_REPEAT_INTERVAL_S
+from app.notify.outbox import DEFAULT_GROUP_BY, DEFAULT_REPEAT_INTERVAL_S
 from app.notify.schemas import SEVERITIES
 from app.notify.ui_common import FormDep, see_other
 from app.notify.ui_forms import RouteForm, error_key, route_in, route_typed
@@ -41,7 +41,7 @@ def _defaults(team: str = "", channel_id: str = "") -> dict[str, Any]:
         "team": team,
         "severities": [],
         "group_by": ", ".join(DEFAULT_GROUP_BY),
-        "group_wait_s": f"{DEFAULT_GROUP_WAIT_S:g}",
+        "group_wait_s": "",  # empty: the default by severity (RouteIn)
         "repeat_interval_s": f"{DEFAULT_REPEAT_INTERVAL_S:g}",
     }
 
