@@ -1,6 +1,11 @@
 """Scheduled work of notifications: the delivery worker every ``notify_worker_interval_s`` and
 the repeat scan every ``REPEAT_SCAN_S``; started from the app's lifespan
-(:func:`app.main.create_app`), errors logged, never raised into the scheduler."""
+(:func:`app.main.create_app`), errors logged, never raised into the scheduler.
+
+Between ticks the worker is woken by the commit of outbox rows (:meth:`NotifyJobs.wake`: an
+in-process signal from :func:`app.wakeups.signal_on_commit`, and on Postgres the ``NOTIFY`` on
+:data:`app.wakeups.OUTBOX_CHANNEL` that every process's listener hears); the timer stays as the
+fallback and for rows that become due later (group wait, retries)."""
 
 from __future__ import annotations
 
@@ -66,6 +71,9 @@ class NotifyJobs:
         )
         self._last_repeat = 0.0
         self._lock = threading.Lock()
+        self._woken = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def tick(self) -> TickReport:
         """The repeat scan when due, then one worker tick."""
@@ -91,6 +99,27 @@ class NotifyJobs:
         except Exception:
             log.exception("notification worker tick failed")
 
+    def wake(self) -> None:
+        """Outbox rows were committed: run a worker tick now (never blocks)."""
+        self._woken.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._woken.wait()
+            self._woken.clear()
+            if self._stop.is_set():
+                return
+            self.job()
+
+    def start(self) -> None:
+        """Start the thread that serves :meth:`wake` (a daemon)."""
+        self._thread = threading.Thread(target=self._loop, name="notify-wake", daemon=True)
+        self._thread.start()
+
     def close(self) -> None:
-        """Close the worker's HTTP client."""
+        """Stop the wake-up thread and close the worker's HTTP client."""
+        self._stop.set()
+        self._woken.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
         self.worker.close()

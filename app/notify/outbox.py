@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
+from app import wakeups
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
 from app.db import utcnow
 from app.notify.channels.alertmanager import repost_interval_s
@@ -206,6 +207,8 @@ def enqueue_events(
             )
             queued += 1
     session.flush()
+    if queued:
+        wakeups.signal_on_commit(session, wakeups.OUTBOX_CHANNEL)  # the worker, at commit
     return queued
 
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app import wakeups
 from app.db import utcnow
 from app.errors import BadRequest, Conflict, NotFound
 from app.notify.channels.base import ChannelConfig
@@ -172,7 +173,7 @@ def delete_channel(session: Session, *, channel_id: int) -> None:
 
 
 def send_test(session: Session, *, channel_id: int) -> NotifyDelivery:
-    """Queue the "send test message" notice, due now (the worker sends it within a tick).
+    """Queue the "send test message" notice, due now (the worker, woken by the commit, sends it).
 
     Raises:
         NotFound: no such channel. BadRequest: the channel is disabled.
@@ -196,6 +197,7 @@ def send_test(session: Session, *, channel_id: int) -> NotifyDelivery:
     )
     session.add(row)
     session.flush()
+    wakeups.signal_on_commit(session, wakeups.OUTBOX_CHANNEL)
     return row
 
 
