@@ -119,6 +119,13 @@ class Settings(BaseSettings):
     alert_eval_interval_s: float = Field(
         default=10.0, ge=1, le=3600, description="seconds between alert rule evaluations"
     )
+    alert_wake_debounce_s: float = Field(
+        default=0.3,
+        ge=0,
+        le=10,
+        description="after a batch with an event or GPU state change is stored, evaluate the "
+        "event-driven rules this many seconds later (batches meanwhile are evaluated together)",
+    )
     runbooks_dir: Path = Field(
         default=PROJECT_ROOT / "runbooks",
         description="folder of Markdown runbooks (<name>.md); edits in the UI override them",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -19,10 +19,11 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app import __version__
+from app import __version__, wakeups
 from app.alerts import pages as alert_pages
 from app.alerts import router as alerts_router
 from app.alerts.scheduler import AlertEvaluator
+from app.alerts.triggers import AlertingHealthRefresher
 from app.config import PROJECT_ROOT, Settings, get_settings
 from app.csrf import OriginCheckMiddleware
 from app.db import make_engine, make_session_factory
@@ -139,20 +140,22 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 coalesce=True,
                 max_instances=1,
             )
-            app.state.health_refresher = HealthRefresher(
-                app.state.session_factory,
-                rules=rules_from_settings(settings),
-                interval_s=settings.health_refresh_interval_s,
-                recheck_after_s=settings.health_recheck_s,
-            )
-            app.state.health_refresher.start()
+            refresher_args: dict[str, Any] = {
+                "rules": rules_from_settings(settings),
+                "interval_s": settings.health_refresh_interval_s,
+                "recheck_after_s": settings.health_recheck_s,
+            }
+            wake_ups: dict[str, Callable[[], None]] = {}
             if settings.alerts_enabled:
                 evaluator = AlertEvaluator(
                     engine,
                     app.state.session_factory,
                     health_rules=rules_from_settings(settings),
+                    debounce_s=settings.alert_wake_debounce_s,
                 )
                 app.state.alert_evaluator = evaluator
+                evaluator.start()
+                wake_ups[wakeups.ALERTS_CHANNEL] = evaluator.wake_from_peer
                 scheduler.add_job(
                     evaluator.job,
                     "interval",
@@ -161,8 +164,19 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     coalesce=True,
                     max_instances=1,
                 )
+                app.state.health_refresher = AlertingHealthRefresher(
+                    app.state.session_factory, on_change=evaluator.wake, **refresher_args
+                )
+            else:
+                app.state.health_refresher = HealthRefresher(
+                    app.state.session_factory, **refresher_args
+                )
+            app.state.health_refresher.start()
             if settings.notify_enabled:
                 app.state.notify_jobs = NotifyJobs(settings, app.state.session_factory)
+                app.state.notify_jobs.start()
+                wake_ups[wakeups.OUTBOX_CHANNEL] = app.state.notify_jobs.wake
+                wakeups.subscribe(wakeups.OUTBOX_CHANNEL, app.state.notify_jobs.wake)
                 scheduler.add_job(
                     app.state.notify_jobs.job,
                     "interval",
@@ -171,17 +185,23 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     coalesce=True,
                     max_instances=1,
                 )
+            if wake_ups and engine.dialect.name == "postgresql":
+                app.state.pg_listener = wakeups.PgListener(wakeups.libpq_url(engine), wake_ups)
+                app.state.pg_listener.start()
             scheduler.start()
         try:
             yield
         finally:
             if scheduler.running:
                 scheduler.shutdown(wait=False)
+            if getattr(app.state, "pg_listener", None) is not None:
+                app.state.pg_listener.close()
             if getattr(app.state, "health_refresher", None) is not None:
                 app.state.health_refresher.close()
             if getattr(app.state, "alert_evaluator", None) is not None:
                 app.state.alert_evaluator.close()
             if getattr(app.state, "notify_jobs", None) is not None:
+                wakeups.unsubscribe(wakeups.OUTBOX_CHANNEL, app.state.notify_jobs.wake)
                 app.state.notify_jobs.close()
             engine.dispose()
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvicorn
+from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
@@ -23,10 +24,15 @@ def free_port() -> int:
 
 class LiveServer:
     """A running server: ``url`` is its base URL; ``stop()`` and ``start()`` restart it on the
-    same port (for the "server down for a while" tests)."""
+    same port (for the "server down for a while" tests). ``run_jobs``: start the background
+    jobs (evaluator, notification worker …) too; ``app`` is the running application."""
 
-    def __init__(self, settings: Settings, port: int | None = None) -> None:
+    def __init__(
+        self, settings: Settings, port: int | None = None, *, run_jobs: bool = False
+    ) -> None:
         self.settings = settings
+        self.run_jobs = run_jobs
+        self.app: FastAPI | None = None
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server: uvicorn.Server | None = None
@@ -34,8 +40,9 @@ class LiveServer:
 
     def start(self) -> None:
         """Start serving and wait until the socket accepts connections (≤ 15 s)."""
+        self.app = create_app(self.settings, run_jobs=self.run_jobs)
         config = uvicorn.Config(
-            create_app(self.settings, run_jobs=False),
+            self.app,
             host="127.0.0.1",
             port=self.port,
             log_level="warning",

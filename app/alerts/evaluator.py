@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -269,14 +270,17 @@ def evaluate(
     now: datetime,
     health_rules: HealthRules,
     read_session: Session | None = None,
+    only: Callable[[RuleSpec], bool] | None = None,
 ) -> EvaluationReport:
-    """Evaluate every enabled rule at ``now``: first every rule's observations (reads only, in
-    ``read_session`` when given), then the transitions in ``session``. On SQLite the scheduler
-    passes a read-only session, so the write lock is held only while transitions are written,
-    not while the fleet is queried; on Postgres one session does both.
+    """Evaluate every enabled rule (with ``only``: those it accepts) at ``now``: first every
+    rule's observations (reads only, in ``read_session`` when given), then the transitions in
+    ``session``. On SQLite the scheduler passes a read-only session, so the write lock is held
+    only while transitions are written, not while the fleet is queried; on Postgres one session
+    does both.
 
     A rule whose stored spec no longer validates, or whose queries fail, is reported and
-    skipped (its writes in a savepoint), never stopping the others.
+    skipped (its writes in a savepoint), never stopping the others. Rules left out by ``only``
+    are not touched: their instances keep their state and timers.
     """
     started = time.perf_counter()
     report = EvaluationReport()
@@ -290,10 +294,13 @@ def evaluate(
     specs: list[tuple[int, RuleSpec]] = []
     for rule_id, name, document in rules:
         try:
-            specs.append((rule_id, RuleSpec.model_validate(document)))
+            spec = RuleSpec.model_validate(document)
         except ValueError as exc:
             log.error("alert rule %s no longer validates: %s", name, exc)
             report.failed[name] = str(exc).splitlines()[0]
+            continue
+        if only is None or only(spec):
+            specs.append((rule_id, spec))
     shared.plan(ctx, (spec for _, spec in specs))
     observed: list[tuple[int, RuleSpec, list[Observation]]] = []
     for rule_id, spec in specs:

@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from app.alerts import triggers as alert_triggers
 from app.auth import service as auth_service
 from app.db import session_scope, utcnow
 from app.fleet.models import Node
@@ -90,6 +91,9 @@ async def ingest(
     refresher = getattr(request.app.state, "health_refresher", None)
     if refresher is not None and not result.replayed:
         refresher.wake()  # committed: the node's health is evaluated within the debounce
+    evaluator = getattr(request.app.state, "alert_evaluator", None)
+    if evaluator is not None and alert_triggers.batch_wakes_alerts(batch, result):
+        evaluator.wake()  # event and GPU-state rules now, not at the next tick
     return result
 
 
