@@ -23,6 +23,7 @@ from app.notify import service as notify_service
 from app.notify.schemas import ChannelIn, RouteIn
 from app.notify.secrets import SecretBox
 from tests.app.helpers import post_batch
+from tests.app.section_factories import nvlinks
 from tests.conftest import make_settings
 from tests.factories import add_rules, batch, create_token, gpu, iso
 from tests.live_server import LiveServer
@@ -34,6 +35,18 @@ XID_RULE = {
     "severity": "critical",
     "summary": "Xid on {hostname} GPU {gpu_index}",
     "condition": {"kind": "event", "event_kinds": ["xid"], "xids": [79], "window": "10m"},
+}
+
+NVLINK_RULE = {
+    "name": "gpu-nvlink-down",
+    "severity": "critical",
+    "summary": "NVLink down on {hostname} GPU {gpu_index}",
+    "condition": {
+        "kind": "health",
+        "target": "gpu",
+        "states": ["unhealthy"],
+        "codes": ["nvlink_down"],
+    },
 }
 
 
@@ -121,6 +134,31 @@ def test_an_xid_79_batch_reaches_the_webhook_long_before_the_timers(
         (alert,) = firing_alerts(hook)
         assert alert["labels"]["alertname"] == "gpu-critical-xid"
         assert alert["labels"]["hostname"] == host
+    finally:
+        server.stop()
+        wipe_notify(db_url)
+
+
+def test_an_nvlink_down_reaches_the_webhook_through_the_health_refresh(
+    db_url: str, tmp_path: Path, hook: Receiver
+) -> None:
+    settings = alerting(db_url, tmp_path, hook)
+    add_rules(db_url, NVLINK_RULE)
+    host = f"node-{uuid.uuid4().hex[:6]}"
+    token = create_token(db_url, host)
+    g = gpu(0, hostname=host)
+    payload = batch(host, gpus=[g], samples_per_gpu=1)
+    payload["nvlinks"] = nvlinks(g, datetime.now(UTC), links=4)
+    payload["nvlinks"][2]["state"] = "down"  # no event, every GPU ok: only health changes
+    server = LiveServer(settings, run_jobs=True)
+    server.start()
+    try:
+        assert post_batch(server.url, token, batch(host, gpus=[g])).status_code == 200
+        assert post_batch(server.url, token, payload).status_code == 200
+
+        assert wait_for(lambda: firing_alerts(hook), timeout_s=LONG_S / 4)
+        (alert,) = firing_alerts(hook)
+        assert alert["labels"]["alertname"] == "gpu-nvlink-down"
     finally:
         server.stop()
         wipe_notify(db_url)
