@@ -37,6 +37,12 @@ XID_RULE = {
     "condition": {"kind": "event", "event_kinds": ["xid"], "xids": [79], "window": "10m"},
 }
 
+THROTTLE_RULE = {
+    "name": "gpu-throttle-event",
+    "severity": "critical",
+    "summary": "Thermal throttling on {hostname}",
+    "condition": {"kind": "event", "event_kinds": ["thermal_throttle"], "window": "10m"},
+}
 NVLINK_RULE = {
     "name": "gpu-nvlink-down",
     "severity": "critical",
@@ -60,7 +66,7 @@ def alerting(url: str, tmp: Path, hook: Receiver) -> Settings:
     """Settings with long intervals, the Xid rule, and a webhook channel with a route for
     critical alerts only (its group wait left to the default)."""
     wipe_notify(url)
-    add_rules(url, XID_RULE)
+    add_rules(url, XID_RULE, THROTTLE_RULE)
     settings = make_settings(
         url,
         tmp,
@@ -86,9 +92,13 @@ def alerting(url: str, tmp: Path, hook: Receiver) -> Settings:
     return settings
 
 
-def xid_batch(hostname: str) -> dict[str, Any]:
+def xid_batch(hostname: str, kind: str = "xid") -> dict[str, Any]:
+    """A batch with one event of GPU 0: Xid 79, or ``kind`` without an Xid."""
     g = gpu(0, hostname=hostname)
-    event = {"occurred_at": iso(datetime.now(UTC)), "kind": "xid", "xid": 79, "gpu_uuid": g["uuid"]}
+    event: dict[str, Any] = {"occurred_at": iso(datetime.now(UTC)), "kind": kind}
+    event["gpu_uuid"] = g["uuid"]
+    if kind == "xid":
+        event["xid"] = 79
     return batch(hostname, gpus=[g], samples_per_gpu=1, events=[event])
 
 
@@ -116,8 +126,16 @@ def firing_events(url: str) -> int:
         engine.dispose()
 
 
-def test_an_xid_79_batch_reaches_the_webhook_long_before_the_timers(
-    db_url: str, tmp_path: Path, hook: Receiver
+@pytest.mark.parametrize(
+    ("kind", "rule"),
+    [
+        pytest.param("xid", "gpu-critical-xid", id="xid79"),
+        # Health reads no such event: only the ingest's own wake-up can explain this one.
+        pytest.param("thermal_throttle", "gpu-throttle-event", id="event-health-ignores"),
+    ],
+)
+def test_an_event_batch_reaches_the_webhook_long_before_the_timers(
+    db_url: str, tmp_path: Path, hook: Receiver, kind: str, rule: str
 ) -> None:
     settings = alerting(db_url, tmp_path, hook)
     host = f"node-{uuid.uuid4().hex[:6]}"
@@ -126,13 +144,15 @@ def test_an_xid_79_batch_reaches_the_webhook_long_before_the_timers(
     server.start()
     try:
         assert post_batch(server.url, token, batch(host, gpus=1)).status_code == 200
+        time.sleep(1.5)  # the wake-up of the new node's first health state has come and gone
         sent = time.monotonic()
-        assert post_batch(server.url, token, xid_batch(host)).status_code == 200
+        answer = post_batch(server.url, token, xid_batch(host, kind))
+        assert answer.status_code == 200, answer.text
 
         assert wait_for(lambda: firing_alerts(hook), timeout_s=LONG_S / 4)
         assert hook.requests[0].at - sent < LONG_S / 4
         (alert,) = firing_alerts(hook)
-        assert alert["labels"]["alertname"] == "gpu-critical-xid"
+        assert alert["labels"]["alertname"] == rule
         assert alert["labels"]["hostname"] == host
     finally:
         server.stop()
