@@ -204,8 +204,11 @@ def test_two_servers_on_one_postgres_evaluate_and_send_once(
         assert wait_for(lambda: any(e.is_leader for e in evaluators()), timeout_s=10)
         follower = next(s for s, e in zip(servers, evaluators(), strict=True) if not e.is_leader)
         assert post_batch(follower.url, token, batch(host, gpus=1)).status_code == 200
+        time.sleep(1.5)  # past the new node's health wake-up: only the follower's NOTIFY is left
 
-        assert post_batch(follower.url, token, xid_batch(host)).status_code == 200
+        assert (
+            post_batch(follower.url, token, xid_batch(host, "thermal_throttle")).status_code == 200
+        )
 
         assert wait_for(lambda: firing_alerts(hook), timeout_s=LONG_S / 4)
         time.sleep(2.0)  # room for a second evaluation or message, if there were one
