@@ -10,10 +10,15 @@ every ``--batch-interval-s``, as in the demo). ``--faults`` GPU-lost faults on d
 start at random moments within ``--window-s`` seconds; for each, the time from injection to the
 receiver getting the firing notice naming that GPU is split into detection (injection → the
 alert's ``startsAt``, i.e. the evaluation that fired it) and notification (``startsAt`` →
-received: group wait, worker tick, HTTP). Prints p50/p90/p99/max of each.
+received: group wait, worker wake-up or tick, HTTP). Prints p50/p90/p99/max of each.
+
+The catch-all route waits ``--group-wait-s`` (5 s, the default of a route for every severity);
+``--group-wait-s 0`` is what a route of critical alerts only gets by default. Agents cut a
+batch at once on a new event, the ingest wakes the evaluator and the outbox commit wakes the
+worker, so the intervals bound only what those wake-ups miss.
 
     python bench/notify_latency.py                          # demo defaults, 60 faults, ~3 min
-    python bench/notify_latency.py --eval-interval-s 1 --group-wait-s 0
+    python bench/notify_latency.py --faults 30 --window-s 60 --group-wait-s 0   # ~1.5 min
 """
 
 from __future__ import annotations
