@@ -342,7 +342,11 @@ def run(url: str, args: argparse.Namespace, *, seed: bool) -> None:
         measure(base, str(faulty), args.repeat)
     finally:
         server.terminate()
-        server.wait(timeout=15)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:  # a job in the middle of a long run
+            server.kill()
+            server.wait()
 
 
 if __name__ == "__main__":
