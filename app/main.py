@@ -30,6 +30,7 @@ from app.db import make_engine, make_session_factory
 from app.errors import FleetwatchError
 from app.fleet import pages as fleet_pages
 from app.fleet import router as fleet_router
+from app.gc_tuning import tune_gc
 from app.gpus import router as gpu_router
 from app.health import router as health_router
 from app.health.jobs import HealthRefresher
@@ -89,6 +90,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         app.state.session_factory = make_session_factory(engine)
         app.state.read_session_factory = make_session_factory(engine, read_only=True)
         install_skipped_run_filter()
+        tune_gc()
         scheduler = BackgroundScheduler(timezone="UTC", job_defaults=JOB_DEFAULTS)
         if run_jobs:
             scheduler.add_job(
