@@ -89,6 +89,18 @@ def _require_migrated(settings: Settings, hint: str = "") -> None:
         raise typer.Exit(2)
 
 
+def _fail(message: str) -> None:
+    """Exit 2 with ``fleetwatch: message`` on stderr."""
+    typer.echo(f"fleetwatch: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _is_postgres(settings: Settings) -> bool:
+    from sqlalchemy.engine import make_url
+
+    return make_url(settings.effective_database_url).get_backend_name() == "postgresql"
+
+
 @cli.command()
 def migrate(database_url: DatabaseOpt = None) -> None:
     """Create or upgrade the database schema to the newest migration."""
@@ -108,6 +120,14 @@ def serve(
     migrate_first: Annotated[
         bool, typer.Option("--migrate/--no-migrate", help="upgrade the schema before serving")
     ] = False,
+    jobs: Annotated[
+        bool,
+        typer.Option(
+            "--jobs/--no-jobs",
+            help="run the background jobs in this process too; --no-jobs beside a "
+            "'fleetwatch worker' (Postgres)",
+        ),
+    ] = True,
 ) -> None:
     """Run the server (API and pages) in the foreground."""
     import uvicorn
@@ -117,12 +137,38 @@ def serve(
 
     settings = _settings(database_url=database_url, host=host, port=port)
     _prepare_sqlite_dir(settings)
+    if not jobs and not _is_postgres(settings):
+        _fail("--no-jobs needs Postgres: with SQLite the one server process runs the jobs")
     if migrate_first:
         upgrade(settings.effective_database_url)
     _require_migrated(settings, hint=" (or 'fleetwatch serve --migrate')")
     uvicorn.run(
-        create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
+        create_app(settings, run_jobs=jobs),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
     )
+
+
+@cli.command()
+def worker(database_url: DatabaseOpt = None) -> None:
+    """Run the background jobs (health, alerts, notifications, rollups, compaction, retention,
+    drift) without serving HTTP, beside 'fleetwatch serve --no-jobs' processes (Postgres).
+    Stops on SIGTERM or Ctrl-C."""
+    import signal
+    import threading
+
+    from app.worker import run_worker
+
+    settings = _settings(database_url=database_url)
+    if not _is_postgres(settings):
+        _fail("fleetwatch worker needs Postgres: with SQLite 'fleetwatch serve' runs the jobs")
+    _require_migrated(settings)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    typer.echo(f"fleetwatch worker on {_display_url(settings)}")
+    run_worker(settings, stop)
 
 
 @token_cli.command("create")

@@ -174,6 +174,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     app.state.session_factory, **refresher_args
                 )
             app.state.health_refresher.start()
+            # Batches stored by web processes without the jobs (fleetwatch serve --no-jobs).
+            wake_ups[wakeups.INGEST_CHANNEL] = app.state.health_refresher.wake
             if settings.notify_enabled:
                 app.state.notify_jobs = NotifyJobs(settings, app.state.session_factory)
                 app.state.notify_jobs.start()
@@ -216,6 +218,9 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         redoc_url=None,
     )
     app.state.settings = settings
+    # Whether this process runs the background jobs: the ingest router tells a worker process
+    # about new batches when it does not (fleetwatch serve --no-jobs, fleetwatch worker).
+    app.state.runs_jobs = run_jobs
     # Level 6 (zlib's default), not 9: a 1,000-node overview (900 KB) compresses in 9 ms instead
     # of 27 ms, 5 % larger.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 ALERTS_CHANNEL = "fleetwatch_alerts"
 #: Postgres channel of "notification rows were queued: deliver".
 OUTBOX_CHANNEL = "fleetwatch_outbox"
+#: Postgres channel of "a batch was stored by a process without the jobs: refresh health"
+#: (``fleetwatch serve --no-jobs`` beside ``fleetwatch worker``).
+INGEST_CHANNEL = "fleetwatch_ingest"
 
 _INFO_KEY = "fleetwatch_wake_channels"
 _subscribers: dict[str, list[Callable[[], None]]] = {}

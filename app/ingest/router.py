@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -9,7 +10,9 @@ from fastapi import APIRouter, Header, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
+from sqlalchemy.engine import Engine
 
+from app import wakeups
 from app.alerts import triggers as alert_triggers
 from app.auth import service as auth_service
 from app.db import session_scope, utcnow
@@ -19,6 +22,8 @@ from app.ingest import service as ingest_service
 from app.ingest.fields import clean_document
 from app.ingest.rows import ParsedBatch, parse_batch
 from app.ingest.schemas import IngestBatchIn, IngestResult
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"])
 
@@ -92,9 +97,26 @@ async def ingest(
     if refresher is not None and not result.replayed:
         refresher.wake()  # committed: the node's health is evaluated within the debounce
     evaluator = getattr(request.app.state, "alert_evaluator", None)
-    if evaluator is not None and alert_triggers.batch_wakes_alerts(batch, result):
+    wakes_alerts = alert_triggers.batch_wakes_alerts(batch, result)
+    if evaluator is not None and wakes_alerts:
         evaluator.wake()  # event and GPU-state rules now, not at the next tick
+    if not request.app.state.runs_jobs and not result.replayed:
+        # The jobs run in another process (fleetwatch worker): tell it through Postgres.
+        channels = [wakeups.INGEST_CHANNEL] + ([wakeups.ALERTS_CHANNEL] if wakes_alerts else [])
+        await run_in_threadpool(_notify_peers, request.app.state.engine, channels)
     return result
+
+
+def _notify_peers(engine: Engine, channels: list[str]) -> None:
+    """``NOTIFY`` each of ``channels`` on Postgres; a failure is logged, never the batch's (it
+    is stored; the worker's timer finds it)."""
+    if engine.dialect.name != "postgresql":
+        return
+    for channel in channels:
+        try:
+            wakeups.notify_now(engine, channel)
+        except Exception:
+            log.warning("could not notify %s", channel, exc_info=True)
 
 
 def _parse(raw: bytes, encoding: str, max_bytes: int) -> tuple[ParsedBatch, str, Callable[[], str]]:
