@@ -230,11 +230,19 @@ def wait_for_health_state(url: str, nodes: int, timeout_s: float = 300) -> None:
         engine.dispose()
 
 
-def start_server(url: str, port: int) -> subprocess.Popen[bytes]:
-    """``fleetwatch serve`` on ``url``; waits until /healthz answers. Compaction is deferred
-    (a day): the seeded history is a backlog no running server has, and packing it would run
-    under the measurements."""
-    env = dict(
+def start_worker(url: str) -> subprocess.Popen[bytes]:
+    """``fleetwatch worker`` on ``url`` (the jobs, beside a ``serve --no-jobs``), with the same
+    environment as :func:`start_server`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "app", "worker"],
+        env=_server_env(url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _server_env(url: str) -> dict[str, str]:
+    return dict(
         os.environ,
         FLEETWATCH_DATABASE_URL=url,
         # An hour (the seeding takes longer than the default 120 s), or the caller's setting
@@ -242,8 +250,16 @@ def start_server(url: str, port: int) -> subprocess.Popen[bytes]:
         FLEETWATCH_STALE_AFTER_S=os.environ.get("FLEETWATCH_STALE_AFTER_S", "3600"),
         FLEETWATCH_COMPACT_INTERVAL_S="86400",
     )
+
+
+def start_server(url: str, port: int, *, jobs: bool = True) -> subprocess.Popen[bytes]:
+    """``fleetwatch serve`` on ``url``; waits until /healthz answers. Compaction is deferred
+    (a day): the seeded history is a backlog no running server has, and packing it would run
+    under the measurements."""
+    env = _server_env(url)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        + ([] if jobs else ["--no-jobs"]),
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -290,6 +306,11 @@ def main() -> None:
     parser.add_argument("--step-s", type=int, default=10, help="GPU sample interval")
     parser.add_argument("--host-step-s", type=int, default=60, help="disk/NFS/NIC interval")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="serve with --no-jobs beside a 'fleetwatch worker' (the jobs in their own process)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the seeded database")
     parser.add_argument("--db-url", help="measure this already seeded database")
     args = parser.parse_args()
@@ -319,7 +340,8 @@ def run(url: str, args: argparse.Namespace, *, seed: bool) -> None:
     port = free_port()
     if seed:
         upgrade(url)
-    server = start_server(url, port)
+    server = start_server(url, port, jobs=not args.worker)
+    worker = start_worker(url) if args.worker else None
     base = f"http://127.0.0.1:{port}"
     try:
         if seed:
@@ -341,12 +363,15 @@ def run(url: str, args: argparse.Namespace, *, seed: bool) -> None:
         faulty = hostnames[FAULTS[0][0] % len(hostnames)]
         measure(base, str(faulty), args.repeat)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:  # a job in the middle of a long run
-            server.kill()
-            server.wait()
+        for proc in (server, worker):
+            if proc is None:
+                continue
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:  # a job in the middle of a long run
+                proc.kill()
+                proc.wait()
 
 
 if __name__ == "__main__":
