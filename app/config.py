@@ -107,7 +107,7 @@ class Settings(BaseSettings):
         default=1000,
         ge=0,
         le=1_000_000,
-        description="the health grid shows all-healthy groups as one line above this many nodes",
+        description="above this many nodes the health grid sums up all-healthy groups in a line",
     )
     health_recheck_s: float = Field(
         default=60.0,

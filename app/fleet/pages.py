@@ -101,6 +101,7 @@ def _overview_filters(
     problems: str | None,
     group: str | None = None,
     page: str | None = None,
+    expand: str | None = None,
 ) -> OverviewFilters:
     return OverviewFilters.parse(
         FleetFilters.parse(q, label, sort),
@@ -111,6 +112,7 @@ def _overview_filters(
         problems=problems,
         group=group,
         page=page,
+        expand=expand,
     )
 
 
@@ -139,13 +141,16 @@ def fleet_page(
     problems: str | None = None,
     group: str | None = None,
     page: str | None = None,
+    expand: str | None = None,
 ) -> HTMLResponse:
     """The fleet overview: node counts per health state, the tile grid (cluster → IB pod →
     node, a cell per GPU coloured by ``overlay``) or the node table (``view=table``, ``page``
     of 500 rows), and the recent events; narrowed by ``q``, ``label=k=v``, ``model``,
     ``state`` and ``problems=1``. An unknown ``state``/``overlay``/``view``/``problems`` value
     or a ``page`` that is not a number from 1 is a 400 page naming it."""
-    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems, group, page)
+    filters = _overview_filters(
+        q, label, sort, state, model, overlay, view, problems, group, page, expand
+    )
     return render(request, "fleet/page.html", _fleet_context(request, session, filters))
 
 
@@ -170,6 +175,7 @@ def fleet_nodes_partial(
     problems: str | None = None,
     group: str | None = None,
     page: str | None = None,
+    expand: str | None = None,
     push: str | None = None,
     seen: str | None = None,
 ) -> Response:
@@ -182,7 +188,9 @@ def fleet_nodes_partial(
     changed: at 1,000 nodes the browser is spared re-drawing 8,000 cells every 5 s. A filter
     change (``push=1``) shows the table's first page."""
     page = None if push == "1" else page
-    filters = _overview_filters(q, label, sort, state, model, overlay, view, problems, group, page)
+    filters = _overview_filters(
+        q, label, sort, state, model, overlay, view, problems, group, page, expand
+    )
     response = render(request, "overview/_live.html", _fleet_context(request, session, filters))
     version = live_version(bytes(response.body))
     if seen is not None and seen == version and push != "1":

@@ -32,6 +32,8 @@ from app.overview.tile_cache import TILES
 EVENTS_SHOWN = 20
 #: Label filters offered as lists (others can still be typed as key=value).
 LABEL_CHOICES = ("cluster", "ib_pod", "rack", "team")
+#: A label with more values than this is typed, not picked from a list.
+MAX_CHOICES = 200
 
 
 def overview_context(
@@ -56,6 +58,7 @@ def overview_context(
     context: dict[str, Any] = {
         "filters": filters,
         "label_choices": LABEL_CHOICES,
+        "max_choices": MAX_CHOICES,
         "overlays": OVERLAYS,
         "views_allowed": VIEWS,
         "groupings": GROUPINGS,
@@ -113,7 +116,7 @@ def overview_context(
         )
         for n in nodes
     ]
-    collapse = len(entries) > settings.grid_collapse_above_nodes
+    collapse = not filters.expand and len(entries) > settings.grid_collapse_above_nodes
     clusters = tiles.group_tiles(
         entries, problems_only=filters.problems, grouping=filters.group, collapse_healthy=collapse
     )

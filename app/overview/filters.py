@@ -74,6 +74,8 @@ class OverviewFilters:
     group: str = "pod"
     #: The table view's page (1-based, :data:`PAGE_ROWS` rows each).
     page: int = 1
+    #: Every tile, even in a grid big enough to collapse its all-healthy groups.
+    expand: bool = False
     _queries: dict[tuple[Any, ...], str] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
@@ -90,11 +92,13 @@ class OverviewFilters:
         problems: str | None = None,
         group: str | None = None,
         page: str | None = None,
+        expand: str | None = None,
     ) -> OverviewFilters:
         """Check the overview's own parameters.
 
         Raises:
-            BadRequest: ``state``, ``overlay``, ``view``, ``problems`` or ``group`` has a value
+            BadRequest: ``state``, ``overlay``, ``view``, ``problems``, ``group`` or ``expand``
+                has a value
                 outside its list (the message names the parameter); ``page`` is not a whole
                 number from 1 to 1,000,000; ``model`` over 256 characters; a ``label`` entry
                 without ``key=`` (as the API's 422 on ``query.label``).
@@ -113,6 +117,7 @@ class OverviewFilters:
             problems=_choice("problems", problems, ("0", "1")) == "1",
             group=_choice("group", group, list(GROUPINGS)) or "pod",
             page=_page(page),
+            expand=_choice("expand", expand, ("0", "1")) == "1",
         )
 
     # The fleet table template reads these names.
@@ -144,8 +149,8 @@ class OverviewFilters:
     def query(self, **changes: Any) -> str:
         """The URL query string (``?q=…&label=k=v&sort=…&state=…``, the fleet list's
         parameters first) with ``changes`` applied: ``label_add=(k, v)``, ``label_drop=k``,
-        and ``state``, ``model``, ``overlay``, ``view``, ``problems``, ``group``, ``page``
-        replaced (None clears). Any other change goes back to the first page of the table.
+        and ``state``, ``model``, ``overlay``, ``view``, ``problems``, ``group``, ``expand``,
+        ``page`` replaced (None clears). Any other change goes back to the first page of the table.
         Defaults are left out, so the plain page is ``""``. Memoized per filters: the table
         asks for the same label links on every row (20,000 calls at 1,000 nodes)."""
         key = tuple(sorted(changes.items()))
@@ -172,6 +177,7 @@ class OverviewFilters:
             "view": self.view,
             "problems": self.problems,
             "group": self.group,
+            "expand": self.expand,
         }
         values.update({k: v for k, v in changes.items() if k in values})
         if values["state"]:
@@ -186,6 +192,8 @@ class OverviewFilters:
             params.append(("problems", "1"))
         if values["group"] and values["group"] != "pod":
             params.append(("group", str(values["group"])))
+        if values["expand"]:
+            params.append(("expand", "1"))
         page = changes.get("page", None if changes else self.page)
         if page and page != 1:
             params.append(("page", str(page)))

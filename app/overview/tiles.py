@@ -92,26 +92,27 @@ def render_tile(tile: NodeTile) -> Markup:
 @dataclass
 class Group:
     """An IB pod (``kind`` = the label it came from), a rack, or ``ungrouped``, of a cluster;
-    ``counts`` are over all its nodes, ``nodes`` the ones shown; ``collapsed`` when it is drawn
-    as one line (every node healthy, in a big grid: :func:`group_tiles`)."""
+    ``counts`` are over all its nodes, ``nodes`` the ones shown."""
 
     cluster: str
     kind: str
     name: str
     counts: StateCounts
     nodes: list[NodeTile] = field(default_factory=list)
-    collapsed: bool = False
 
 
 @dataclass
 class Cluster:
     """A cluster (``cluster`` label; ``labelled`` False: the nodes without one, named
-    ``unlabelled``) with its groups, problems first."""
+    ``unlabelled``) with its groups, problems first; ``collapsed_groups`` all-healthy groups of
+    ``collapsed_nodes`` nodes are summed up in one line instead (:func:`group_tiles`)."""
 
     name: str
     counts: StateCounts
     groups: list[Group] = field(default_factory=list)
     labelled: bool = True
+    collapsed_groups: int = 0
+    collapsed_nodes: int = 0
 
 
 def group_of(labels: dict[str, Any], keys: tuple[str, ...] = GROUP_LABELS) -> tuple[str, str]:
@@ -258,10 +259,10 @@ def group_tiles(
     """Clusters → groups → node tiles. Clusters and groups are ordered worst first (then more
     unhealthy, unknown, degraded nodes, then by name); nodes within a group worst first, then by
     hostname. With ``problems_only`` only nodes that are not Healthy are kept, and groups or
-    clusters left empty are dropped; counts stay over all nodes. With ``collapse_healthy`` a
-    labelled group whose nodes are all Healthy is ``collapsed`` and makes no tiles (a
-    5,000-node grid draws its problems, not 40,000 green cells). ``grouping`` is a key of
-    :data:`GROUPINGS`."""
+    clusters left empty are dropped; counts stay over all nodes. With ``collapse_healthy`` the
+    labelled groups whose nodes are all Healthy make no tiles and are counted in their
+    cluster's ``collapsed_groups`` (a 5,000-node grid draws its problems and one line, not
+    40,000 green cells and 1,250 pod headers). ``grouping`` is a key of :data:`GROUPINGS`."""
     members: dict[tuple[str, bool], dict[tuple[str, str], list[GridEntry]]] = {}
     for e in entries:
         labels = e.labels
@@ -282,9 +283,9 @@ def group_tiles(
                 counts=count_states([e.state for e in es]),
             )
             if collapse_healthy and kind != "none" and group.counts.worst == State.HEALTHY:
-                group.collapsed = True
                 if not problems_only:
-                    cluster.groups.append(group)
+                    cluster.collapsed_groups += 1
+                    cluster.collapsed_nodes += group.counts.total
                 continue
             shown = [e for e in es if not problems_only or e.state != State.HEALTHY]
             shown.sort(key=lambda e: (-SEVERITY[e.state], e.hostname))
@@ -292,7 +293,7 @@ def group_tiles(
             if group.nodes or not problems_only:
                 cluster.groups.append(group)
         cluster.groups.sort(key=lambda g: _severity_key(g.counts, g.name))
-        if cluster.groups:
+        if cluster.groups or cluster.collapsed_groups:
             clusters.append(cluster)
     clusters.sort(key=lambda c: _severity_key(c.counts, c.name))
     return clusters

@@ -269,25 +269,51 @@ def test_a_page_that_is_not_a_number_is_a_400_naming_it(server: LiveServer) -> N
 
 
 def test_a_big_grid_draws_all_healthy_groups_as_one_line(db_url: str, tmp_path: Path) -> None:
-    """Above FLEETWATCH_GRID_COLLAPSE_ABOVE_NODES, a group whose nodes are all healthy is one
-    line linking to it, problem groups keep their tiles, and the link's view (one group) shows
-    every tile."""
+    """Above FLEETWATCH_GRID_COLLAPSE_ABOVE_NODES, a cluster's groups whose nodes are all
+    healthy are one line (with a link to every tile, expand=1, kept by the refresh), problem
+    groups keep their tiles, and one group alone is never collapsed."""
     server = LiveServer(make_settings(db_url, tmp_path, grid_collapse_above_nodes=2))
     server.start()
     try:
-        seed(server)  # pod p1: a-1 healthy, a-2 unhealthy; rack r2: b-1 healthy
+        seed(server)  # cluster a, pod p1: a-1 healthy, a-2 unhealthy; cluster b, rack r2: b-1
         html = get(server).text
         assert sorted(tiles_of(html)) == ["gpu-a-1", "gpu-a-2"]  # p1 has a problem
         collapsed = re.findall(r'<p class="ov-collapsed[^"]*">(.*?)</p>', html, re.S)
-        assert len(collapsed) == 1 and "All 1 nodes healthy" in collapsed[0]
-        assert 'href="/?label=rack%3Dr2"' in collapsed[0]
+        assert len(collapsed) == 1
+        assert "1 group with all 1 node healthy" in collapsed[0]
+        assert 'href="/?expand=1"' in collapsed[0]
         assert "2 nodes, 4 GPUs shown" in html
-        assert list(tiles_of(get(server, label="rack=r2").text)) == ["gpu-b-1"]
+        expanded = get(server, expand="1").text
+        assert sorted(tiles_of(expanded)) == ["gpu-a-1", "gpu-a-2", "gpu-b-1"]
+        assert '<input type="hidden" name="expand" value="1">' in expanded  # the refresh too
+        assert sorted(tiles_of(get(server, "/fleet/_nodes", expand="1").text)) == [
+            "gpu-a-1",
+            "gpu-a-2",
+            "gpu-b-1",
+        ]
+        assert list(tiles_of(get(server, label="rack=r2").text)) == ["gpu-b-1"]  # one group
         # Value overlays and the table are not collapsed.
         assert sorted(tiles_of(get(server, overlay="util").text)) == [
             "gpu-a-1",
             "gpu-a-2",
             "gpu-b-1",
         ]
+        assert get(server, expand="yes").status_code == 400
     finally:
         server.stop()
+
+
+def test_a_label_with_many_values_is_typed_not_listed(
+    server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(overview_context, "MAX_CHOICES", 1)
+    seed(server)  # clusters a and b: two values
+
+    html = get(server, label="cluster=b").text
+
+    field = re.search(r'<input id="label-cluster"[^>]*>', html, re.S)
+    assert field is not None and 'class="label-text"' in field.group(0)
+    assert 'value="cluster=b"' in field.group(0) and "(2 values)" in field.group(0)
+    assert '<select id="label-cluster"' not in html
+    assert '<select id="label-rack"' in html  # one value: still a list
+    assert "from:.label-text" in html
