@@ -23,6 +23,7 @@ from app.notify.models import DELIVERY_STATUSES, NotifyDelivery
 from app.notify.ui_common import box_of
 from app.viewer_time import tz_query
 from app.web import is_htmx, render, templates
+from app.whole_numbers import parse_whole
 
 log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
@@ -41,9 +42,10 @@ def _status(raw: str | None) -> str | None:
 def _page(raw: str | None) -> int:
     if raw is None or raw == "":
         return 1
-    if not raw.isdigit() or not 1 <= int(raw) <= 100_000:
+    page = parse_whole(raw, low=1, high=100_000)
+    if page is None:
         raise BadRequest(f"page: expected a whole number from 1, got {raw[:20]!r}")
-    return int(raw)
+    return page
 
 
 def log_query(request: Request, *, status: str | None, page: int) -> str:

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from app.errors import BadRequest
 from app.health.rules import State
+from app.whole_numbers import parse_whole
 
 if TYPE_CHECKING:
     from app.fleet.pages import FleetFilters
@@ -46,9 +47,10 @@ def _page(value: str | None) -> int:
     text = (value or "").strip()
     if not text:
         return 1
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+    page = parse_whole(text, low=1, high=MAX_PAGE)
+    if page is None:
         raise BadRequest(f"page: expected a whole number from 1 to {MAX_PAGE:,}, got {text[:40]!r}")
-    return int(text)
+    return page
 
 
 def _choice(name: str, value: str | None, allowed: tuple[str, ...] | list[str]) -> str | None:

@@ -19,6 +19,7 @@ from app.runbooks.context import RunbookContext, context_for_alert
 from app.runbooks.render import render_markdown
 from app.runbooks.service import MAX_MARKDOWN_CHARS, RunbookDoc
 from app.web import render
+from app.whole_numbers import parse_whole
 
 router = APIRouter(include_in_schema=False)
 
@@ -43,9 +44,10 @@ def _folder(request: Request) -> Path:
 def _alert_context(session: Session, alert: str | None) -> RunbookContext | None:
     if alert is None or alert.strip() == "":
         return None
-    if not alert.strip().isdigit() or len(alert.strip()) > 12:
+    alert_id = parse_whole(alert, low=0, high=10**12)
+    if alert_id is None:
         raise BadRequest(f"alert: expected an alert id (a whole number), got {alert[:40]!r}")
-    return context_for_alert(session, alert_id=int(alert))
+    return context_for_alert(session, alert_id=alert_id)
 
 
 def _url(name: str, suffix: str = "") -> str:

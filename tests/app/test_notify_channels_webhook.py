@@ -153,6 +153,8 @@ def test_max_alerts_with_truncate_counts_the_dropped_alerts_like_alertmanager() 
     [
         ({"max_alerts": "-1"}, "options.max_alerts: must be a whole number"),
         ({"max_alerts": "ten"}, "options.max_alerts: must be a whole number"),
+        ({"max_alerts": "²"}, "options.max_alerts: must be a whole number"),  # isdigit, not int
+        ({"max_alerts": "9" * 5000}, "options.max_alerts: must be a whole number"),
         ({"truncate": "yes"}, "options.truncate: must be 'true' or 'false'"),
     ],
 )

@@ -354,6 +354,9 @@ def test_bad_log_parameters_get_a_400_naming_them(live: Live) -> None:
     )
     page = httpx.get(f"{url}?page=0")
     assert page.status_code == 400 and "page: expected a whole number from 1" in page.text
+    for odd_page in ("²", "9" * 5000):  # str.isdigit() is true, int() refused them: a 500
+        refused = httpx.get(url, params={"page": odd_page})
+        assert refused.status_code == 400 and "page: expected a whole number" in refused.text
     assert httpx.get(f"{server.url}/notifications/channels/new?kind=pigeon").status_code == 400
 
 

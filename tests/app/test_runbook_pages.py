@@ -113,6 +113,7 @@ def test_view_with_an_alert_fills_in_its_values_and_escapes_its_labels(site: Sit
     ("query", "status", "detail"),
     [
         ("alert=abc", 400, "alert: expected an alert id (a whole number), got &#39;abc&#39;"),
+        ("alert=%C2%B2", 400, "alert: expected an alert id (a whole number), got &#39;²&#39;"),
         ("alert=999999", 404, "no alert with id 999999"),
     ],
 )

@@ -34,6 +34,7 @@ from app.notify.channels.base import (
     OutboundRequest,
     Outcome,
 )
+from app.whole_numbers import parse_whole
 
 TIMESTAMP_HEADER = "X-Fleetwatch-Timestamp"
 SIGNATURE_HEADER = "X-Fleetwatch-Signature"
@@ -157,9 +158,10 @@ def webhook_body(
 
 def _max_alerts(config: ChannelConfig) -> int:
     raw = config.options.get("max_alerts", "0").strip() or "0"
-    if not raw.isdigit():
+    value = parse_whole(raw, low=0, high=1_000_000)
+    if value is None:
         raise ValueError("options.max_alerts: must be a whole number ≥ 0 (0 = no limit)")
-    return int(raw)
+    return value
 
 
 def _truncate(config: ChannelConfig) -> bool:
