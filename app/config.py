@@ -176,9 +176,12 @@ class Settings(BaseSettings):
     @field_validator("notify_rate_limits")
     @classmethod
     def _check_rate_limits(cls, value: dict[str, str]) -> dict[str, str]:
+        from app.notify.channels.registry import KINDS
         from app.notify.pacing import parse_pace
 
         for kind, pace in value.items():
+            if kind not in KINDS:
+                raise ValueError(f"{kind!r} is not a channel kind ({', '.join(sorted(KINDS))})")
             try:
                 parse_pace(pace)
             except ValueError as exc:

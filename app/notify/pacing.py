@@ -35,6 +35,9 @@ from app.notify.models import NotifyDestination
 _PACE = re.compile(r"^\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*s?\s*$")
 #: The fraction added to the spacing of slots (see :attr:`Pace.interval_s`).
 SLACK = 0.1
+#: Bounds of a pace: requests per period, and the period in seconds (a day).
+MAX_REQUESTS = 100_000
+MAX_PERIOD_S = 86_400.0
 #: How long a 429 without any wait in it holds the destination, in seconds.
 DEFAULT_HOLD_S = 1.0
 
@@ -64,9 +67,17 @@ def parse_pace(text: str) -> Pace | None:
     if raw in ("", "off", "0", "none"):
         return None
     match = _PACE.match(raw)
-    if not match or int(match.group(1)) < 1 or float(match.group(2) or 1) <= 0:
-        raise ValueError(f"{text[:40]!r} is not a pace like '5/2s' (requests/seconds) or 'off'")
-    return Pace(int(match.group(1)), float(match.group(2) or 1))
+    bad = f"{text[:40]!r} is not a pace like '5/2s' (requests/seconds) or 'off'"
+    if not match or len(match.group(1)) > 6 or len(match.group(2) or "") > 12:
+        raise ValueError(bad)
+    requests, per_s = int(match.group(1)), float(match.group(2) or 1)
+    # A day at most: a longer period overflowed the schedule's datetime and stopped every send
+    # to the destination (the request counts are as free as the documented limits need).
+    if not 1 <= requests <= MAX_REQUESTS or not 0 < per_s <= MAX_PERIOD_S:
+        raise ValueError(
+            f"{bad}: 1 to {MAX_REQUESTS:,} requests per up to {MAX_PERIOD_S:,.0f} seconds"
+        )
+    return Pace(requests, per_s)
 
 
 def pace_for(

@@ -3,10 +3,12 @@ resolve timeout, and the last attempt inside the delivery deadline (Postgres and
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
 
+from app.config import SettingsError, load_settings
 from app.db import session_scope, utcnow
 from app.errors import BadRequest
 from app.notify import service
@@ -28,6 +30,11 @@ def test_paces_are_read_from_option_setting_and_kind() -> None:
     assert parse_pace("off") is None and parse_pace("") is None
     with pytest.raises(ValueError, match="not a pace"):
         parse_pace("fast")
+    assert parse_pace("100000/86400s") == Pace(100_000, 86_400.0)
+    # Periods past a day overflowed the schedule's datetime: every send to it failed, silently.
+    for huge in ("1/1000000000000", "1/100000000000000000000", "1/86401s", "100001/1s"):
+        with pytest.raises(ValueError, match="not a pace"):
+            parse_pace(huge)
     discord, webhook = get_kind("discord"), get_kind("webhook")
     assert pace_for(discord, {}, {}) == Pace(5, 2.0)
     assert pace_for(get_kind("slack"), {}, {}) == Pace(1, 1.0)
@@ -48,7 +55,8 @@ def test_two_pacers_share_one_schedule_and_one_hold(env: Env) -> None:
     first, second = Pacer(env.factory), Pacer(env.factory)  # as two processes would
     pace = Pace(5, 2.0)
     assert first.reserve("k", pace, max_wait_s=5).wait_s == 0
-    assert second.reserve("k", pace, max_wait_s=5).wait_s > 0.4
+    # The first's slot is 0.44 s wide (0.4 s and the 10 % margin); less the time since then.
+    assert 0.1 < second.reserve("k", pace, max_wait_s=5).wait_s <= pace.interval_s
     assert first.reserve("other", pace, max_wait_s=5).wait_s == 0  # per destination
     until = second.hold("k", seconds=30)
     assert first.held_until("k") == until
@@ -128,3 +136,16 @@ def test_the_last_attempt_happens_inside_the_deadline(env: Env) -> None:
     assert row.last_error == "gave up at the deadline after 3 attempts: Webhook: HTTP 500: down"
     last_at = hook.requests[-1].at - hook.requests[0].at
     assert 1.0 < last_at < 1.5
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('{"webhook": "1/1000000000000"}', "webhook: '1/1000000000000' is not a pace"),
+        ('{"slak": "1/1s"}', "'slak' is not a channel kind"),
+    ],
+)
+def test_a_bad_rate_limits_setting_stops_start_up_naming_it(value: str, message: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings(notify_rate_limits=json.loads(value))
+    assert "FLEETWATCH_NOTIFY_RATE_LIMITS" in str(caught.value) and message in str(caught.value)
