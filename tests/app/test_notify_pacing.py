@@ -64,12 +64,16 @@ def test_two_pacers_share_one_schedule_and_one_hold(env: Env) -> None:
     assert first.reserve("k", None, max_wait_s=5).held_until == until  # holds bind all
 
 
-def test_a_bad_rate_limit_option_is_refused(env: Env) -> None:
+@pytest.mark.parametrize("rate_limit", ["x", "1/1000000000000", "1/100000000000000000000"])
+def test_a_bad_rate_limit_option_is_refused(env: Env, rate_limit: str) -> None:
     with session_scope(env.factory) as session, pytest.raises(BadRequest, match="rate_limit"):
         service.create_channel(
             session,
             data=ChannelIn(
-                name="d", kind="discord", url="http://127.0.0.1:9/x", options={"rate_limit": "x"}
+                name="d",
+                kind="discord",
+                url="http://127.0.0.1:9/x",
+                options={"rate_limit": rate_limit},
             ),
             box=env.box,
             allow_hosts=["127.0.0.1"],
