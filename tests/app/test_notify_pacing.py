@@ -118,7 +118,7 @@ def test_alertmanager_refuses_a_resolve_timeout_it_cannot_keep(env: Env) -> None
                 name="am",
                 kind="alertmanager",
                 url="http://127.0.0.1:9",
-                options={"resolve_timeout_s": "5"},
+                options={"resolve_timeout_s": "45"},  # under 60: posts 15 s apart
             ),
             box=env.box,
             allow_hosts=["127.0.0.1"],

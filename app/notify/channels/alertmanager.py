@@ -29,12 +29,15 @@ from app.notify.channels.webhook import alert as webhook_alert
 
 API_PATH = "/api/v2/alerts"
 DEFAULT_RESOLVE_TIMEOUT_S = 300.0
-MIN_RESOLVE_TIMEOUT_S = 30.0
+#: A third of it (the re-post period) stays longer than the worker's repeat scan
+#: (:data:`app.notify.jobs.REPEAT_SCAN_S`, 15 s), so a post lost between scans is not the
+#: last one Alertmanager hears before its timeout: at 30 s posts came 15–18 s apart.
+MIN_RESOLVE_TIMEOUT_S = 60.0
 
 
 def resolve_timeout_s(options: Mapping[str, str]) -> float:
     """The Alertmanager's ``resolve_timeout`` in seconds (option ``resolve_timeout_s``, default
-    300). Raises ``ValueError`` naming the option when it is not a number ≥ 30."""
+    300). Raises ``ValueError`` naming the option when it is not a number ≥ 60."""
     raw = options.get("resolve_timeout_s", "").strip()
     if not raw:
         return DEFAULT_RESOLVE_TIMEOUT_S
@@ -43,7 +46,7 @@ def resolve_timeout_s(options: Mapping[str, str]) -> float:
     except ValueError:
         value = -1.0
     if not MIN_RESOLVE_TIMEOUT_S <= value <= 86400:
-        raise ValueError("options.resolve_timeout_s: seconds from 30 to 86400 (Alertmanager's)")
+        raise ValueError("options.resolve_timeout_s: seconds from 60 to 86400 (Alertmanager's)")
     return value
 
 
@@ -97,7 +100,7 @@ class AlertmanagerKind(ChannelKind):
         ]
 
     def validate(self, config: ChannelConfig) -> None:
-        """``options.resolve_timeout_s``, when set, is a number of seconds ≥ 30."""
+        """``options.resolve_timeout_s``, when set, is a number of seconds ≥ 60."""
         resolve_timeout_s(config.options)
 
     def interpret(self, status_code: int, headers: Mapping[str, str], body: bytes) -> Outcome:
