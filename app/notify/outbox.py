@@ -285,6 +285,56 @@ def enqueue_repeats(
         )
         queued += 1
     session.flush()
+    return queued + _enqueue_unheard(session, deadline_s=deadline_s)
+
+
+def _enqueue_unheard(session: Session, *, deadline_s: float) -> int:
+    """Alertmanager channels: queue a ``repeat`` row for each firing alert, not silenced, that a
+    route to one takes but never posted (the route or channel is newer than the alert): an
+    Alertmanager knows only what it is posted. Returns the rows queued."""
+    routes = [(r, c) for r, c in active_routes(session) if c.kind == "alertmanager"]
+    if not routes:
+        return 0
+    told = {
+        (instance_id, route_id)
+        for instance_id, route_id in session.execute(
+            select(NotifyDelivery.instance_id, NotifyDelivery.route_id).where(
+                NotifyDelivery.kind.in_(("firing", "repeat")),
+                NotifyDelivery.route_id.in_([r.id for r, _ in routes]),
+            )
+        )
+    }
+    firing = session.execute(
+        select(AlertInstance, AlertRule)
+        .join(AlertRule, AlertRule.id == AlertInstance.rule_id)
+        .where(AlertInstance.state == "firing", AlertInstance.silenced.is_(False))
+    ).all()
+    queued, queued_at = 0, utcnow()
+    for route, _channel in routes:
+        for inst, rule in firing:
+            if (inst.id, route.id) in told:
+                continue
+            if not route_matches(route, labels=inst.labels or {}, severity=rule.severity):
+                continue
+            if _has_queued(session, instance_id=inst.id, channel_id=route.channel_id):
+                continue
+            session.add(
+                NotifyDelivery(
+                    channel_id=route.channel_id,
+                    route_id=route.id,
+                    group_key=group_key(route, inst.labels),
+                    instance_id=inst.id,
+                    kind="repeat",
+                    status="queued",
+                    payload=payload_of(None, inst, rule, status="firing", route=route),
+                    attempts=0,
+                    not_before=queued_at,
+                    deadline_at=queued_at + timedelta(seconds=deadline_s),
+                    created_at=queued_at,
+                )
+            )
+            session.flush()  # the next route's _has_queued sees it
+            queued += 1
     return queued
 
 

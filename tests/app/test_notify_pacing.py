@@ -110,6 +110,34 @@ def test_alertmanager_gets_firing_alerts_reposted_inside_its_resolve_timeout(env
     assert all("endsAt" not in b[0] for b in hook.bodies())
 
 
+def test_alertmanager_is_posted_the_alerts_firing_before_its_route(env: Env) -> None:
+    """An Alertmanager knows only what it is posted: alerts already firing when its channel and
+    route are made are posted at the next repeat scan (a chat channel is not told of them)."""
+    env.alerts.transition("gpu-lost", "n1", "firing")
+    env.alerts.transition("gpu-lost", "n2", "firing")
+    with receiver() as hook:
+        with session_scope(env.factory) as session:
+            channel = service.create_channel(
+                session,
+                data=ChannelIn(name="am", kind="alertmanager", url=hook.url),
+                box=env.box,
+                allow_hosts=["127.0.0.1"],
+            )
+            service.create_route(session, data=RouteIn(channel_id=channel.id, group_wait_s=0))
+        with session_scope(env.factory) as session:
+            assert enqueue_repeats(session) == 2
+        with session_scope(env.factory) as session:
+            assert enqueue_repeats(session) == 0  # queued already, then told
+        worker = make_worker(env)
+        drain(env, worker)
+        worker.close()
+        with session_scope(env.factory) as session:
+            assert enqueue_repeats(session) == 0
+    assert sorted(r.status for r in rows(env)) == ["delivered", "delivered"]
+    posted = sorted(a["labels"]["hostname"] for body in hook.bodies() for a in body)
+    assert posted == ["n1", "n2"]
+
+
 def test_alertmanager_refuses_a_resolve_timeout_it_cannot_keep(env: Env) -> None:
     with session_scope(env.factory) as session, pytest.raises(BadRequest, match="resolve_timeout"):
         service.create_channel(
