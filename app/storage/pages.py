@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -21,6 +21,7 @@ from app.rollups import specs as rollup_specs
 from app.storage import charts, fleet_now
 from app.storage import fleet_service as fs
 from app.storage.series import ChartData
+from app.viewer_time import TZ_PARAM, viewer_tz
 from app.web import render
 
 router = APIRouter(include_in_schema=False)
@@ -195,6 +196,10 @@ def storage_page(
     the filter form submits) is redirected to its short form, so links stay readable."""
     f = _filters(range_, start, end, q, label, match, top, by)
     canonical = f.query()
+    if request.query_params.get(TZ_PARAM, "").strip():
+        # A pasted ?tz= link keeps its zone (README "Time zones"), UTC included.
+        zone = quote(viewer_tz(request).key, safe="")
+        canonical += f"{'&' if canonical else '?'}{TZ_PARAM}={zone}"
     if request.url.query and f"?{request.url.query}" != canonical:
         return RedirectResponse(f"/storage{canonical}", status_code=303)
     context, data = _context(session, f, with_charts=True)

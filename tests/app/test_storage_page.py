@@ -207,6 +207,19 @@ def test_form_urls_redirect_to_their_short_form(server: LiveServer, db_url: str)
     assert httpx.get(f"{server.url}{response.headers['location']}").status_code == 200
 
 
+def test_a_pasted_tz_link_keeps_its_zone_through_the_redirect(server: LiveServer) -> None:
+    response = httpx.get(f"{server.url}/storage?tz=Asia/Kathmandu&range=7d&top=10")
+    assert response.status_code == 303
+    assert response.headers["location"] == "/storage?range=7d&tz=Asia%2FKathmandu"
+    page = httpx.get(f"{server.url}{response.headers['location']}")
+    assert page.status_code == 200 and "Asia/Kathmandu" in page.text
+    # Already short: no redirect; an explicit UTC is kept too (it overrides a zone cookie).
+    assert httpx.get(f"{server.url}/storage?range=7d&tz=Asia%2FKathmandu").status_code == 200
+    utc = httpx.get(f"{server.url}/storage?tz=UTC&range=7d")
+    assert utc.status_code == 303 and utc.headers["location"] == "/storage?range=7d&tz=UTC"
+    assert httpx.get(f"{server.url}/storage?range=7d&tz=Mars%2FOlympus").status_code == 400
+
+
 def test_bad_parameters_are_400_pages_naming_them(server: LiveServer, db_url: str) -> None:
     for query, word in (
         ("top=7", "top"),
