@@ -169,6 +169,7 @@ def worker(database_url: DatabaseOpt = None) -> None:
         signal.signal(signum, lambda *_: stop.set())
     typer.echo(f"fleetwatch worker on {_display_url(settings)}")
     run_worker(settings, stop)
+    typer.echo("fleetwatch worker stopped")
 
 
 @token_cli.command("create")

@@ -149,6 +149,7 @@ def _grid(clusters: list[tiles.Cluster], filters: OverviewFilters) -> dict[str, 
         "legend": tiles.legend(filters.overlay),
         "shown_nodes": len(shown),
         "shown_gpus": sum(len(n.cells) for n in shown),
+        "collapsed_nodes": sum(c.collapsed_nodes for c in clusters),
     }
 
 

@@ -282,7 +282,7 @@ def test_a_big_grid_draws_all_healthy_groups_as_one_line(db_url: str, tmp_path: 
         assert len(collapsed) == 1
         assert "1 group with all 1 node healthy" in collapsed[0]
         assert 'href="/?expand=1"' in collapsed[0]
-        assert "2 nodes, 4 GPUs shown" in html
+        assert "2 nodes, 4 GPUs shown, 1 healthy nodes summed up" in html
         expanded = get(server, expand="1").text
         assert sorted(tiles_of(expanded)) == ["gpu-a-1", "gpu-a-2", "gpu-b-1"]
         assert '<input type="hidden" name="expand" value="1">' in expanded  # the refresh too
