@@ -268,21 +268,7 @@ def enqueue_repeats(
             continue
         if _has_queued(session, instance_id=inst.id, channel_id=route.channel_id):
             continue
-        session.add(
-            NotifyDelivery(
-                channel_id=route.channel_id,
-                route_id=route.id,
-                group_key=group_key(route, inst.labels),
-                instance_id=inst.id,
-                kind="repeat",
-                status="queued",
-                payload=payload_of(None, inst, rule, status="firing", route=route),
-                attempts=0,
-                not_before=queued_at,
-                deadline_at=queued_at + timedelta(seconds=deadline_s),
-                created_at=queued_at,
-            )
-        )
+        session.add(_repeat_row(route, inst, rule, at=queued_at, deadline_s=deadline_s))
         queued += 1
     session.flush()
     return queued + _enqueue_unheard(session, deadline_s=deadline_s)
@@ -318,24 +304,29 @@ def _enqueue_unheard(session: Session, *, deadline_s: float) -> int:
                 continue
             if _has_queued(session, instance_id=inst.id, channel_id=route.channel_id):
                 continue
-            session.add(
-                NotifyDelivery(
-                    channel_id=route.channel_id,
-                    route_id=route.id,
-                    group_key=group_key(route, inst.labels),
-                    instance_id=inst.id,
-                    kind="repeat",
-                    status="queued",
-                    payload=payload_of(None, inst, rule, status="firing", route=route),
-                    attempts=0,
-                    not_before=queued_at,
-                    deadline_at=queued_at + timedelta(seconds=deadline_s),
-                    created_at=queued_at,
-                )
-            )
+            session.add(_repeat_row(route, inst, rule, at=queued_at, deadline_s=deadline_s))
             session.flush()  # the next route's _has_queued sees it
             queued += 1
     return queued
+
+
+def _repeat_row(
+    route: NotifyRoute, inst: AlertInstance, rule: AlertRule, *, at: datetime, deadline_s: float
+) -> NotifyDelivery:
+    """A queued ``repeat`` row of the firing ``inst`` on ``route``, due at ``at``."""
+    return NotifyDelivery(
+        channel_id=route.channel_id,
+        route_id=route.id,
+        group_key=group_key(route, inst.labels),
+        instance_id=inst.id,
+        kind="repeat",
+        status="queued",
+        payload=payload_of(None, inst, rule, status="firing", route=route),
+        attempts=0,
+        not_before=at,
+        deadline_at=at + timedelta(seconds=deadline_s),
+        created_at=at,
+    )
 
 
 def _has_queued(session: Session, *, instance_id: int, channel_id: int) -> bool:
