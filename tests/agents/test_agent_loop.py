@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -162,9 +163,11 @@ def test_batches_spooled_while_the_server_was_unreachable_survive_a_restart(
 
 def test_a_full_spool_counts_dropped_batches(tmp_path: Path, refused_url: str) -> None:
     agent = _agent(tmp_path, refused_url, spool_max_files=2)
-    for _ in range(5):
-        agent.collect()
-        agent.cut_batch()
+    start = datetime.now(UTC)
+    for step in range(5):
+        # Explicit times: two rounds within one millisecond are one round (see collect()).
+        assert agent.collect(start + timedelta(seconds=step)) == 4
+        assert agent.cut_batch() is not None
     assert len(agent.spool) == 2 and agent.batches_dropped == 3
 
 
