@@ -217,7 +217,7 @@ class Agent:
         with self._lock:
             if self._batch_started is None:
                 self._batch_started = time.monotonic()
-            if events or host_events or state_changed:
+            if events or host_events or state_changed or self._nvlinks.urgent:
                 self._urgent = True
             self._samples.extend(samples)
             self._events.extend(events)
@@ -250,7 +250,7 @@ class Agent:
         errors: list[dict[str, str]] = []
         try:
             links = self.collector.nvlinks(moment)
-            due = self._nvlinks.due(links, moment) if links else []
+            due = self._nvlinks.due(links, moment)
             if due:
                 sections["nvlinks"] = due
             errors.extend(self.collector.collection_errors())
@@ -301,8 +301,9 @@ class Agent:
         return merged
 
     def batch_due(self) -> bool:
-        """Whether the current batch is old or big enough to be cut, or holds a new event or
-        GPU state change (a fault reaches the server at once, not a batch interval later)."""
+        """Whether the current batch is old or big enough to be cut, or holds a new event, a
+        GPU state change or an NVLink state change (a fault reaches the server at once, not a
+        batch interval later)."""
         with self._lock:
             if self._batch_started is None:
                 return False

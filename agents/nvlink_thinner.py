@@ -5,7 +5,10 @@ Every link is sent when the interval has passed since the last full round. In be
 is sent alone when its state, speed, peer (PCI bus id, device type) or an error counter (CRC,
 replay, recovery) differs from what was last sent for it, or when it is new (a GPU back).
 Throughput alone never triggers a send: it moves every round. One link going bad therefore
-costs one row per round, not the node's 144.
+costs one row per round, not the node's 144. A link whose ``state`` changed (down, back up) or
+that disappeared since the previous round is also *urgent* (:attr:`NvlinkThinner.urgent`): the
+agent then cuts its batch at once, as for a new event, so the page does not wait for the batch
+interval.
 """
 
 from __future__ import annotations
@@ -45,12 +48,20 @@ class NvlinkThinner:
         self.interval = timedelta(seconds=interval_s)
         self._sent_at: datetime | None = None
         self._sent: dict[tuple[str, int], tuple[Any, ...]] = {}
+        self._states: dict[tuple[str, int], Any] = {}
+        #: Whether the last :meth:`due` saw a link change state or vanish (not its first round).
+        self.urgent = False
 
     def due(self, links: Sequence[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
         """The entries of ``links`` (``nvlinks`` entries read at ``now``) to send: all of them
         when the interval is over, else those that changed (empty when none did). What is
         sent becomes the reference for the next rounds."""
         current = {_key(e): tuple(e.get(k) for k in WATCHED) for e in links}
+        states = {_key(e): e.get("state") for e in links}
+        self.urgent = bool(self._states) and any(
+            states.get(key, "gone") != state for key, state in self._states.items()
+        )
+        self._states = states
         if self._sent_at is None or now - self._sent_at >= self.interval:
             self._sent_at = now
             self._sent = current

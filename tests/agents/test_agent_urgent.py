@@ -74,6 +74,27 @@ def test_a_gpu_that_goes_dark_and_one_that_comes_back_make_the_batch_due(tmp_pat
     assert agent.batch_due() is False
 
 
+def test_an_nvlink_going_down_makes_the_batch_due_at_once(tmp_path: Path) -> None:
+    agent = Agent(
+        AgentConfig(hostname="gpu-t-002", spool_dir=tmp_path, batch_interval_s=LONG_BATCH_S),
+        SimulatedCollector("gpu-t-002", 8),
+    )
+    _round(agent)
+    _round(agent)
+    assert agent.batch_due() is False
+    agent.collector.inject("nvlink_down", 3, 60.0)  # type: ignore[attr-defined]
+
+    _round(agent)
+
+    assert agent.batch_due() is True
+    payload = agent.take_payload()
+    assert payload is not None
+    down = [e for e in payload["nvlinks"] if e["state"] != "up"]
+    assert [e["gpu_uuid"] for e in down] == [payload["gpus"][3]["uuid"]]
+    _round(agent)
+    assert agent.batch_due() is False
+
+
 def test_the_running_agent_pushes_an_xid_long_before_the_batch_interval(
     tmp_path: Path, receiver: Receiver, wait_until: Callable[..., bool]
 ) -> None:

@@ -67,6 +67,24 @@ def test_a_changed_link_is_sent_alone_at_once_and_the_interval_keeps_its_pace() 
     assert sent(thinner, links(state="up", remote_pci_bus_id="00000000:06:00.0"), 35) == []
 
 
+def test_a_state_change_or_a_vanished_link_is_urgent_and_counters_alone_are_not() -> None:
+    thinner = NvlinkThinner(30.0)
+    urgent = []
+    for seconds, entries in [
+        (0, links()),  # first round: nothing to compare with
+        (5, links(crc_errors=4)),  # sent (counter changed) but not urgent
+        (10, links(state="down", speed_gbps=None)),
+        (15, links(state="down", speed_gbps=None)),
+        (20, links()),  # back up
+        (25, links()[:3]),  # link 3 vanished (its GPU lost)
+        (30, links()[:3]),
+        (35, []),  # every link gone
+    ]:
+        thinner.due(entries, at(seconds))
+        urgent.append(thinner.urgent)
+    assert urgent == [False, False, True, False, True, True, False, True]
+
+
 def test_a_link_that_appears_is_sent() -> None:
     thinner = NvlinkThinner(30.0)
     assert sent(thinner, links()[:3], 0) == [0, 1, 2]
