@@ -1,16 +1,20 @@
-"""Fault → webhook message latency: inject GPU-lost faults into a simulated fleet and time each
-until a local webhook receiver gets its firing notice.
+"""Fault → webhook message latency: inject GPU faults (GPU lost, Xid 79, Xid 48, NVLink down)
+into a simulated fleet and time each until a local webhook receiver gets the first firing
+notice naming that GPU from a rule that fault should fire.
 
 Runs everything on this machine the way ``fleetwatch demo --webhook`` does: a fresh database
 (SQLite in a temporary folder by default, or ``--db-url``), the default rule pack, a generic
 webhook channel with a catch-all route, ``fleetwatch serve`` in its own process (rule
 evaluation every ``--eval-interval-s``, the delivery worker every ``--worker-interval-s``), and
 a simulated fleet pushing over real HTTP (agents sample every ``--interval-s`` and send a batch
-every ``--batch-interval-s``, as in the demo). ``--faults`` GPU-lost faults on distinct GPUs
-start at random moments within ``--window-s`` seconds; for each, the time from injection to the
-receiver getting the firing notice naming that GPU is split into detection (injection → the
-alert's ``startsAt``, i.e. the evaluation that fired it) and notification (``startsAt`` →
-received: group wait, worker wake-up or tick, HTTP). Prints p50/p90/p99/max of each.
+every ``--batch-interval-s``, as in the demo). ``--faults`` faults on distinct GPUs, their
+kinds cycling through ``--kinds``, start at random moments within ``--window-s`` seconds; for
+each, the time from injection to the receiver getting the first firing notice naming that GPU
+from one of the rules the kind fires (:data:`EXPECTED`) is split into detection (injection →
+the alert's ``startsAt``, i.e. the evaluation that fired it) and notification (``startsAt`` →
+received: group wait, worker wake-up or tick, HTTP). Prints p50/p90/p99/max of each, overall
+and per kind. On Postgres ``--worker`` runs the jobs in ``fleetwatch worker`` beside
+``fleetwatch serve --no-jobs``, as a large fleet would.
 
 The catch-all route waits ``--group-wait-s`` (5 s, the default of a route for every severity);
 ``--group-wait-s 0`` is what a route of critical alerts only gets by default. Agents cut a
@@ -19,6 +23,8 @@ worker, so the intervals bound only what those wake-ups miss.
 
     python bench/notify_latency.py                          # demo defaults, 60 faults, ~3 min
     python bench/notify_latency.py --faults 30 --window-s 60 --group-wait-s 0   # ~1.5 min
+    python bench/notify_latency.py --nodes 1000 --interval-s 5 --batch-interval-s 10 \
+        --group-wait-s 0 --db-url postgresql+psycopg://127.0.0.1/DB --worker  # agent defaults
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import random
 import signal
 import statistics
@@ -43,15 +50,23 @@ sys.path.insert(0, str(ROOT))
 
 from agents.fleetspec import FleetNode  # noqa: E402
 from agents.simfleet import SimFleet  # noqa: E402
+from app.auth import service as auth_service  # noqa: E402
 from app.config import Settings, load_settings  # noqa: E402
 from app.db import make_engine, make_session_factory, session_scope  # noqa: E402
 from app.demo import add_webhook, apply_default_rules  # noqa: E402
 from app.migrate import upgrade  # noqa: E402
 from app.notify import service as notify_service  # noqa: E402
 from app.notify.schemas import RouteIn  # noqa: E402
-from tests.factories import create_token  # noqa: E402
 from tests.live_server import free_port  # noqa: E402
 from tests.notify_helpers import receiver  # noqa: E402
+
+#: Fault kind → (SimFleet.inject arguments, the rules it should fire: any one of them counts).
+EXPECTED: dict[str, tuple[dict[str, object], frozenset[str]]] = {
+    "gpu_lost": ({"kind": "gpu_lost"}, frozenset({"gpu-lost"})),
+    "xid79": ({"kind": "xid", "xid": 79}, frozenset({"gpu-lost", "gpu-critical-xid"})),
+    "xid48": ({"kind": "xid", "xid": 48}, frozenset({"gpu-critical-xid", "gpu-double-bit-ecc"})),
+    "nvlink_down": ({"kind": "nvlink_down"}, frozenset({"gpu-nvlink-down"})),
+}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -87,10 +102,8 @@ def set_group_wait(url: str, group_wait_s: float) -> None:
         engine.dispose()
 
 
-def start_server(settings: Settings, work: Path, port: int) -> subprocess.Popen[bytes]:
-    """``fleetwatch serve`` in its own process (its own interpreter lock, as in production)
-    with the bench's settings; waits until /healthz answers."""
-    env = dict(
+def _env(settings: Settings, work: Path) -> dict[str, str]:
+    return dict(
         os.environ,
         FLEETWATCH_DATABASE_URL=settings.effective_database_url,
         FLEETWATCH_DATA_DIR=str(work),  # the same secret key file as the channel was made with
@@ -100,9 +113,17 @@ def start_server(settings: Settings, work: Path, port: int) -> subprocess.Popen[
         FLEETWATCH_STALE_AFTER_S=str(settings.stale_after_s),
         FLEETWATCH_LOG_LEVEL="warning",
     )
+
+
+def start_server(
+    settings: Settings, work: Path, port: int, *, jobs: bool = True
+) -> subprocess.Popen[bytes]:
+    """``fleetwatch serve`` in its own process (its own interpreter lock, as in production)
+    with the bench's settings (``--no-jobs`` unless ``jobs``); waits until /healthz answers."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
+        [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        + ([] if jobs else ["--no-jobs"]),
+        env=_env(settings, work),
         stdout=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
@@ -116,11 +137,32 @@ def start_server(settings: Settings, work: Path, port: int) -> subprocess.Popen[
     raise RuntimeError("server did not start")
 
 
+def start_worker(settings: Settings, work: Path) -> subprocess.Popen[bytes]:
+    """``fleetwatch worker`` (rule evaluation, delivery and the other jobs) with the same
+    settings as the server."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "app", "worker"],
+        env=_env(settings, work),
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def tokens(url: str, hostnames: list[str]) -> dict[str, str]:
+    """A node token for each of ``hostnames``, in one session."""
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            return {h: auth_service.create_token(session, hostname=h)[1] for h in hostnames}
+    finally:
+        engine.dispose()
+
+
 def main() -> None:
     """Parse arguments, run the fleet and faults, print the latency table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--faults", type=int, default=60)
     parser.add_argument("--nodes", type=int, default=16)
+    parser.add_argument("--kinds", default=",".join(EXPECTED), help="comma-separated fault kinds")
     parser.add_argument("--window-s", type=float, default=120.0)
     parser.add_argument("--interval-s", type=float, default=1.0)
     parser.add_argument("--batch-interval-s", type=float, default=5.0)
@@ -128,10 +170,16 @@ def main() -> None:
     parser.add_argument("--worker-interval-s", type=float, default=1.0)
     parser.add_argument("--group-wait-s", type=float, default=5.0)
     parser.add_argument("--db-url", default=None)
+    parser.add_argument("--worker", action="store_true", help="jobs in 'fleetwatch worker'")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if not kinds or any(k not in EXPECTED for k in kinds):
+        parser.error(f"--kinds: a comma-separated list of {', '.join(EXPECTED)}")
     if args.faults > args.nodes * 8:
         parser.error("--faults: at most 8 per node (one per GPU)")
+    if args.worker and not args.db_url:
+        parser.error("--worker needs --db-url (Postgres): SQLite runs the jobs in the server")
 
     work = Path(tempfile.mkdtemp(prefix="fw-notify-bench-"))
     url = args.db_url or f"sqlite:///{work / 'fleetwatch.db'}"
@@ -145,16 +193,16 @@ def main() -> None:
     )
     upgrade(url)
     apply_default_rules(settings)
-    received: dict[tuple[str, str], tuple[float, str]] = {}
+    received: dict[tuple[str, str], tuple[float, str, str]] = {}
+    hostnames = [f"gpu-{i:04d}" for i in range(args.nodes)]
+    node_tokens = tokens(url, hostnames)
     with receiver() as hook:
         add_webhook(settings, url=hook.url + "/bench", secret=None)
         set_group_wait(url, args.group_wait_s)
         port = free_port()
-        server = start_server(settings, work, port)
-        nodes = [
-            FleetNode(f"gpu-{i:03d}", create_token(url, f"gpu-{i:03d}"), 8, {"cluster": "bench"})
-            for i in range(args.nodes)
-        ]
+        server = start_server(settings, work, port, jobs=not args.worker)
+        worker = start_worker(settings, work) if args.worker else None
+        nodes = [FleetNode(h, node_tokens[h], 8, {"cluster": "bench"}) for h in hostnames]
         fleet = SimFleet(
             nodes,
             server_url=f"http://127.0.0.1:{port}",
@@ -165,16 +213,27 @@ def main() -> None:
         )
         rng = random.Random(args.seed)
         targets = rng.sample([(n.hostname, g) for n in nodes for g in range(8)], args.faults)
-        plan = sorted((rng.uniform(0, args.window_s), h, g) for h, g in targets)
-        injected: dict[tuple[str, str], float] = {}
+        plan = sorted(
+            (rng.uniform(0, args.window_s), h, g, kinds[i % len(kinds)])
+            for i, (h, g) in enumerate(targets)
+        )
+        injected: dict[tuple[str, str], tuple[float, str]] = {}
         fleet.start()
         try:
-            time.sleep(max(8.0, args.batch_interval_s * 2))  # every node has reported
+            # Every node has reported (several batches: the first ones carry the inventory).
+            time.sleep(max(8.0, args.batch_interval_s * 3))
             started = time.monotonic()
-            for offset, host, gpu in plan:
+            for offset, host, gpu, kind in plan:
                 time.sleep(max(0.0, started + offset - time.monotonic()))
-                fleet.inject(host, "gpu_lost", gpu, args.window_s + 120)
-                injected[(host, str(gpu))] = time.time()
+                inject = dict(EXPECTED[kind][0])
+                fleet.inject(
+                    host,
+                    str(inject.pop("kind")),
+                    gpu,
+                    args.window_s + 120,
+                    **inject,  # type: ignore[arg-type]
+                )
+                injected[(host, str(gpu))] = (time.time(), kind)
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and len(received) < len(injected):
                 with hook._lock:
@@ -184,31 +243,57 @@ def main() -> None:
                     for a in r.json()["alerts"]:
                         labels = a["labels"]
                         key = (labels.get("hostname", ""), labels.get("gpu_index", ""))
-                        if labels.get("alertname") == "gpu-lost" and a["status"] == "firing":
-                            received.setdefault(key, (arrived, a["startsAt"]))
+                        if key not in injected or a["status"] != "firing":
+                            continue
+                        if labels.get("alertname") in EXPECTED[injected[key][1]][1]:
+                            received.setdefault(key, (arrived, a["startsAt"], labels["alertname"]))
                 time.sleep(0.5)
         finally:
             fleet.stop(timeout_s=20)
-            server.send_signal(signal.SIGINT)
-            server.wait(timeout=30)
-    totals, detect, notify = [], [], []
-    for key, at in injected.items():
+            for proc in (server, worker):
+                if proc is not None:
+                    proc.send_signal(signal.SIGINT)
+            for proc in (server, worker):
+                if proc is not None:
+                    proc.wait(timeout=30)
+    rows: dict[str, tuple[list[float], list[float], list[float]]] = {}
+    for key, (at, kind) in injected.items():
         if key in received:
-            arrived, starts = received[key]
+            arrived, starts, _ = received[key]
             fired = datetime.fromisoformat(starts.replace("Z", "+00:00")).timestamp()
-            totals.append(arrived - at)
-            detect.append(fired - at)
-            notify.append(arrived - fired)
+            for name in ("all", kind):
+                totals, detect, notify = rows.setdefault(name, ([], [], []))
+                totals.append(arrived - at)
+                detect.append(fired - at)
+                notify.append(arrived - fired)
     print(
-        f"{len(injected)} GPU-lost faults on {args.nodes} nodes × 8 GPUs, {url.split(':')[0]}; "
-        f"agents {args.interval_s:g} s / batch {args.batch_interval_s:g} s, evaluation every "
+        f"machine: {os.cpu_count()} CPUs, {platform.machine()}, Python "
+        f"{platform.python_version()}; {url.split(':')[0]}"
+        + (", jobs in fleetwatch worker" if args.worker else "")
+    )
+    print(
+        f"{len(injected)} faults ({', '.join(kinds)}) on {args.nodes} nodes × 8 GPUs; agents "
+        f"{args.interval_s:g} s / batch {args.batch_interval_s:g} s, evaluation every "
         f"{args.eval_interval_s:g} s, group wait {args.group_wait_s:g} s, worker every "
         f"{args.worker_interval_s:g} s"
     )
-    print(f"received {len(totals)} of {len(injected)} firing notices")
+    print(
+        f"received {sum(len(r[0]) for k, r in rows.items() if k != 'all')} of "
+        f"{len(injected)} firing notices"
+    )
+    missing = sorted(k for k in injected if k not in received)
+    if missing:
+        print(
+            "no notice for: "
+            + ", ".join(f"{h} GPU {g} ({injected[(h, g)][1]})" for h, g in missing[:10])
+        )
     print(f"{'seconds':26} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7} {'mean':>7}")
-    if totals:
-        print(summary("fault → message", totals))
+    for name in ["all"] + [k for k in kinds if k in rows]:
+        if name not in rows:
+            continue
+        totals, detect, notify = rows[name]
+        label = "fault → message" if name == "all" else f"{name} ({len(totals)})"
+        print(summary(label, totals))
         print(summary("  fault → firing", detect))
         print(summary("  firing → message", notify))
 
