@@ -159,7 +159,7 @@ def seed_current(url: str, server: str, count: int, work: Path) -> list[str]:
             agent.collect(now - timedelta(seconds=step))
         for at, kind, extra in FAULTS:
             if at == index:
-                sim.inject(hostname, kind, **extra)  # type: ignore[arg-type]
+                sim.inject(hostname, kind, **extra)
         agent.collect(now)
         agent.cut_batch()
         if not agent.push_pending(ignore_backoff=True):

@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -92,6 +93,14 @@ class AlertEvent(Base):
     __table_args__ = (
         Index("ix_alert_event_instance_id_at", "instance_id", "at"),
         Index("ix_alert_event_at", "at"),
+        # The outbox's lookup of a rule's events not yet seen (see migration 0011).
+        Index(
+            "ix_alert_event_unnotified",
+            "rule_id",
+            "at",
+            postgresql_where=text("notified_at IS NULL"),
+            sqlite_where=text("notified_at IS NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
