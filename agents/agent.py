@@ -21,6 +21,7 @@ from typing import Any
 
 from agents.collectors.base import Collector
 from agents.collectors.host import HostSource
+from agents.host_thinner import HostThinner
 from agents.nvlink_thinner import NvlinkThinner
 from agents.payload import (
     METRIC_KEYS,
@@ -50,7 +51,9 @@ class AgentConfig:
     stay in the spool). ``shutdown_timeout_s`` bounds the last push on stop.
     ``nvlink_interval_s``: NVLink readings are sent every that many seconds, and at once when a
     link's state, peer or error counters change (an HGX node has 144 links; every 5 s they
-    were 80 % of its stored bytes).
+    were 80 % of its stored bytes). ``host_interval_s``: disks, mounts, NFS mounts and NIC
+    ports are read every sample but sent every that many seconds (rates averaged over it), and
+    at once when a port's state or a mount changes (:mod:`agents.host_thinner`).
     """
 
     hostname: str
@@ -70,6 +73,7 @@ class AgentConfig:
     shutdown_timeout_s: float = 10.0
     topology_resend_s: float = 3600.0
     nvlink_interval_s: float = 60.0
+    host_interval_s: float = 60.0
 
 
 def snapshot_payload(
@@ -95,6 +99,7 @@ def snapshot_payload(
                 labels=dict(labels),
                 topology_resend_s=0.0,  # the printed round always carries the topology
                 nvlink_interval_s=0.0,  # … and the NVLinks, though the priming round read them
+                host_interval_s=0.0,  # … and the host sections
             ),
             collector,
             host_sources=host_sources,
@@ -169,6 +174,7 @@ class Agent:
         self._errors: list[dict[str, str]] = []
         self._topology = TopologyTracker(config.topology_resend_s)
         self._nvlinks = NvlinkThinner(config.nvlink_interval_s)
+        self._host = HostThinner(config.host_interval_s)
         self._batch_started: float | None = None
         self._urgent = False
         self._dark: dict[str, bool] = {}
@@ -217,7 +223,7 @@ class Agent:
         with self._lock:
             if self._batch_started is None:
                 self._batch_started = time.monotonic()
-            if events or host_events or state_changed or self._nvlinks.urgent:
+            if events or host_events or state_changed or self._nvlinks.urgent or self._host.urgent:
                 self._urgent = True
             self._samples.extend(samples)
             self._events.extend(events)
@@ -257,15 +263,19 @@ class Agent:
         except Exception as exc:
             log.exception("%s: collector node sections failed", self.config.hostname)
             errors.append({"source": self.collector.name or "collector", "message": repr(exc)})
+        host: dict[str, list[dict[str, Any]]] = {}
         for source in self.host_sources:
             try:
                 for name, entries in source.collect(moment).items():
-                    sections.setdefault(name, []).extend(entries)
+                    host.setdefault(name, []).extend(entries)
                 events.extend(source.drain_events())
                 errors.extend(source.collection_errors())
             except Exception as exc:
                 log.exception("%s: host source %s failed", self.config.hostname, source.name)
                 errors.append({"source": source.name, "message": repr(exc)})
+        if self.host_sources:
+            for name, entries in self._host.due(host, moment).items():
+                sections.setdefault(name, []).extend(entries)
         return sections, events, errors
 
     def current_topology(self, now: datetime | None = None) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from agents import __version__
 from agents.agent import Agent, AgentConfig, snapshot_payload
 from agents.collectors import Collector, CollectorUnavailable, create_collector
 from agents.collectors.host import HostSource
-from agents.nvlink_thinner import MAX_INTERVAL_S as MAX_NVLINK_INTERVAL_S
+from agents.nvlink_thinner import MAX_INTERVAL_S as MAX_SEND_INTERVAL_S
 from agents.payload import encode_payload, validate_hostname, validate_labels
 from agents.sources import SourcePaths, choose_collector, host_sources
 from agents.spool import DEFAULT_MAX_BYTES
@@ -85,10 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-interval", type=_positive, default=10.0, help="batch period, s")
     parser.add_argument(
         "--nvlink-interval",
-        type=_nvlink_interval,
+        type=_send_interval,
         default=60.0,
         help="send NVLink readings every this many seconds, and at once when a link's state, "
         "peer or error counters change (0: every sample)",
+    )
+    parser.add_argument(
+        "--host-interval",
+        type=_send_interval,
+        default=60.0,
+        help="send disk, mount, NFS and NIC port readings every this many seconds (rates "
+        "averaged over it), and at once when a port's state or a mount changes (0: every sample)",
     )
     parser.add_argument("--spool-dir", type=Path, default=None, help="spool directory")
     parser.add_argument(
@@ -140,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         interval_s=args.interval,
         batch_interval_s=args.batch_interval,
         nvlink_interval_s=args.nvlink_interval,
+        host_interval_s=args.host_interval,
         spool_max_bytes=args.spool_max_bytes,
         connect_timeout_s=args.connect_timeout,
         timeout_s=args.timeout,
@@ -250,14 +258,14 @@ def _positive(text: str) -> float:
     return value
 
 
-def _nvlink_interval(text: str) -> float:
+def _send_interval(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value <= MAX_NVLINK_INTERVAL_S:
+    if not 0 <= value <= MAX_SEND_INTERVAL_S:
         raise argparse.ArgumentTypeError(
-            f"must be 0 to {MAX_NVLINK_INTERVAL_S:.0f} seconds: {text!r}"
+            f"must be 0 to {MAX_SEND_INTERVAL_S:.0f} seconds: {text!r}"
         )
     return value
 

@@ -38,6 +38,8 @@ from agents.simulated.host import SimulatedHostSource
 log = logging.getLogger("agents.simfleet")
 
 RANDOM_FAULT_GAP_S = (120.0, 300.0)
+#: Sampling rounds per host reading sent (the agent's defaults: 60 s ÷ 5 s).
+HOST_ROUNDS = 12
 COUNTERS = (
     "samples_generated",
     "samples_acked",
@@ -54,7 +56,8 @@ class SimFleet:
     for faults). Spools live in ``spool_root/<hostname>``.
 
     ``faults`` are injected at their offset from :meth:`start`; ``random_faults`` adds a random
-    fault on a random node every 2-5 minutes. ``agent_options`` override :class:`AgentConfig`
+    fault on a random node every 2-5 minutes. Host readings are sent every
+    :data:`HOST_ROUNDS` samples (at most 60 s). ``agent_options`` override :class:`AgentConfig`
     fields (e.g. ``{"backoff_cap_s": 5}``); ``seed`` reseeds every simulator (default: from
     hostnames, so a fleet behaves the same on every run).
 
@@ -94,6 +97,9 @@ class SimFleet:
             interval_s=interval_s,
             batch_interval_s=batch_interval_s,
             shutdown_timeout_s=3.0,
+            # The agent's ratio (host readings every 60 s at 5-s samples), so a fleet sampled
+            # faster for a demo or a test shows host changes as much sooner.
+            host_interval_s=min(60.0, HOST_ROUNDS * interval_s),
         )
         base = replace(base, **(agent_options or {}))
         for node in nodes:

@@ -174,6 +174,7 @@ def test_each_node_reports_its_host_sections_and_host_faults_reach_them(
     with SimFleet(
         NODES[:2], server_url=receiver.url, spool_root=tmp_path, interval_s=0.2,
         batch_interval_s=0.4, faults=faults,
+        agent_options={"host_interval_s": 0.0},  # every round: the test checks every payload
     ) as fleet:  # fmt: skip
         assert isinstance(fleet.host_sources["gpu-a-001"], SimulatedHostSource)
         assert wait_until(faults_seen)
