@@ -26,6 +26,8 @@ from app.health.rules import HealthRules
 from app.notify import outbox as notify_outbox
 
 log = logging.getLogger(__name__)
+#: Postgres ``work_mem`` of an evaluation's transaction.
+EVAL_WORK_MEM = "64MB"
 TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -285,6 +287,10 @@ def evaluate(
     started = time.perf_counter()
     report = EvaluationReport()
     reader = read_session or session
+    if reader.get_bind().dialect.name == "postgresql":
+        # The window scans group ~0.5 M rows at 8,000 GPUs: in the default 4 MB they sort on
+        # disk. For this transaction only.
+        reader.execute(text(f"SET LOCAL work_mem = '{EVAL_WORK_MEM}'"))
     ctx = load_context(reader, now=now, health_rules=health_rules)
     rules = reader.execute(
         select(AlertRule.id, AlertRule.name, AlertRule.spec)

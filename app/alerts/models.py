@@ -63,6 +63,7 @@ class AlertInstance(Base):
     __table_args__ = (
         UniqueConstraint("rule_id", "fingerprint", name="uq_alert_instance_rule_id_fingerprint"),
         Index("ix_alert_instance_state", "state"),
+        Index("ix_alert_instance_rule_id_state", "rule_id", "state"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

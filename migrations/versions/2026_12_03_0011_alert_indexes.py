@@ -1,4 +1,4 @@
-"""alert event unnotified index: the outbox finds a rule's new events without scanning a tick's
+"""alert indexes: a rule's unseen events and its active instances, without scanning every rule's
 
 Revision ID: 0011
 Revises: 0010
@@ -8,6 +8,10 @@ Create Date: 2026-12-03 19:40:00.000000
 with transitions. Through ``ix_alert_event_at`` that visited every event of the tick for every
 rule: 500 rules × 9,000 events of a mass transition took ~75 s of one evaluation. The partial
 index holds only events the notifier has not seen yet, so it stays tiny.
+
+Each rule also reads its pending and firing instances every tick: through
+``ix_alert_instance_state`` that visited every active instance of every rule (18,000 at 500
+rules × 8,000 GPUs) for each rule; ``(rule_id, state)`` reads only the rule's own.
 """
 
 from collections.abc import Sequence
@@ -29,7 +33,9 @@ def upgrade() -> None:
         postgresql_where=sa.text("notified_at IS NULL"),
         sqlite_where=sa.text("notified_at IS NULL"),
     )
+    op.create_index("ix_alert_instance_rule_id_state", "alert_instance", ["rule_id", "state"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_alert_instance_rule_id_state", table_name="alert_instance")
     op.drop_index("ix_alert_event_unnotified", table_name="alert_event")

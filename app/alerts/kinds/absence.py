@@ -33,10 +33,12 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
                     )
                 )
         return out
+    in_scope = ctx.scoped_gpus(spec.scope)
+    fresh = ctx.fresh_node_ids
     gpus = [
         g
         for g in ctx.gpus.values()
-        if g.node_id in ctx.fresh_node_ids and ctx.gpu_in(spec.scope, g.id)
+        if g.node_id in fresh and (in_scope is None or g.id in in_scope)
     ]
     if cond.target == "gpu":
         ages = {g.id: (now - g.last_seen_at).total_seconds() for g in gpus}

@@ -5,9 +5,9 @@ scope only, without loading histories into Python."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Select, and_, select
+from sqlalchemy import Select, and_, literal, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.alerts.context import EvalContext
@@ -23,6 +23,14 @@ def entity_columns(target: Target) -> list[Any]:
     if target.owner == "gpu_id":
         return [t.c.gpu_id, Gpu.node_id.label("node_id")]
     return [t.c.node_id, *(t.c[k] for k in target.keys)]
+
+
+def within(ctx: EvalContext, when: Any, newest: Any, window_s: float) -> ColumnElement[bool]:
+    """``when >= newest − window_s``: on Postgres as timestamps (integer compares over
+    millions of rows), elsewhere through :class:`app.db.epoch_s`."""
+    if ctx.session.get_bind().dialect.name == "postgresql":
+        return cast(ColumnElement[bool], when >= newest - literal(timedelta(seconds=window_s)))
+    return cast(ColumnElement[bool], epoch_s(when) >= epoch_s(newest) - window_s)
 
 
 def windowed(
@@ -46,7 +54,7 @@ def windowed(
         stmt = stmt.join(Node, Node.id == t.c.node_id)
     conditions: list[ColumnElement[bool]] = [
         t.c.sampled_at >= lower,  # index range; the per-node bound below is exact
-        epoch_s(t.c.sampled_at) >= epoch_s(Node.last_sample_at) - window_s,
+        within(ctx, t.c.sampled_at, Node.last_sample_at, window_s),
     ]
     if len(node_ids) < len(ctx.nodes):
         conditions.append(Node.id.in_(sorted(node_ids)))

@@ -18,12 +18,13 @@ Windows end at each node's newest sample (``node.last_sample_at``, agent clock) 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Float, and_, case, cast, func, select
 
 from app.alerts.context import EvalContext
-from app.alerts.kinds.samples import entity_columns, windowed
+from app.alerts.kinds.samples import entity_columns, windowed, within
 from app.alerts.spec import Scope
 from app.alerts.targets import TARGETS
 from app.db import epoch_s
@@ -44,18 +45,28 @@ def windows(
     ctx: EvalContext, target_name: str, group: dict[Slot, list[Need]]
 ) -> dict[Slot, Values]:
     """Every ``(metric, aggregation)`` of every window slot in ``group`` (all of one target),
-    per entity of every fresh node: one statement over the widest window. Each row gets the
-    index of the narrowest window holding it and each metric once, in a subquery; the
-    aggregates then only test that integer."""
+    per entity of every fresh node, from one scan of the widest window in three steps:
+
+    1. each row gets the index of the narrowest window holding it (``wi``) and each metric
+       once, in a subquery;
+    2. rows are grouped per entity and ``wi`` with plain aggregates (count of rows; per metric
+       the sum and count of values for ``avg``, ``min``, ``max``): one pass over the raw rows
+       without a per-window ``CASE`` in every aggregate;
+    3. those few rows per entity are combined per window (``wi`` ≤ i), one row per entity.
+
+    ``avg`` is the sum of the values over their count, as ``AVG`` computes it; an entity with
+    no row inside a window is left out of that window, as a scan of it alone would."""
     target = TARGETS[target_name]
     t = target.table
     keys = entity_columns(target)
     width = len(keys)
-    when, newest = epoch_s(t.c.sampled_at), epoch_s(Node.last_sample_at)
     layout = sorted(group.items())
     metrics = sorted({m for _, needs in layout for m, _ in needs})
     narrowest = case(
-        *((when >= newest - slot[2], i) for i, (slot, _) in enumerate(layout)),
+        *(
+            (within(ctx, t.c.sampled_at, Node.last_sample_at, slot[2]), i)
+            for i, (slot, _) in enumerate(layout)
+        ),
         else_=len(layout) - 1,
     )
     inner = windowed(
@@ -67,21 +78,43 @@ def windows(
         narrowest.label("wi"),
         *(target.metrics[m](t).label(f"m{j}") for j, m in enumerate(metrics)),
     )
+    out: dict[Slot, Values] = {slot: {n: {} for n in needs} for slot, needs in layout}
     if inner is None:
-        return {slot: {n: {} for n in needs} for slot, needs in layout}
-    # OFFSET 0 keeps Postgres from inlining the subquery, which would repeat the window test
-    # (and the metric expressions) in every aggregate instead of computing them once per row.
+        return out
+    # OFFSET 0 keeps Postgres from inlining the subquery, which would compute the window
+    # index (and the metric expressions) again in the aggregates instead of once per row.
     rows_in = inner.offset(0).subquery("rows_in")
+    owners = [rows_in.c[f"k{i}"] for i in range(width)]
+    wanted = sorted({(m, agg) for _, needs in layout for m, agg in needs})
+    partial: list[Any] = [func.count().label("c")]
+    for m, agg in wanted:
+        j = metrics.index(m)
+        value = rows_in.c[f"m{j}"]
+        if agg == "avg":
+            partial += [func.sum(value).label(f"s{j}"), func.count(value).label(f"n{j}")]
+        else:
+            partial.append(AGGREGATES[agg](value).label(f"{agg}{j}"))
+    grouped = (
+        select(*owners, rows_in.c.wi, *partial)
+        .group_by(*owners, rows_in.c.wi)
+        .offset(0)
+        .subquery("per_wi")
+    )
+    g = grouped.c
     columns: list[Any] = []
     for i, (_, needs) in enumerate(layout):
-        inside = rows_in.c.wi <= i
-        columns.append(func.sum(case((inside, 1), else_=0)))
-        columns += [
-            AGGREGATES[agg](case((inside, rows_in.c[f"m{metrics.index(m)}"]))) for m, agg in needs
-        ]
-    owners = [rows_in.c[f"k{i}"] for i in range(width)]
-    rows = ctx.session.execute(select(*owners, *columns).group_by(*owners)).all()
-    out: dict[Slot, Values] = {slot: {n: {} for n in needs} for slot, needs in layout}
+        inside = g.wi <= i
+        columns.append(func.sum(case((inside, g.c), else_=0)))
+        for m, agg in needs:
+            j = metrics.index(m)
+            if agg == "avg":
+                total = cast(func.sum(case((inside, g[f"s{j}"]))), Float)
+                count = cast(func.sum(case((inside, g[f"n{j}"]))), Float)
+                columns.append(total / func.nullif(count, 0))
+            else:
+                columns.append(AGGREGATES[agg](case((inside, g[f"{agg}{j}"]))))
+    parts = [g[f"k{i}"] for i in range(width)]
+    rows = ctx.session.execute(select(*parts, *columns).group_by(*parts)).all()
     for row in rows:
         key = tuple(row[:width])
         i = width
@@ -128,10 +161,17 @@ def gpu_rates(ctx: EvalContext, window_s: float, metrics: list[str]) -> list[Any
     a missing value or a reset (the value went down)."""
     t = TARGETS["gpu"].table
     first = t.alias("s0")
+    starts = [ctx.nodes[i].last_sample_at for i in ctx.fresh_node_ids]
+    lower = min((s for s in starts if s is not None), default=None)
+    if lower is None:
+        return []
     oldest = (
         select(first.c.sampled_at)
         .where(
             first.c.gpu_id == Gpu.id,
+            # The index range starts at the fleet's earliest window start (without it each
+            # probe walked the GPU's rows from the oldest kept); the per-node bound is exact.
+            first.c.sampled_at >= lower - timedelta(seconds=window_s),
             epoch_s(first.c.sampled_at) >= epoch_s(Node.last_sample_at) - window_s,
         )
         .order_by(first.c.sampled_at)

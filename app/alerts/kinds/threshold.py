@@ -145,16 +145,8 @@ def _index(
 
 
 def scoped_gpus(ctx: EvalContext, spec: RuleSpec) -> set[int] | None:
-    """Ids of the GPUs within the rule's scope (``ctx.gpu_in``), None for every GPU; computed
-    once per distinct scope and evaluation."""
-    scope = spec.scope
-    if not scope.labels and not scope.nodes and not scope.gpu_models:
-        return None
-    cache: dict[str, set[int]] = ctx.cache.setdefault("scoped_gpus", {})
-    key = scope.model_dump_json()
-    if key not in cache:
-        cache[key] = {gpu_id for gpu_id in ctx.gpus if ctx.gpu_in(scope, gpu_id)}
-    return cache[key]
+    """Ids of the GPUs within the rule's scope, None for every GPU (``ctx.scoped_gpus``)."""
+    return ctx.scoped_gpus(spec.scope)
 
 
 def _gpu_labels(ctx: EvalContext, gpu_id: int) -> dict[str, str]:
@@ -167,8 +159,11 @@ def _gpu_labels(ctx: EvalContext, gpu_id: int) -> dict[str, str]:
 
 def _gpu_state(ctx: EvalContext, spec: RuleSpec, cond: ThresholdCondition) -> list[Observation]:
     out = []
+    in_scope = ctx.scoped_gpus(spec.scope)
     for gpu in ctx.gpus.values():
-        if gpu.node_id not in ctx.fresh_node_ids or not ctx.gpu_in(spec.scope, gpu.id):
+        if gpu.node_id not in ctx.fresh_node_ids or (
+            in_scope is not None and gpu.id not in in_scope
+        ):
             continue
         value = 1.0 if gpu.state in LOST_GPU_STATES else 0.0
         if compare(value, cond.op, cond.threshold):
