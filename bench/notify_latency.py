@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -147,6 +148,79 @@ def start_worker(settings: Settings, work: Path) -> subprocess.Popen[bytes]:
     )
 
 
+#: Fault kind → the ``python -m agents.simfleet --fault`` KIND.
+CLI_KIND = {
+    "gpu_lost": "gpu_lost",
+    "xid79": "xid79",
+    "xid48": "xid48",
+    "nvlink_down": "nvlink_down",
+}
+_FAULT_LINE = re.compile(r"^(\S+ \S+) INFO agents\.simfleet: fault: (\S+) \S+ gpu=(\d+)")
+
+
+def start_fleets(
+    nodes: list[FleetNode],
+    plan: list[tuple[float, str, int, str]],
+    *,
+    procs: int,
+    url: str,
+    interval_s: float,
+    batch_interval_s: float,
+    warmup_s: float,
+    work: Path,
+    seed: int,
+) -> list[tuple[subprocess.Popen[bytes], Path]]:
+    """``procs`` processes of ``python -m agents.simfleet`` (one interpreter lock each: 1,000
+    agent threads in one process starve on it), nodes dealt round-robin, each fault scheduled
+    in its node's process ``warmup_s`` + its offset after that fleet starts. Returns each
+    process and its log file (the fault lines carry the moment of injection)."""
+    out = []
+    for i in range(procs):
+        mine = nodes[i::procs]
+        hosts = {n.hostname for n in mine}
+        fleet_file = work / f"fleet-{i}.json"
+        fleet_file.write_text(
+            json.dumps(
+                {
+                    "nodes": [
+                        {"hostname": n.hostname, "token": n.token, "gpu_count": 8,
+                         "labels": dict(n.labels)}
+                        for n in mine
+                    ]
+                }
+            )
+        )  # fmt: skip
+        faults = [
+            f"--fault={h}:{CLI_KIND[kind]}@{warmup_s + offset:.3f}:{gpu}"
+            for offset, h, gpu, kind in plan
+            if h in hosts
+        ]
+        log_path = work / f"fleet-{i}.log"
+        with log_path.open("wb") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "agents.simfleet", "--server", url, "--fleet-file",
+                 str(fleet_file), "--interval", str(interval_s), "--batch-interval",
+                 str(batch_interval_s), "--spool-dir", str(work / f"spool-{i}"),
+                 "--seed", str(seed + i), *faults],
+                stdout=subprocess.DEVNULL,
+                stderr=log_file,
+            )  # fmt: skip
+        out.append((proc, log_path))
+    return out
+
+
+def injected_at(logs: list[Path]) -> dict[tuple[str, str], float]:
+    """(hostname, GPU index) → Unix time of injection, from the fleets' fault log lines."""
+    found = {}
+    for path in logs:
+        for line in path.read_text(errors="replace").splitlines():
+            m = _FAULT_LINE.match(line)
+            if m:
+                at = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()  # local time
+                found[(m[2], m[3])] = at
+    return found
+
+
 def tokens(url: str, hostnames: list[str]) -> dict[str, str]:
     """A node token for each of ``hostnames``, in one session."""
     engine = make_engine(url)
@@ -171,6 +245,9 @@ def main() -> None:
     parser.add_argument("--group-wait-s", type=float, default=5.0)
     parser.add_argument("--db-url", default=None)
     parser.add_argument("--worker", action="store_true", help="jobs in 'fleetwatch worker'")
+    parser.add_argument(
+        "--procs", type=int, default=1, help="simulated fleet processes (1: in this process)"
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -203,39 +280,65 @@ def main() -> None:
         server = start_server(settings, work, port, jobs=not args.worker)
         worker = start_worker(settings, work) if args.worker else None
         nodes = [FleetNode(h, node_tokens[h], 8, {"cluster": "bench"}) for h in hostnames]
-        fleet = SimFleet(
-            nodes,
-            server_url=f"http://127.0.0.1:{port}",
-            spool_root=work / "spool",
-            interval_s=args.interval_s,
-            batch_interval_s=args.batch_interval_s,
-            seed=args.seed,
-        )
         rng = random.Random(args.seed)
         targets = rng.sample([(n.hostname, g) for n in nodes for g in range(8)], args.faults)
         plan = sorted(
             (rng.uniform(0, args.window_s), h, g, kinds[i % len(kinds)])
             for i, (h, g) in enumerate(targets)
         )
+        kind_of = {(h, str(g)): kind for _, h, g, kind in plan}
         injected: dict[tuple[str, str], tuple[float, str]] = {}
-        fleet.start()
+        # Every node has reported (several batches: the first ones carry the inventory).
+        warmup_s = max(8.0, args.batch_interval_s * 3)
+        fleets: list[tuple[subprocess.Popen[bytes], Path]] = []
+        fleet: SimFleet | None = None
+        if args.procs > 1:
+            fleets = start_fleets(
+                nodes,
+                plan,
+                procs=args.procs,
+                url=f"http://127.0.0.1:{port}",
+                interval_s=args.interval_s,
+                batch_interval_s=args.batch_interval_s,
+                warmup_s=warmup_s,
+                work=work,
+                seed=args.seed,
+            )
+        else:
+            fleet = SimFleet(
+                nodes,
+                server_url=f"http://127.0.0.1:{port}",
+                spool_root=work / "spool",
+                interval_s=args.interval_s,
+                batch_interval_s=args.batch_interval_s,
+                seed=args.seed,
+            )
+            fleet.start()
         try:
-            # Every node has reported (several batches: the first ones carry the inventory).
-            time.sleep(max(8.0, args.batch_interval_s * 3))
+            time.sleep(warmup_s)
             started = time.monotonic()
             for offset, host, gpu, kind in plan:
                 time.sleep(max(0.0, started + offset - time.monotonic()))
-                inject = dict(EXPECTED[kind][0])
-                fleet.inject(
-                    host,
-                    str(inject.pop("kind")),
-                    gpu,
-                    args.window_s + 120,
-                    **inject,  # type: ignore[arg-type]
-                )
-                injected[(host, str(gpu))] = (time.time(), kind)
+                if fleet is not None:
+                    inject = dict(EXPECTED[kind][0])
+                    fleet.inject(
+                        host,
+                        str(inject.pop("kind")),
+                        gpu,
+                        args.window_s + 120,
+                        **inject,  # type: ignore[arg-type]
+                    )
+                    injected[(host, str(gpu))] = (time.time(), kind)
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and len(received) < len(injected):
+            while time.monotonic() < deadline:
+                if fleets:
+                    injected = {
+                        k: (at, kind_of[k])
+                        for k, at in injected_at([p for _, p in fleets]).items()
+                        if k in kind_of
+                    }
+                if len(received) >= len(plan):
+                    break
                 with hook._lock:
                     requests = list(hook.requests)
                 for r in requests:
@@ -243,19 +346,33 @@ def main() -> None:
                     for a in r.json()["alerts"]:
                         labels = a["labels"]
                         key = (labels.get("hostname", ""), labels.get("gpu_index", ""))
-                        if key not in injected or a["status"] != "firing":
+                        if key not in kind_of or a["status"] != "firing":
                             continue
-                        if labels.get("alertname") in EXPECTED[injected[key][1]][1]:
+                        if labels.get("alertname") in EXPECTED[kind_of[key]][1]:
                             received.setdefault(key, (arrived, a["startsAt"], labels["alertname"]))
                 time.sleep(0.5)
         finally:
-            fleet.stop(timeout_s=20)
-            for proc in (server, worker):
-                if proc is not None:
-                    proc.send_signal(signal.SIGINT)
-            for proc in (server, worker):
-                if proc is not None:
+            if fleet is not None:
+                fleet.stop(timeout_s=20)
+            for proc, _ in fleets:
+                proc.send_signal(signal.SIGINT)
+            for proc, _ in fleets:
+                try:
                     proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            if fleets:
+                injected = {
+                    k: (at, kind_of[k])
+                    for k, at in injected_at([p for _, p in fleets]).items()
+                    if k in kind_of
+                }
+            for job in (server, worker):
+                if job is not None:
+                    job.send_signal(signal.SIGINT)
+            for job in (server, worker):
+                if job is not None:
+                    job.wait(timeout=30)
     rows: dict[str, tuple[list[float], list[float], list[float]]] = {}
     for key, (at, kind) in injected.items():
         if key in received:
@@ -276,6 +393,7 @@ def main() -> None:
         f"{args.interval_s:g} s / batch {args.batch_interval_s:g} s, evaluation every "
         f"{args.eval_interval_s:g} s, group wait {args.group_wait_s:g} s, worker every "
         f"{args.worker_interval_s:g} s"
+        + (f"; fleet in {args.procs} processes" if args.procs > 1 else "")
     )
     print(
         f"received {sum(len(r[0]) for k, r in rows.items() if k != 'all')} of "
