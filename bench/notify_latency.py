@@ -248,13 +248,22 @@ def main() -> None:
     parser.add_argument(
         "--procs", type=int, default=1, help="simulated fleet processes (1: in this process)"
     )
+    parser.add_argument(
+        "--background",
+        type=int,
+        default=0,
+        help="of --nodes, how many push canned batches (bench/background_fleet.py) instead of "
+        "being simulated; faults go to the simulated ones",
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     if not kinds or any(k not in EXPECTED for k in kinds):
         parser.error(f"--kinds: a comma-separated list of {', '.join(EXPECTED)}")
-    if args.faults > args.nodes * 8:
-        parser.error("--faults: at most 8 per node (one per GPU)")
+    if not 0 <= args.background < args.nodes:
+        parser.error("--background: 0 to --nodes - 1")
+    if args.faults > (args.nodes - args.background) * 8:
+        parser.error("--faults: at most 8 per simulated node (one per GPU)")
     if args.worker and not args.db_url:
         parser.error("--worker needs --db-url (Postgres): SQLite runs the jobs in the server")
 
@@ -279,7 +288,25 @@ def main() -> None:
         port = free_port()
         server = start_server(settings, work, port, jobs=not args.worker)
         worker = start_worker(settings, work) if args.worker else None
-        nodes = [FleetNode(h, node_tokens[h], 8, {"cluster": "bench"}) for h in hostnames]
+        everyone = [FleetNode(h, node_tokens[h], 8, {"cluster": "bench"}) for h in hostnames]
+        nodes, canned = (
+            everyone[: args.nodes - args.background],
+            everyone[len(everyone) - args.background :],
+        )
+        background = None
+        if canned:
+            canned_file = work / "background.json"
+            canned_file.write_text(
+                json.dumps({"nodes": [{"hostname": n.hostname, "token": n.token} for n in canned]})
+            )
+            background = subprocess.Popen(
+                [sys.executable, str(ROOT / "bench" / "background_fleet.py"), "--server",
+                 f"http://127.0.0.1:{port}", "--fleet-file", str(canned_file), "--seconds",
+                 str(args.window_s + 300), "--batch-interval", str(args.batch_interval_s),
+                 "--interval", str(args.interval_s)],
+                stdout=subprocess.DEVNULL,
+                stderr=(work / "background.log").open("wb"),
+            )  # fmt: skip
         rng = random.Random(args.seed)
         targets = rng.sample([(n.hostname, g) for n in nodes for g in range(8)], args.faults)
         plan = sorted(
@@ -367,6 +394,10 @@ def main() -> None:
                     for k, at in injected_at([p for _, p in fleets]).items()
                     if k in kind_of
                 }
+            if background is not None:
+                background.kill()
+                background.wait(timeout=30)
+                print("".join((work / "background.log").read_text().strip().splitlines()[-1:]))
             for job in (server, worker):
                 if job is not None:
                     job.send_signal(signal.SIGINT)
@@ -394,6 +425,11 @@ def main() -> None:
         f"{args.eval_interval_s:g} s, group wait {args.group_wait_s:g} s, worker every "
         f"{args.worker_interval_s:g} s"
         + (f"; fleet in {args.procs} processes" if args.procs > 1 else "")
+        + (
+            f"; {args.nodes - args.background} simulated, {args.background} canned"
+            if args.background
+            else ""
+        )
     )
     print(
         f"received {sum(len(r[0]) for k, r in rows.items() if k != 'all')} of "
