@@ -12,9 +12,10 @@ cumulative counters) is the newest round's.
 
 An entity is sent alone, at once, when a watched field differs from what was last sent for it
 (:data:`WATCHED`: an IB port's state, physical state, rate or link-down counter; a remount), or
-when it was not in the previous round (new, or back). A port whose state changed, or an entity that vanished, since the previous
-round also makes the round *urgent* (:attr:`HostThinner.urgent`): the agent cuts its batch at
-once, so an IB port going down pages without waiting for the batch interval.
+when it was not in the previous round (new, or back). A port whose state changed, or an entity
+that vanished, since the previous round also makes the round *urgent*
+(:attr:`HostThinner.urgent`): the agent cuts its batch at once, so an IB port going down pages
+without waiting for the batch interval.
 
 At the agent's 5-s sampling an HGX node's 15 host entities were ~260,000 rows a day (about
 45 MB stored); at the 60-s default, 21,600.
