@@ -261,6 +261,7 @@ class Agent:
                 sections["nvlinks"] = due
             errors.extend(self.collector.collection_errors())
         except Exception as exc:
+            self._nvlinks.urgent = False  # not read this round: nothing changed that we know
             log.exception("%s: collector node sections failed", self.config.hostname)
             errors.append({"source": self.collector.name or "collector", "message": repr(exc)})
         host: dict[str, list[dict[str, Any]]] = {}
@@ -274,7 +275,14 @@ class Agent:
                 log.exception("%s: host source %s failed", self.config.hostname, source.name)
                 errors.append({"source": source.name, "message": repr(exc)})
         if self.host_sources:
-            for name, entries in self._host.due(host, moment).items():
+            try:
+                thinned = self._host.due(host, moment)
+            except Exception as exc:  # never a stopped agent: this round goes as read
+                log.exception("%s: thinning the host sections failed", self.config.hostname)
+                errors.append({"source": "host-interval", "message": repr(exc)})
+                self._host.urgent = False
+                thinned = host
+            for name, entries in thinned.items():
                 sections.setdefault(name, []).extend(entries)
         return sections, events, errors
 

@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_send_interval,
         default=60.0,
         help="send disk, mount, NFS and NIC port readings every this many seconds (rates "
-        "averaged over it), and at once when a port's state or a mount changes (0: every sample)",
+        "averaged over it), and at once when a port's state or a mount changes (0: every "
+        "sample; default 60)",
     )
     parser.add_argument("--spool-dir", type=Path, default=None, help="spool directory")
     parser.add_argument(

@@ -95,6 +95,28 @@ def test_an_nvlink_going_down_makes_the_batch_due_at_once(tmp_path: Path) -> Non
     assert agent.batch_due() is False
 
 
+def test_nvlinks_that_cannot_be_read_do_not_keep_the_batch_urgent(tmp_path: Path) -> None:
+    collector = SimulatedCollector("gpu-t-003", 8)
+    agent = Agent(
+        AgentConfig(hostname="gpu-t-003", spool_dir=tmp_path, batch_interval_s=LONG_BATCH_S),
+        collector,
+    )
+    _round(agent)
+    collector.inject("nvlink_down", 1, 60.0)
+    _round(agent)
+    assert agent.batch_due() is True
+    agent.cut_batch()
+
+    def unreadable(now: object) -> list[dict[str, object]]:
+        raise RuntimeError("NVML timeout")
+
+    collector.nvlinks = unreadable  # type: ignore[method-assign]
+    _round(agent)
+    _round(agent)
+
+    assert agent.batch_due() is False
+
+
 def test_the_running_agent_pushes_an_xid_long_before_the_batch_interval(
     tmp_path: Path, receiver: Receiver, wait_until: Callable[..., bool]
 ) -> None:

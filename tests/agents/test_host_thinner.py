@@ -142,10 +142,83 @@ def test_the_agent_sends_host_sections_once_a_minute_and_an_ib_port_down_at_once
 
 def test_the_agent_refuses_a_bad_host_interval_naming_the_option() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agents", "--simulate", "--host-interval", "-1", "--once"],
+        [sys.executable, "-m", "agents", "--collector", "sim", "--host-interval=-1", "--once"],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 2
     assert "--host-interval" in done.stderr and "must be 0 to 86400 seconds" in done.stderr
+
+
+def test_latencies_are_weighted_by_operations_not_by_time() -> None:
+    # One slow I/O in an idle round among busy fast rounds is not a minute of slow disk, and
+    # a burst of slow I/O among idle rounds is not hidden (what a reader over 60 s computes).
+    thinner = HostThinner(60.0)
+    thinner.due({"disks": [{"device": "sda", "read_iops": 2000.0, "write_iops": 0.0}]}, at(0))
+    idle_slow = {"device": "sda", "read_iops": 0.2, "write_iops": 0.0, "avg_wait_s": 2.0}
+    busy_fast = {"device": "sda", "read_iops": 2000.0, "write_iops": 0.0, "avg_wait_s": 0.001}
+    for seconds in range(5, 60, 5):
+        thinner.due({"disks": [idle_slow if seconds == 30 else busy_fast]}, at(seconds))
+    sent = thinner.due({"disks": [busy_fast]}, at(60))["disks"][0]
+    expected = (2.0 * 0.2 + 0.001 * 2000 * 11) / (0.2 + 2000 * 11)
+    assert sent["avg_wait_s"] == pytest.approx(expected)
+    assert sent["avg_wait_s"] < 0.002
+
+
+def test_odd_values_and_entries_never_raise_and_never_spoil_a_mean() -> None:
+    thinner = HostThinner(60.0)
+    rounds: list[list[Any]] = [
+        [disk(100.0), None, "garbage", {"device": ["sda"], "read_bytes_per_s": 1.0}],
+        [disk(float("nan")), {"device": "sdb", "read_bytes_per_s": 10**400}],
+        [disk(100.0), {"device": "sdb", "read_bytes_per_s": True}],
+        [{**disk(100.0), "read_bytes_per_s": None}],
+    ]
+    sent = {}
+    for i, entries in enumerate([*rounds, [disk(100.0)]]):
+        sent = thinner.due({"disks": entries, "mounts": "not a list"}, at(15 * i))
+    (sda,) = [e for e in sent["disks"] if isinstance(e, dict) and e.get("device") == "nvme0n1"]
+    assert sda["read_bytes_per_s"] == pytest.approx(100.0)  # NaN and None rounds left out
+    assert sent["mounts"] == "not a list"
+
+
+def test_full_rounds_keep_a_60_s_schedule_when_samples_come_a_little_early() -> None:
+    thinner = HostThinner(60.0)
+    full_at = []
+    for n in range(0, 24 * 12 + 1):  # two hours of 5-s rounds, each 2 ms early
+        moment = at(5 * n - (0.002 if n else 0.0))
+        if thinner.due({"disks": [disk(1.0)]}, moment):
+            full_at.append(round(5 * n))
+    assert full_at == list(range(0, 24 * 60 + 1, 60))
+
+
+def test_an_entity_back_after_a_gap_starts_a_new_mean_and_gone_ones_are_forgotten() -> None:
+    thinner = HostThinner(60.0)
+    sdb = {"device": "sdb", "read_bytes_per_s": 1000.0}
+    thinner.due({"disks": [disk(1.0), sdb]}, at(0))
+    thinner.due({"disks": [disk(1.0), sdb]}, at(5))
+    for seconds in range(10, 3600, 5):
+        thinner.due({"disks": [disk(1.0)]}, at(seconds))
+    assert ("disks", "sdb") not in thinner._pending
+    back = thinner.due({"disks": [disk(1.0), {**sdb, "read_bytes_per_s": 0.0}]}, at(3605))
+    assert [e["read_bytes_per_s"] for e in back["disks"] if e["device"] == "sdb"] == [0.0]
+
+
+def test_a_thinner_failure_sends_the_round_as_read_and_the_agent_goes_on(tmp_path: Path) -> None:
+    class Broken(HostThinner):
+        def due(self, sections: dict[str, Any], now: datetime) -> dict[str, list[Any]]:
+            raise RuntimeError("boom")
+
+    collector = SimulatedCollector("gpu-h-002", 8)
+    agent = Agent(
+        AgentConfig(hostname="gpu-h-002", spool_dir=tmp_path, batch_interval_s=3600.0),
+        collector,
+        host_sources=[SimulatedHostSource(collector)],
+    )
+    agent._host = Broken(60.0)
+    assert agent.collect(at(0)) == 8
+    payload = agent.take_payload()
+    assert payload is not None and len(payload["nic_ports"]) == 8
+    assert payload["collection"]["errors"] == [
+        {"source": "host-interval", "message": "RuntimeError('boom')"}
+    ]
