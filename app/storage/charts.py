@@ -99,14 +99,17 @@ def rest_name(spec: ChartSpec, count: int) -> str:
 
 def traces(spec: ChartSpec, data: ChartData) -> list[dict[str, Any]]:
     """One trace per top series (highest measure first), then the rest's summary (dashed, grey).
-    A ``None`` is put in every gap wider than 2.5 buckets, so an outage or a counter reset shows
-    as a break; small markers keep a point between two breaks visible."""
-    gap_s = gap_threshold_s([], data.step_s)
+    A ``None`` is put in every gap wider than 2.5 × the larger of the bucket and the series'
+    typical spacing (:func:`app.fleet.charts.gap_threshold_s`), so an outage or a counter reset
+    shows as a break while host readings sent once a minute still draw a line in 15-s buckets;
+    small markers keep a point between two breaks visible."""
     out = []
     for s in data.top:
         name = html.escape(s.name)
+        gap_s = gap_threshold_s(s.times, data.step_s)
         out.append(_trace(name, f"{s.hostname}\x1f{s.item}", *_points(s, spec.scale, gap_s), spec))
     if data.rest is not None and data.rest_count:
+        gap_s = gap_threshold_s(data.rest.times, data.step_s)
         rest = _trace(
             rest_name(spec, data.rest_count), "rest", *_points(data.rest, spec.scale, gap_s), spec
         )

@@ -118,6 +118,16 @@ def test_build_figure_scales_breaks_gaps_and_summarises_the_rest() -> None:
     assert "annotations" not in layout
 
 
+def test_readings_a_minute_apart_draw_a_line_in_15_s_buckets_and_an_outage_still_breaks() -> None:
+    # The agent sends host readings once a minute (--host-interval 60): on the 1-h range's
+    # 15-s buckets every point stood alone between two breaks.
+    spec = charts.CHARTS_BY_METRIC["disk_read_bytes_per_s"]
+    times = [at(60 * i) for i in (0, 1, 2, 3, 9, 10)]  # 6 minutes without data before 9
+    top = [Series("gpu-1", "nvme0n1", times, [float(2**20)] * 6, 1.0)]
+    line, _ = charts.build_figure(spec, _data(top=top))["figure"]["data"]
+    assert line["y"] == [1.0, 1.0, 1.0, 1.0, None, 1.0, 1.0]
+
+
 def test_counter_figure_sums_the_rest_and_names_one_other() -> None:
     spec = charts.CHARTS_BY_METRIC["nfs_retransmits"]
     data = _data(metric="nfs_retransmits", rest=Series("", "", [at(0)], [7.0]), rest_count=1)
