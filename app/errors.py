@@ -43,6 +43,13 @@ class BadRequest(FleetwatchError):
     status_code = 400
 
 
+class ClientGone(FleetwatchError):
+    """The client closed the connection before its request body was read (an agent that gave
+    up on a slow server): nothing was stored; the answer, 499 as nginx logs it, reaches no one."""
+
+    status_code = 499
+
+
 class PayloadTooLarge(FleetwatchError):
     """A body over the configured size limit."""
 

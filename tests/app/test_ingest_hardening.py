@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
+import socket
+import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -212,3 +215,28 @@ def test_a_lost_gpu_keeping_its_index_while_nvml_renumbers_the_rest_is_accepted(
     renumbered = dict(gpu(1), index=0)
     response = post_batch(server.url, token, batch(gpus=[lost, renumbered], samples_per_gpu=1))
     assert response.status_code == 200, response.text
+
+
+def test_an_agent_that_hangs_up_mid_body_costs_one_log_line_and_stores_nothing(
+    server: LiveServer, db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = create_token(db_url, "node-gone")
+    head = (
+        "POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: 100000\r\n\r\n"
+    )
+    caplog.set_level(logging.INFO)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(head.encode() + b'{"schema_version": 1, "batch_id": ')
+        time.sleep(0.5)  # the server is reading the body when the agent hangs up
+
+    def logged() -> bool:
+        return any("client went away after" in r.getMessage() for r in caplog.records)
+
+    deadline = time.monotonic() + 10
+    while not logged() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert logged()
+    assert not [r for r in caplog.records if r.exc_info and r.levelno >= logging.ERROR]
+    assert counts(db_url)["batches"] == 0
+    assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
