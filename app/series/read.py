@@ -21,11 +21,13 @@ from sqlalchemy import (
     func,
     literal_column,
     select,
+    text,
     true,
     type_coerce,
     union_all,
 )
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import TextClause
 
 from app.db import UTCDateTime
 from app.series.blocks import BY_NAME, BlockSpec
@@ -107,6 +109,15 @@ def _unpacked(
     return stmt
 
 
+def _any_block(spec: BlockSpec) -> TextClause:
+    """``SELECT 1`` when a block of ``spec`` for one of ``:owners`` meets ``[:lo, :hi]``."""
+    return text(
+        f"SELECT 1 FROM {spec.block.name} WHERE {spec.owner} = ANY(:owners)"
+        f" AND block_start > CAST(:lo AS timestamptz) - make_interval(secs => {spec.block_s})"
+        " AND block_start <= CAST(:hi AS timestamptz) LIMIT 1"
+    )
+
+
 def packed_keys(
     session: Session, *, table: str, keys: Collection[tuple[int, datetime]]
 ) -> set[tuple[int, datetime]]:
@@ -126,6 +137,11 @@ def packed_keys(
     owners = sorted({owner for owner, _ in keys})
     stamps = [at for _, at in keys]
     lo, hi = min(stamps), max(stamps)
+    # The usual batch (recent samples, no block yet) is answered by one plain index probe;
+    # building and compiling the unpacking statement per batch took ~16 % of the server's CPU
+    # at 1,000 nodes.
+    if not session.execute(_any_block(spec), {"owners": owners, "lo": lo, "hi": hi}).first():
+        return set()
     unpacked = _unpacked(spec, [], lo, hi).subquery()
     stmt = select(unpacked.c[spec.owner], unpacked.c.sampled_at).where(
         unpacked.c[spec.owner].in_(owners),
