@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from agents.send_schedule import FullRounds
+
 #: The longest interval accepted, seconds (a day).
 MAX_INTERVAL_S = 86400.0
 #: Section → the fields that identify an entry.
@@ -96,7 +98,7 @@ class HostThinner:
         if not 0 <= interval_s <= MAX_INTERVAL_S:
             raise ValueError(f"host interval must be 0 to {MAX_INTERVAL_S:.0f} s, got {interval_s}")
         self.interval = timedelta(seconds=interval_s)
-        self._next_full: datetime | None = None
+        self._rounds = FullRounds(self.interval) if self.interval else None
         self._round_at: datetime | None = None
         self._sent: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending: dict[tuple[Any, ...], _Pending] = {}
@@ -113,9 +115,9 @@ class HostThinner:
         self._round_at = now
         seen_before = set(self._previous)
         self._note_urgency(sections)
-        if not self.interval:
+        if self._rounds is None:
             return {name: list(v) for name, v in sections.items() if isinstance(v, list) and v}
-        full = self._full_round(now, seconds)
+        full = self._rounds.due(now)
         out: dict[str, list[Any]] = {}
         for name, entries in sections.items():
             if name not in KEYS or not isinstance(entries, list):
@@ -144,20 +146,6 @@ class HostThinner:
                 self._pending.pop(key, None)
                 self._sent.pop(key, None)
         return out
-
-    def _full_round(self, now: datetime, seconds: float) -> bool:
-        """Whether every entity is sent this round: on a fixed schedule, one interval after
-        the last, a round up to half a sampling period early counting as on time (by ``now``
-        alone, a round 2 ms early waited a whole sample: every 65 s instead of 60)."""
-        if self._next_full is None or now < self._next_full - 2 * self.interval:
-            self._next_full = now + self.interval  # first round, or the clock went back
-            return True
-        early = timedelta(seconds=min(max(seconds, 0.0), self.interval.total_seconds()) / 2)
-        if now + early < self._next_full:
-            return False
-        while self._next_full <= now + early:
-            self._next_full += self.interval
-        return True
 
     def _note_urgency(self, sections: dict[str, Any]) -> None:
         current = {

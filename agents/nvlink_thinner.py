@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from agents.send_schedule import FullRounds
+
 #: The longest interval accepted, seconds (a day).
 MAX_INTERVAL_S = 86400.0
 #: Fields whose change is sent at once.
@@ -46,7 +48,7 @@ class NvlinkThinner:
                 f"NVLink interval must be 0 to {MAX_INTERVAL_S:.0f} s, got {interval_s}"
             )
         self.interval = timedelta(seconds=interval_s)
-        self._sent_at: datetime | None = None
+        self._rounds = FullRounds(self.interval) if self.interval else None
         self._sent: dict[tuple[str, int], tuple[Any, ...]] = {}
         self._states: dict[tuple[str, int], Any] = {}
         #: Whether the last :meth:`due` saw a link change state or vanish (not its first round).
@@ -62,8 +64,7 @@ class NvlinkThinner:
             states.get(key, "gone") != state for key, state in self._states.items()
         )
         self._states = states
-        if self._sent_at is None or now - self._sent_at >= self.interval:
-            self._sent_at = now
+        if self._rounds is None or self._rounds.due(now):
             self._sent = current
             return list(links)
         changed = [e for e in links if self._sent.get(_key(e)) != current[_key(e)]]

@@ -222,3 +222,8 @@ def test_a_thinner_failure_sends_the_round_as_read_and_the_agent_goes_on(tmp_pat
     assert payload["collection"]["errors"] == [
         {"source": "host-interval", "message": "RuntimeError('boom')"}
     ]
+
+
+def test_an_interval_below_a_microsecond_means_every_round() -> None:
+    thinner = HostThinner(1e-9)  # timedelta rounds it to 0
+    assert all(thinner.due({"disks": [disk(1.0)]}, at(s)) for s in range(3))

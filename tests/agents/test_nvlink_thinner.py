@@ -124,3 +124,20 @@ def test_print_shows_the_nvlinks_although_the_priming_round_read_them() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["nvlinks"]) == 8 * 18  # the simulated HGX node
+
+
+def test_full_rounds_keep_their_schedule_when_samples_come_a_little_early() -> None:
+    thinner = NvlinkThinner(60.0)
+    full = [
+        5 * n
+        for n in range(0, 24 * 12 + 1)
+        if len(thinner.due(links(), at(5 * n - 0.002 * (n > 0)))) == 4
+    ]
+    assert full == list(range(0, 24 * 60 + 1, 60))
+
+
+def test_a_schedule_needs_a_positive_interval() -> None:
+    from agents.send_schedule import FullRounds
+
+    with pytest.raises(ValueError, match="positive"):
+        FullRounds(timedelta(0))
