@@ -57,6 +57,7 @@ from app.topology import pages as topology_pages
 from app.topology import router as topology_router
 from app.topology.drift_state import drift_job
 from app.tz_check import PageTzCheckMiddleware
+from app.url_check import NulInUrlMiddleware
 from app.web import render_error_page
 
 log = logging.getLogger(__name__)
@@ -225,19 +226,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     # of 27 ms, 5 % larger.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)
     app.add_middleware(PageTzCheckMiddleware)
-    app.add_middleware(OriginCheckMiddleware, external_url=settings.external_url)  # outermost
-
-    @app.middleware("http")
-    async def _refuse_nul_in_url(request: Request, call_next: Any) -> Response:
-        # PostgreSQL refuses NUL in text; a NUL can only be garbage in a hostname or a search.
-        params = request.query_params.multi_items()
-        if "\x00" in request.scope["path"] or any("\x00" in k + v for k, v in params):
-            detail = "the URL contains a NUL character"
-            if request.url.path.startswith("/api/"):
-                return JSONResponse({"detail": detail}, status_code=400)
-            return render_error_page(request, status_code=400, detail=detail)
-        response: Response = await call_next(request)
-        return response
+    app.add_middleware(OriginCheckMiddleware, external_url=settings.external_url)
+    app.add_middleware(NulInUrlMiddleware)  # outermost
 
     app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
     app.include_router(ingest_router.router)

@@ -176,6 +176,7 @@ def test_an_event_time_at_the_edge_of_the_calendar_gets_422(
         "/nodes/%00",
         "/?q=%00",
         "/fleet/_nodes?q=%00",
+        "/alerts?a%00b=1",
     ],
 )
 def test_a_nul_in_the_url_gets_400_not_a_database_error(server: LiveServer, path: str) -> None:
