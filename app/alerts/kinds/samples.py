@@ -4,7 +4,7 @@ scope only, without loading histories into Python."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import Select, and_, literal, select
@@ -33,6 +33,15 @@ def within(ctx: EvalContext, when: Any, newest: Any, window_s: float) -> ColumnE
     return cast(ColumnElement[bool], epoch_s(when) >= epoch_s(newest) - window_s)
 
 
+def earliest_newest(ctx: EvalContext, node_ids: set[int]) -> datetime | None:
+    """The earliest ``last_sample_at`` of ``node_ids`` (None when none has a sample): minus a
+    window, the lower bound of an index range that holds every node's window."""
+    return min(
+        (t for t in (ctx.nodes[i].last_sample_at for i in node_ids) if t is not None),
+        default=None,
+    )
+
+
 def windowed(
     ctx: EvalContext, target: Target, scope: Scope, window_s: float, *columns: Any
 ) -> Select[Any] | None:
@@ -41,12 +50,10 @@ def windowed(
     t = target.table
     scoped = ctx.scoped_nodes(scope)
     node_ids = ctx.fresh_node_ids if scoped is None else ctx.fresh_node_ids & scoped
-    starts = [
-        ctx.nodes[i].last_sample_at for i in node_ids if ctx.nodes[i].last_sample_at is not None
-    ]
-    if not starts:
+    earliest = earliest_newest(ctx, node_ids)
+    if earliest is None:
         return None
-    lower = min(s for s in starts if s is not None) - timedelta(seconds=window_s)
+    lower = earliest - timedelta(seconds=window_s)
     stmt = select(*columns).select_from(t)
     if target.owner == "gpu_id":
         stmt = stmt.join(Gpu, Gpu.id == t.c.gpu_id).join(Node, Node.id == Gpu.node_id)

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import Float, and_, case, cast, func, select
 
 from app.alerts.context import EvalContext
-from app.alerts.kinds.samples import entity_columns, windowed, within
+from app.alerts.kinds.samples import earliest_newest, entity_columns, windowed, within
 from app.alerts.spec import Scope
 from app.alerts.targets import TARGETS
 from app.db import epoch_s
@@ -132,12 +132,10 @@ def _fresh_gpus(ctx: EvalContext, window_s: float, *columns: Any) -> Any:
     """``SELECT columns`` over GPUs joined to their node, for fresh nodes whose GPU's newest
     sample lies within ``window_s`` of the node's newest; None when no node is fresh."""
     node_ids = ctx.fresh_node_ids
-    starts = [ctx.nodes[i].last_sample_at for i in node_ids]
-    bounds = [s for s in starts if s is not None]
-    if not bounds:
+    if earliest_newest(ctx, node_ids) is None:
         return None
     stmt = select(*columns).select_from(Gpu).join(Node, Node.id == Gpu.node_id)
-    stmt = stmt.where(epoch_s(Gpu.last_sample_at) >= epoch_s(Node.last_sample_at) - window_s)
+    stmt = stmt.where(within(ctx, Gpu.last_sample_at, Node.last_sample_at, window_s))
     if len(node_ids) < len(ctx.nodes):
         stmt = stmt.where(Node.id.in_(sorted(node_ids)))
     return stmt
@@ -161,8 +159,7 @@ def gpu_rates(ctx: EvalContext, window_s: float, metrics: list[str]) -> list[Any
     a missing value or a reset (the value went down)."""
     t = TARGETS["gpu"].table
     first = t.alias("s0")
-    starts = [ctx.nodes[i].last_sample_at for i in ctx.fresh_node_ids]
-    lower = min((s for s in starts if s is not None), default=None)
+    lower = earliest_newest(ctx, ctx.fresh_node_ids)
     if lower is None:
         return []
     oldest = (
@@ -172,7 +169,7 @@ def gpu_rates(ctx: EvalContext, window_s: float, metrics: list[str]) -> list[Any
             # The index range starts at the fleet's earliest window start (without it each
             # probe walked the GPU's rows from the oldest kept); the per-node bound is exact.
             first.c.sampled_at >= lower - timedelta(seconds=window_s),
-            epoch_s(first.c.sampled_at) >= epoch_s(Node.last_sample_at) - window_s,
+            within(ctx, first.c.sampled_at, Node.last_sample_at, window_s),
         )
         .order_by(first.c.sampled_at)
         .limit(1)
