@@ -54,6 +54,10 @@ class AgentConfig:
     were 80 % of its stored bytes). ``host_interval_s``: disks, mounts, NFS mounts and NIC
     ports are read every sample but sent every that many seconds (rates averaged over it), and
     at once when a port's state or a mount changes (:mod:`agents.host_thinner`).
+    ``watch_interval_s``: between rounds, the collector and the host sources are asked this
+    often whether something urgent happened (an Xid in the kernel log or NVML's event set, a
+    GPU gone); if so a round is collected and sent at once instead of at the next sampling
+    tick (0, or not less than ``interval_s``: only at the ticks).
     """
 
     hostname: str
@@ -74,6 +78,7 @@ class AgentConfig:
     topology_resend_s: float = 3600.0
     nvlink_interval_s: float = 60.0
     host_interval_s: float = 60.0
+    watch_interval_s: float = 1.0
 
 
 def snapshot_payload(
@@ -465,10 +470,9 @@ class Agent:
                 if self.batch_due():
                     self.cut_batch()
                 next_tick += self.config.interval_s
-                delay = next_tick - time.monotonic()
-                if delay < 0:  # fell behind (paused machine, slow collector): skip, never burst
-                    next_tick, delay = time.monotonic(), 0.0
-                stop.wait(delay)
+                if next_tick < time.monotonic():  # fell behind (paused, slow): skip, never burst
+                    next_tick = time.monotonic()
+                self.wait_watching(stop, next_tick)
         finally:
             self.cut_batch()
             self._wake.set()
@@ -476,6 +480,41 @@ class Agent:
             pusher.join(timeout=self.config.shutdown_timeout_s)
             self.push_pending(deadline=deadline, ignore_backoff=True)
             self.collector.close()
+
+    def wait_watching(self, stop: threading.Event, until: float) -> int:
+        """Wait until ``until`` (``time.monotonic()`` seconds) or ``stop``; every
+        ``watch_interval_s`` ask :meth:`urgent_pending` and, when it says so, collect a round
+        at once and cut its batch (it is urgent: the pusher sends it now). Returns the early
+        rounds collected. At most one early round per watch interval, so a flood of Xids
+        cannot make the agent collect without pause."""
+        watch = self.config.watch_interval_s
+        early = 0
+        while not stop.is_set():
+            left = until - time.monotonic()
+            if left <= 0:
+                break
+            if not 0 < watch < self.config.interval_s:
+                stop.wait(left)
+                break
+            if stop.wait(min(left, watch)) or time.monotonic() >= until:
+                break
+            if not self.paused and self.urgent_pending():
+                self.collect()
+                self.cut_batch()
+                early += 1
+        return early
+
+    def urgent_pending(self) -> bool:
+        """Whether the collector or a host source has something urgent for the next round; a
+        source that fails to answer is logged and counts as no."""
+        sources: list[Collector | HostSource] = [self.collector, *self.host_sources]
+        for source in sources:
+            try:
+                if source.urgent_pending():
+                    return True
+            except Exception:
+                log.exception("%s: %s: urgent check failed", self.config.hostname, source.name)
+        return False
 
     def _push_loop(self, stop: threading.Event) -> None:
         while not stop.is_set():

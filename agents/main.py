@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         "averaged over it), and at once when a port's state or a mount changes (0: every "
         "sample; default 60)",
     )
+    parser.add_argument(
+        "--watch-interval",
+        type=_send_interval,
+        default=1.0,
+        help="between samples, look this often for an Xid in the kernel log or NVML's event "
+        "set and send it at once (0: only at each sample; default 1)",
+    )
     parser.add_argument("--spool-dir", type=Path, default=None, help="spool directory")
     parser.add_argument(
         "--spool-max-bytes",
@@ -149,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         batch_interval_s=args.batch_interval,
         nvlink_interval_s=args.nvlink_interval,
         host_interval_s=args.host_interval,
+        watch_interval_s=args.watch_interval,
         spool_max_bytes=args.spool_max_bytes,
         connect_timeout_s=args.connect_timeout,
         timeout_s=args.timeout,

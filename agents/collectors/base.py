@@ -49,6 +49,13 @@ class Collector(ABC):
     def drain_events(self) -> list[EventDict]:
         """Return the events that occurred since the last call (each occurrence once)."""
 
+    def urgent_pending(self) -> bool:
+        """Whether something happened since the last round that the next round must report at
+        once (an Xid in NVML's event set, a simulated fault). Called between rounds about once
+        a second (:attr:`agents.agent.AgentConfig.watch_interval_s`): it must not block. The
+        default, for collectors that learn of faults only by sampling, is never."""
+        return False
+
     def nvlinks(self, now: datetime) -> list[dict[str, Any]]:
         """Return one ``nvlinks`` entry per GPU and link dated ``now`` (see docs/ingest.md,
         "nvlinks"); the default, for collectors without NVLink data, is none."""

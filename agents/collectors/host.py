@@ -31,6 +31,11 @@ class HostSource(ABC):
         """Return the events seen since the last call (kernel Xid lines …); default none."""
         return []
 
+    def urgent_pending(self) -> bool:
+        """Whether events that must be sent at once arrived since the last round (see
+        :meth:`agents.collectors.base.Collector.urgent_pending`: must not block); default no."""
+        return False
+
     def topology_devices(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         """Return ``(devices, links)`` this source adds to the topology (NICs and their PCI
         distance to GPUs), or ``None``; default none."""

@@ -132,6 +132,13 @@ class NvmlCollector(Collector):
             events, self._events = self._events, []
             return events
 
+    def urgent_pending(self) -> bool:
+        """Poll NVML's Xid event set (``nvmlEventSetWait``, 0 ms) between rounds, keeping what
+        it holds as events dated now; whether an event waits for the next round."""
+        with self._lock:
+            self._poll_xids(utc_now())
+            return bool(self._events)
+
     def nvlinks(self, now: datetime) -> list[dict[str, Any]]:
         """One entry per GPU and NVLink (state, peer, counters, throughput)."""
         with self._lock:

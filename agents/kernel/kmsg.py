@@ -110,13 +110,26 @@ class KmsgSource(HostSource):
         self._errors: list[dict[str, str]] = []
         self._failing: str | None = None
         self._overwritten_seen = 0
+        self._early: list[EventDict] = []
 
     def collect(self, now: datetime) -> dict[str, list[dict[str, Any]]]:
         """No section: this source only yields events."""
         return {}
 
     def drain_events(self) -> list[EventDict]:
-        """The events of the kernel lines that arrived since the last call."""
+        """The events of the kernel lines that arrived since the last call (those read by
+        :meth:`urgent_pending` first)."""
+        early, self._early = self._early, []
+        return early + self._read_events()
+
+    def urgent_pending(self) -> bool:
+        """Read the lines that arrived (non-blocking, like a round does) and keep their events
+        for :meth:`drain_events`; whether any line was an NVRM event (every one is urgent:
+        an Xid, a GPU fallen off the bus)."""
+        self._early += self._read_events()
+        return bool(self._early)
+
+    def _read_events(self) -> list[EventDict]:
         reader = self._follower or self._device
         try:
             lines = reader.poll(MAX_RECORDS) if reader else []

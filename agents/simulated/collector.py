@@ -28,6 +28,9 @@ _UUID_NAMESPACE = uuid.UUID("6f1c2a4e-8a4b-4c1e-9d55-0b8f1f6a2d10")
 MAX_STEP_S = 600.0
 WARMUP_STEPS = 4
 WARMUP_STEP_S = 30.0
+#: Fault kinds a real node announces in its kernel log the moment they happen (Xid 79, the
+#: Xid itself, Xid 74 for a link), so its agent sends them before the next sampling tick.
+URGENT_FAULT_KINDS = frozenset({"gpu_lost", "xid", "nvlink_down"})
 
 
 def seed_from_hostname(hostname: str) -> int:
@@ -136,6 +139,14 @@ class SimulatedCollector(Collector):
         with self._lock:
             events, self.faults.events = self.faults.events, []
             return events
+
+    def urgent_pending(self) -> bool:
+        """Whether an injected fault that a real node announces at once in its kernel log
+        (:data:`URGENT_FAULT_KINDS`: Xid 79, the Xid, Xid 74) waits for the next round."""
+        with self._lock:
+            return bool(self.faults.events) or any(
+                fault.kind in URGENT_FAULT_KINDS for fault in self.faults.pending
+            )
 
     def nvlinks(self, now: datetime) -> list[dict[str, Any]]:
         """Return one entry per NVLink of every GPU that is not lost, dated ``now`` (none on a

@@ -6,9 +6,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from agents.agent import Agent, AgentConfig
+from agents.collectors.host import HostSource
 from agents.simulated.collector import SimulatedCollector
 from tests.agents.agent_receiver import Receiver, Reply
 
@@ -136,6 +141,57 @@ def test_the_running_agent_pushes_an_xid_long_before_the_batch_interval(
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("watch_s", [0.1, 0.0])
+def test_between_samples_an_xid_is_sent_within_the_watch_interval_not_at_the_next_tick(
+    tmp_path: Path, receiver: Receiver, wait_until: Callable[..., bool], watch_s: float
+) -> None:
+    sample_s = 4.0
+    agent = _agent(tmp_path, receiver.url, interval_s=sample_s, watch_interval_s=watch_s)
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: agent.samples_generated == 4, timeout_s=5)  # first round
+        time.sleep(0.3)
+        injected = time.monotonic()
+        agent.collector.inject("xid", 0, xid=79)  # type: ignore[attr-defined]
+
+        assert wait_until(lambda: any(_xids(p) for p in receiver.payloads()), timeout_s=10)
+        first = next(r for r in receiver.requests if r.payload and _xids(r.payload))
+        if watch_s:
+            assert first.at - injected < 1.5
+            assert agent.samples_generated == 8  # one early round, not a burst
+        else:
+            assert first.at - injected > sample_s - 0.3 - 1.0  # waited for the tick
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def test_a_source_whose_urgent_check_fails_counts_as_quiet_and_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken(HostSource):
+        name = "broken"
+
+        def collect(self, now: datetime) -> dict[str, list[dict[str, Any]]]:
+            return {}
+
+        def urgent_pending(self) -> bool:
+            raise OSError("cannot read")
+
+    agent = Agent(
+        AgentConfig(hostname="gpu-t-003", spool_dir=tmp_path),
+        SimulatedCollector("gpu-t-003", 2),
+        host_sources=[Broken()],
+    )
+
+    assert agent.urgent_pending() is False
+    assert "broken: urgent check failed" in caplog.text
+    agent.collector.inject("xid", 0, xid=48)  # type: ignore[attr-defined]
+    assert agent.urgent_pending() is True
 
 
 def test_an_urgent_batch_the_server_refuses_stays_spooled_and_arrives_after_the_backoff(

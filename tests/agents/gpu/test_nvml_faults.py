@@ -194,6 +194,25 @@ def test_each_xid_from_the_event_set_is_its_own_event(capture_nvml: Install) -> 
     assert fake.calls.count("nvmlEventSetWait") == 4  # until NVML_ERROR_TIMEOUT, no blocking
 
 
+def test_an_xid_waiting_in_the_event_set_is_urgent_between_rounds_and_reported_once(
+    capture_nvml: Install,
+) -> None:
+    fake = capture_nvml(H100)
+    collector = NvmlCollector()
+    collector.sample(NOW)
+    collector.drain_events()
+    assert collector.urgent_pending() is False
+
+    fake.pending_xids = [(fake.devices[6], 79)]
+
+    assert collector.urgent_pending() is True
+    assert collector.urgent_pending() is True  # still waiting for the round
+    collector.sample(NOW + STEP)
+    events = collector.drain_events()
+    assert [(e["kind"], e["xid"]) for e in events] == [("xid", 79)]
+    assert collector.urgent_pending() is False
+
+
 def test_the_real_binding_without_a_driver_makes_the_collector_unavailable() -> None:
     try:
         ctypes.CDLL("libnvidia-ml.so.1")

@@ -222,3 +222,26 @@ def test_a_captured_log_replayed_from_its_start_gives_all_its_events(
     )
     assert len(source.drain_events()) == count
     assert source.drain_events() == []
+
+
+def test_an_nvrm_line_is_urgent_between_rounds_and_its_event_is_drained_once(
+    tmp_path: Path, opened: list[KmsgSource]
+) -> None:
+    log_file = tmp_path / "kern.log"
+    log_file.write_text("", encoding="utf-8")
+    source = _keep(opened, KmsgSource(log_file, procfs=_procfs(tmp_path)))
+    assert source.drain_events() == []
+    with log_file.open("a", encoding="utf-8") as out:
+        out.write("usb 1-1: new high-speed USB device number 2\n")
+    assert source.urgent_pending() is False
+
+    with log_file.open("a", encoding="utf-8") as out:
+        out.write(XID79 + "\n")
+
+    assert source.urgent_pending() is True
+    with log_file.open("a", encoding="utf-8") as out:
+        out.write(XID13 + "\n")
+    events = source.drain_events()
+    assert [e["xid"] for e in events if e["kind"] == "xid"] == [79, 13]
+    assert source.drain_events() == []
+    assert source.urgent_pending() is False
