@@ -1,10 +1,17 @@
 """Event kind: at least ``min_count`` stored events of the rule's kinds (and Xids) whose
 ``occurred_at`` is within ``window`` of now, per GPU (per node for events naming no GPU). Each
-stored occurrence is a row of ``node_event``, so a repeated Xid counts every time."""
+stored occurrence is a row of ``node_event``, so a repeated Xid counts every time.
+
+Every event rule of one evaluation with the same window shares one statement: the counts per
+(node, GPU, kind, Xid) within that window, which each rule then sums over its kinds, Xids and
+scope in Python (88 rules were 88 scans of ``node_event``, ~0.7 s of each wake-up at 1,000
+nodes)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -12,26 +19,48 @@ from app.alerts.context import EvalContext, Observation
 from app.alerts.spec import EventCondition, RuleSpec
 from app.events.models import NodeEvent
 
+_CACHE = "event_counts"
+#: (node id, GPU id or None, kind, Xid or None, occurrences)
+Count = tuple[int, int | None, str, int | None, int]
+
+
+def counts(ctx: EvalContext, window_s: float) -> list[Count]:
+    """The occurrences within ``window_s`` of now per (node, GPU, kind, Xid), read once per
+    evaluation and window."""
+    cache: dict[float, list[Count]] = ctx.cache.setdefault(_CACHE, {})
+    if window_s not in cache:
+        keys = (NodeEvent.node_id, NodeEvent.gpu_id, NodeEvent.kind, NodeEvent.xid)
+        stmt = (
+            select(*keys, func.count())
+            .where(NodeEvent.occurred_at >= ctx.now - timedelta(seconds=window_s))
+            .group_by(*keys)
+        )
+        cache[window_s] = [tuple(row) for row in ctx.session.execute(stmt)]  # type: ignore[misc]
+    return cache[window_s]
+
 
 def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
     """Observations of an event rule; ``value`` is the count within the window."""
     cond = spec.condition
     assert isinstance(cond, EventCondition)
-    count = func.count().label("n")
-    stmt = select(NodeEvent.node_id, NodeEvent.gpu_id, count).where(
-        NodeEvent.occurred_at >= ctx.now - timedelta(seconds=cond.window)
-    )
-    if "*" not in cond.event_kinds:
-        stmt = stmt.where(NodeEvent.kind.in_(cond.event_kinds))
-    if cond.xids:
-        stmt = stmt.where(NodeEvent.xid.in_(cond.xids))
+    kinds = None if "*" in cond.event_kinds else set(cond.event_kinds)
+    xids = set(cond.xids) or None
     scoped = ctx.scoped_nodes(spec.scope)
-    if scoped is not None:
-        stmt = stmt.where(NodeEvent.node_id.in_(sorted(scoped)))
-    stmt = stmt.group_by(NodeEvent.node_id, NodeEvent.gpu_id).having(count >= cond.min_count)
+    per_entity: dict[tuple[int, int | None], int] = defaultdict(int)
+    for node_id, gpu_id, kind, xid, n in counts(ctx, cond.window):
+        if kinds is not None and kind not in kinds:
+            continue
+        if xids is not None and xid not in xids:
+            continue
+        if scoped is not None and node_id not in scoped:
+            continue
+        per_entity[(node_id, gpu_id)] += n
     out = []
     identity: tuple[str, ...]
-    for node_id, gpu_id, n in ctx.session.execute(stmt):
+    labels: dict[str, Any]
+    for (node_id, gpu_id), n in sorted(per_entity.items(), key=_order):
+        if n < cond.min_count or node_id not in ctx.nodes:
+            continue
         node = ctx.nodes[node_id]
         if gpu_id is not None and gpu_id in ctx.gpus:
             if not ctx.gpu_in(spec.scope, gpu_id):
@@ -44,3 +73,8 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
             labels, identity, entity = ctx.node_labels(node_id), (node.hostname,), node.hostname
         out.append(Observation(labels, identity, float(n), True, entity))
     return out
+
+
+def _order(item: tuple[tuple[int, int | None], int]) -> tuple[int, int]:
+    (node_id, gpu_id), _ = item
+    return node_id, -1 if gpu_id is None else gpu_id
