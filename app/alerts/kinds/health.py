@@ -30,7 +30,8 @@ def index(ctx: EvalContext) -> dict[tuple[str, str], list[Entry]]:
     """(target, state value) → the entries in that state, by hostname then GPU order, built
     once per evaluation from :meth:`EvalContext.health`."""
     if _CACHE in ctx.cache:
-        return ctx.cache[_CACHE]  # type: ignore[no-any-return]
+        cached: dict[tuple[str, str], list[Entry]] = ctx.cache[_CACHE]
+        return cached
     by_host = {n.hostname: n for n in ctx.nodes.values()}
     uuids = {g.uuid: g.id for g in ctx.gpus.values()}
     out: dict[tuple[str, str], list[Entry]] = {}
@@ -61,6 +62,7 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
     found = [e for state in cond.states for e in entries.get((cond.target, state), [])]
     found.sort(key=lambda e: (e.hostname, -1 if e.gpu_id is None else e.gpu_id))
     out = []
+    identity: tuple[str, ...]
     for e in found:
         if cond.codes and not any(c in cond.codes for c in e.codes):
             continue
@@ -76,7 +78,11 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
             identity, entity = (e.hostname, e.uuid), ctx.gpu_entity(e.gpu_id)
         out.append(
             Observation(
-                {**labels, "health": e.state.value}, identity, float(SEVERITY[e.state]), True, entity
+                {**labels, "health": e.state.value},
+                identity,
+                float(SEVERITY[e.state]),
+                True,
+                entity,
             )
         )
     return out
