@@ -17,6 +17,7 @@ from sqlalchemy import select, text, update
 
 from app.alerts import service as alert_service
 from app.alerts import store
+from app.alerts import evaluator
 from app.alerts.evaluator import evaluate
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
 from app.db import make_engine, make_session_factory, session_scope
@@ -206,6 +207,39 @@ def test_a_rule_whose_stored_spec_is_broken_fails_alone(url: str) -> None:
 
     assert (report.rules, list(report.failed)) == (1, ["a-broken"])
     assert alert_states(url) == {("hot", "node-a/0"): ("firing", 90.0)}
+
+
+@pytest.mark.parametrize("phase", ["observe", "apply_rule"])
+def test_a_rule_failing_in_the_database_fails_alone_and_the_others_write_once(
+    url: str, monkeypatch: pytest.MonkeyPatch, phase: str
+) -> None:
+    store_payload(url, hot_batch(NOW), received_at=NOW)
+    rules = [{"name": name, "condition": HOT} for name in ("hot", "m-fails", "z-hot")]
+    add_rules(url, *rules)
+    real = getattr(evaluator, phase)
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)  # the rule's writes happen, then its transaction breaks
+        spec = kwargs.get("spec", args[-1] if args else None)
+        if spec.name == "m-fails":
+            session = args[0].session if args else kwargs["session"]
+            session.execute(text("SELECT * FROM no_such_table"))
+        return result
+
+    monkeypatch.setattr(evaluator, phase, failing)
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            report = evaluate(session, now=NOW, health_rules=DEFAULT_RULES)
+    finally:
+        engine.dispose()
+
+    assert (report.rules, list(report.failed)) == (2, ["m-fails"])
+    assert alert_states(url) == {
+        ("hot", "node-a/0"): ("firing", 90.0),
+        ("z-hot", "node-a/0"): ("firing", 90.0),
+    }
+    assert [(f, t) for f, t, _, _ in events(url)] == [("inactive", "firing")] * 2
 
 
 WORKER = """
