@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text, update
 
+from app.alerts import evaluator, store
 from app.alerts import service as alert_service
-from app.alerts import store
-from app.alerts import evaluator
 from app.alerts.evaluator import evaluate
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
 from app.db import make_engine, make_session_factory, session_scope
