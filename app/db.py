@@ -6,12 +6,15 @@ are reached through SQLAlchemy 2; the schema itself comes only from Alembic (``m
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
+import orjson
 from fastapi import Depends, Request
 from sqlalchemy import DateTime, MetaData, Numeric, String, create_engine, event, func
 from sqlalchemy.engine import Engine, make_url
@@ -119,6 +122,24 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def json_loads(document: str | bytes) -> Any:
+    """A JSON column's value: parsed by orjson (3 × faster than ``json``: the alert evaluator
+    reads the labels of every active instance each tick), by ``json`` when a number has 20
+    digits or more (orjson turns an integer beyond 64 bits into a float; ``json`` keeps it
+    exact) or orjson refuses the document."""
+    long_digits = _LONG_BYTES if isinstance(document, bytes) else _LONG_TEXT
+    if long_digits.search(document) is None:  # type: ignore[arg-type]
+        try:
+            return orjson.loads(document)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(document)
+
+
+_LONG_TEXT = re.compile(r"[0-9]{20}")
+_LONG_BYTES = re.compile(rb"[0-9]{20}")
+
+
 def make_engine(url: str) -> Engine:
     """Create an engine for ``url`` (``sqlite:///…`` or ``postgresql://…``).
 
@@ -158,7 +179,12 @@ def make_engine(url: str) -> Engine:
     # reports the rows actually inserted (ON CONFLICT DO NOTHING) and is several times faster
     # here than one huge multi-row statement per page (bench/ingest_rate.py).
     engine = create_engine(
-        parsed, pool_pre_ping=True, pool_size=10, max_overflow=10, use_insertmanyvalues=False
+        parsed,
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=10,
+        use_insertmanyvalues=False,
+        json_deserializer=json_loads,
     )
 
     @event.listens_for(engine, "connect")
