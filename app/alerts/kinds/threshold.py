@@ -133,7 +133,7 @@ def _index(
         # Comprehensions and a key sort, not a loop of tuples: ~100 values dicts of 8,000
         # entries per evaluation took ~1 s the plain way.
         order = list(values)
-        vals = list(values.values())
+        vals: list[Any] = list(values.values())
         missing = [i for i, v in enumerate(vals) if v is None or v != v]
         present = [i for i, v in enumerate(vals) if v is not None and v == v] if missing else None
         positions = sorted(range(len(vals)) if present is None else present, key=vals.__getitem__)
