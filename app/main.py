@@ -148,7 +148,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 "interval_s": settings.health_refresh_interval_s,
                 "recheck_after_s": settings.health_recheck_s,
             }
-            wake_ups: dict[str, Callable[[], None]] = {}
+            wake_ups: dict[str, Callable[[str], None]] = {}
             if settings.alerts_enabled:
                 evaluator = AlertEvaluator(
                     engine,
@@ -176,11 +176,13 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 )
             app.state.health_refresher.start()
             # Batches stored by web processes without the jobs (fleetwatch serve --no-jobs).
-            wake_ups[wakeups.INGEST_CHANNEL] = app.state.health_refresher.wake
+            refresher = app.state.health_refresher
+            wake_ups[wakeups.INGEST_CHANNEL] = lambda _payload: refresher.wake()
             if settings.notify_enabled:
                 app.state.notify_jobs = NotifyJobs(settings, app.state.session_factory)
                 app.state.notify_jobs.start()
-                wake_ups[wakeups.OUTBOX_CHANNEL] = app.state.notify_jobs.wake
+                jobs = app.state.notify_jobs
+                wake_ups[wakeups.OUTBOX_CHANNEL] = lambda _payload: jobs.wake()
                 wakeups.subscribe(wakeups.OUTBOX_CHANNEL, app.state.notify_jobs.wake)
                 scheduler.add_job(
                     app.state.notify_jobs.job,

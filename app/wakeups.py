@@ -65,13 +65,14 @@ def _fire(channel: str) -> None:
             log.exception("wake-up callback of %s failed", channel)
 
 
-def signal_on_commit(session: Session, channel: str) -> None:
+def signal_on_commit(session: Session, channel: str, payload: str = "") -> None:
     """Wake ``channel``'s subscribers when the session's transaction commits (nothing on
-    rollback). On Postgres also ``pg_notify(channel)`` in the transaction, so other processes
-    hear it at the same commit."""
+    rollback). On Postgres also ``pg_notify(channel, payload)`` in the transaction, so other
+    processes hear it at the same commit (with ``payload``; subscribers in this process are
+    called without it)."""
     conn = session.connection()  # a transaction is open, so its rollback clears the mark
     if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_notify(:c, '')"), {"c": channel})
+        conn.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": payload})
     session.info.setdefault(_INFO_KEY, set()).add(channel)
 
 
@@ -89,10 +90,10 @@ def _after_rollback(session: Session, previous_transaction: SessionTransaction) 
         session.info.pop(_INFO_KEY, None)
 
 
-def notify_now(engine: Engine, channel: str) -> None:
-    """``NOTIFY channel`` at once (autocommit); Postgres only. Errors propagate."""
+def notify_now(engine: Engine, channel: str, payload: str = "") -> None:
+    """``NOTIFY channel, payload`` at once (autocommit); Postgres only. Errors propagate."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("SELECT pg_notify(:c, '')"), {"c": channel})
+        conn.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": payload})
 
 
 def libpq_url(engine: Engine) -> str:
@@ -102,13 +103,14 @@ def libpq_url(engine: Engine) -> str:
 
 class PgListener:
     """A daemon thread ``LISTEN``\\ ing on ``callbacks``' channels on its own connection and
-    calling each channel's callback for each notification (also this process's own).
+    calling each channel's callback with each notification's payload (also this process's
+    own; an empty payload after a reconnect, when notifications may have been missed).
 
     ``retry_s``: seconds between reconnection attempts after the connection is lost.
     """
 
     def __init__(
-        self, conninfo: str, callbacks: Mapping[str, Callable[[], None]], *, retry_s: float = 2.0
+        self, conninfo: str, callbacks: Mapping[str, Callable[[str], None]], *, retry_s: float = 2.0
     ) -> None:
         self.conninfo = conninfo
         self.callbacks = dict(callbacks)
@@ -132,12 +134,12 @@ class PgListener:
                     # Every channel wakes at once after a reconnect: a notification sent while
                     # the connection was down is gone.
                     for callback in self.callbacks.values():
-                        callback()
+                        callback("")
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
                             heard = self.callbacks.get(note.channel)
                             if heard is not None:
-                                heard()
+                                heard(note.payload)
             except Exception:
                 if self._stop.is_set():
                     return

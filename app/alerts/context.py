@@ -7,6 +7,7 @@ import fnmatch
 import hashlib
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -71,6 +72,10 @@ class EvalContext:
     nodes: dict[int, NodeInfo]
     gpus: dict[int, GpuInfo]
     fresh_node_ids: set[int]
+    #: The nodes a node-scoped evaluation (a wake-up for the nodes whose batches changed) was
+    #: loaded for; None: the whole fleet. ``nodes`` and ``gpus`` then hold only those, and an
+    #: empty scope means them, not every node.
+    only_nodes: frozenset[int] | None = None
     cache: dict[str, Any] = field(default_factory=dict)
     _scopes: dict[str, set[int] | None] = field(default_factory=dict)
     _scope_keys: dict[int, tuple[Scope, str]] = field(default_factory=dict)
@@ -93,9 +98,10 @@ class EvalContext:
         return entry[1]
 
     def scoped_nodes(self, scope: Scope) -> set[int] | None:
-        """Node ids within ``scope`` (None: every node), cached per distinct scope."""
+        """Node ids within ``scope`` (None: every node of the fleet), cached per distinct
+        scope; in a node-scoped evaluation never None (at most the nodes loaded)."""
         if not scope.labels and not scope.nodes:
-            return None
+            return None if self.only_nodes is None else set(self.nodes)
         key = self._key(scope)
         if key not in self._scopes:
             patterns = [re.compile(fnmatch.translate(p), re.IGNORECASE) for p in scope.nodes]
@@ -148,6 +154,8 @@ class EvalContext:
             nodes = health_current.list_states(
                 self.session, stale_after_s=self.stale_after_s, now=self.now
             )
+            if self.only_nodes is not None:
+                nodes = [n for n in nodes if n.node_id in self.only_nodes]
             self._health, _ = health_current.health_of(
                 self.session, nodes=nodes, rules=self.health_rules, now=self.now
             )
@@ -182,8 +190,31 @@ class EvalContext:
         return f"{self.nodes[gpu.node_id].hostname} GPU {gpu.index}"
 
 
-def load_context(session: Session, *, now: datetime, health_rules: HealthRules) -> EvalContext:
-    """Read the inventory (two queries) for one evaluation at ``now``."""
+def load_context(
+    session: Session,
+    *,
+    now: datetime,
+    health_rules: HealthRules,
+    node_ids: Collection[int] | None = None,
+) -> EvalContext:
+    """Read the inventory (two queries) for one evaluation at ``now``: of the whole fleet, or
+    of ``node_ids`` only (a node-scoped evaluation, see :attr:`EvalContext.only_nodes`)."""
+    node_query = select(
+        Node.id,
+        Node.hostname,
+        Node.labels,
+        Node.created_at,
+        Node.last_seen_at,
+        Node.last_sample_at,
+        Node.clock_skew_s,
+    )
+    gpu_query = select(
+        Gpu.id, Gpu.node_id, Gpu.index, Gpu.uuid, Gpu.name, Gpu.state, Gpu.last_seen_at
+    )
+    only = None if node_ids is None else frozenset(node_ids)
+    if only is not None:
+        node_query = node_query.where(Node.id.in_(sorted(only)))
+        gpu_query = gpu_query.where(Gpu.node_id.in_(sorted(only)))
     nodes = {
         n.id: NodeInfo(
             n.id,
@@ -194,29 +225,14 @@ def load_context(session: Session, *, now: datetime, health_rules: HealthRules) 
             n.last_sample_at,
             n.clock_skew_s,
         )
-        for n in session.execute(
-            select(
-                Node.id,
-                Node.hostname,
-                Node.labels,
-                Node.created_at,
-                Node.last_seen_at,
-                Node.last_sample_at,
-                Node.clock_skew_s,
-            )
-        )
+        for n in session.execute(node_query)
     }
-    gpus = {
-        row[0]: GpuInfo(*row)
-        for row in session.execute(
-            select(Gpu.id, Gpu.node_id, Gpu.index, Gpu.uuid, Gpu.name, Gpu.state, Gpu.last_seen_at)
-        )
-    }
+    gpus = {row[0]: GpuInfo(*row) for row in session.execute(gpu_query)}
     cutoff = now - timedelta(seconds=health_rules.stale_after_s)
     fresh = {
         n.id for n in nodes.values() if n.last_seen_at is not None and n.last_seen_at >= cutoff
     }
-    return EvalContext(session, now, health_rules, nodes, gpus, fresh)
+    return EvalContext(session, now, health_rules, nodes, gpus, fresh, only)
 
 
 def fingerprint(rule_name: str, identity: tuple[str, ...]) -> str:

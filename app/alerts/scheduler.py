@@ -18,7 +18,8 @@ turns.
 Between ticks, :meth:`AlertEvaluator.wake` (after a batch with an event or a GPU state change
 is stored, or the stored health changed) runs the event-driven rules
 (:func:`app.alerts.triggers.is_event_driven`) after ``debounce_s``, so a burst of batches is
-evaluated once. A process that is not the leader passes the wake-up on with ``NOTIFY`` on
+evaluated once, for the nodes the wake-ups named (merged; see
+:func:`app.alerts.evaluator.evaluate`'s ``nodes``). A process that is not the leader passes the wake-up on with ``NOTIFY`` on
 :data:`app.wakeups.ALERTS_CHANNEL`, which the leader's :class:`app.wakeups.PgListener` turns
 into :meth:`AlertEvaluator.wake_from_peer`.
 """
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 
 from sqlalchemy import text
@@ -36,7 +37,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.evaluator import EvaluationReport, evaluate
 from app.alerts.spec import RuleSpec
-from app.alerts.triggers import is_event_driven
+from app.alerts.triggers import MAX_WAKE_NODES, is_event_driven, parse_wake_payload, wake_payload
 from app.db import make_session_factory, session_scope, utcnow
 from app.health.rules import HealthRules
 from app.wakeups import ALERTS_CHANNEL, notify_now
@@ -88,6 +89,10 @@ class AlertEvaluator:
         self.debounce_s = debounce_s
         self._woken = threading.Event()
         self._woken_here = False
+        # The nodes the pending wake-ups named; None once one named none (the whole fleet).
+        self._wake_lock = threading.Lock()
+        self._wake_nodes: set[int] | None = set()
+        self._wake_here_nodes: set[int] | None = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -128,11 +133,16 @@ class AlertEvaluator:
             self._conn = None
 
     def run_once(
-        self, *, now: datetime | None = None, lane: str | None = None
+        self,
+        *,
+        now: datetime | None = None,
+        lane: str | None = None,
+        nodes: Collection[int] | None = None,
     ) -> EvaluationReport | None:
         """One tick if this process leads: the ``lane`` named (see :data:`LANES`), or every
         lane one after the other, each in its own transaction; returns the report (lanes
-        summed), else None.
+        summed), else None. ``nodes``: evaluate those nodes only (a wake-up's; see
+        :func:`~app.alerts.evaluator.evaluate`).
 
         Raises:
             KeyError: no such lane.
@@ -140,14 +150,16 @@ class AlertEvaluator:
         lanes = list(LANES) if lane is None else [lane]
         total: EvaluationReport | None = None
         for name in lanes:
-            report = self._run_lane(name, now)
+            report = self._run_lane(name, now, nodes)
             if report is None:
                 return None
             total = report if total is None else _sum(total, report)
         self.last_report = total
         return total
 
-    def _run_lane(self, lane: str, now: datetime | None) -> EvaluationReport | None:
+    def _run_lane(
+        self, lane: str, now: datetime | None, nodes: Collection[int] | None
+    ) -> EvaluationReport | None:
         key, only = LANES[lane]
         with self._lane_locks[lane]:
             with self._lead_lock:
@@ -157,7 +169,9 @@ class AlertEvaluator:
             with session_scope(self.factory) as session:
                 if self.postgres:
                     session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
-                    return evaluate(session, now=at, health_rules=self.health_rules, only=only)
+                    return evaluate(
+                        session, now=at, health_rules=self.health_rules, only=only, nodes=nodes
+                    )
                 with session_scope(self.read_factory) as reader:
                     return evaluate(
                         session,
@@ -165,6 +179,7 @@ class AlertEvaluator:
                         health_rules=self.health_rules,
                         read_session=reader,
                         only=only,
+                        nodes=nodes,
                     )
 
     def job(self) -> None:
@@ -182,15 +197,23 @@ class AlertEvaluator:
         except Exception:
             log.exception("alert evaluation failed")
 
-    def wake(self) -> None:
+    def wake(self, node_ids: Iterable[int] | None = None) -> None:
         """A change was committed in this process: evaluate the event-driven rules after the
-        debounce (the leader), or ask the leader to (``NOTIFY``). Never blocks."""
-        self._woken_here = True
+        debounce (the leader), or ask the leader to (``NOTIFY``). ``node_ids``: the nodes whose
+        data changed; the woken evaluation reads and steps only those (None: every node).
+        Never blocks."""
+        with self._wake_lock:
+            self._wake_nodes = _merged(self._wake_nodes, node_ids)
+            self._wake_here_nodes = _merged(self._wake_here_nodes, node_ids)
+            self._woken_here = True
         self._woken.set()
 
-    def wake_from_peer(self) -> None:
-        """A ``NOTIFY`` arrived: evaluate after the debounce if this process leads; never
-        passed on again (processes that do not lead would echo it to each other)."""
+    def wake_from_peer(self, payload: str = "") -> None:
+        """A ``NOTIFY`` arrived (its payload from :func:`wake_payload`: the nodes, or empty
+        for every node): evaluate after the debounce if this process leads; never passed on
+        again (processes that do not lead would echo it to each other)."""
+        with self._wake_lock:
+            self._wake_nodes = _merged(self._wake_nodes, parse_wake_payload(payload))
         self._woken.set()
 
     def _loop(self) -> None:
@@ -199,15 +222,19 @@ class AlertEvaluator:
             self._stop.wait(self.debounce_s)
             if self._stop.is_set():
                 return
-            self._woken.clear()
-            here, self._woken_here = self._woken_here, False
+            with self._wake_lock:
+                self._woken.clear()
+                here, self._woken_here = self._woken_here, False
+                nodes, self._wake_nodes = self._wake_nodes, set()
+                here_nodes, self._wake_here_nodes = self._wake_here_nodes, set()
             try:
-                report = self.run_once(lane="event")
+                report = self.run_once(lane="event", nodes=nodes)
                 if report is None and here and self.postgres:
-                    notify_now(self.engine, ALERTS_CHANNEL)
+                    notify_now(self.engine, ALERTS_CHANNEL, wake_payload(here_nodes))
                 elif report is not None and (report.transitions or report.failed):
                     log.info(
-                        "alert evaluation (woken): %d rules, %d transitions, %.3f s",
+                        "alert evaluation (woken, %s): %d rules, %d transitions, %.3f s",
+                        "every node" if nodes is None else f"{len(nodes)} node(s)",
                         report.rules,
                         report.transitions,
                         report.duration_s,
@@ -235,6 +262,13 @@ class AlertEvaluator:
         finally:
             for lock in set(self._lane_locks.values()):
                 lock.release()
+
+
+def _merged(pending: set[int] | None, node_ids: Iterable[int] | None) -> set[int] | None:
+    if pending is None or node_ids is None:
+        return None
+    merged = pending | set(node_ids)
+    return None if len(merged) > MAX_WAKE_NODES else merged
 
 
 def _sum(a: EvaluationReport, b: EvaluationReport) -> EvaluationReport:

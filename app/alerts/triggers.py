@@ -10,7 +10,7 @@ thresholds, rates, absence, drift and ``for`` expiry stay on the timer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from app.alerts.spec import EventCondition, HealthCondition, RuleSpec, ThresholdCondition
@@ -46,12 +46,40 @@ def batch_wakes_alerts(batch: Any, result: Any) -> bool:
     return any(gpu.state != "ok" for gpu in batch.head.gpus)
 
 
+#: A wake-up naming more nodes than this evaluates the whole fleet (a NOTIFY payload holds
+#: at most 8,000 bytes; past a few hundred nodes one fleet read costs less anyway).
+MAX_WAKE_NODES = 500
+_PAYLOAD_PREFIX = "nodes:"
+
+
+def wake_payload(node_ids: Collection[int] | None) -> str:
+    """The ``NOTIFY`` payload naming ``node_ids`` (``nodes:1,2,3``; empty: every node)."""
+    if node_ids is None or len(node_ids) > MAX_WAKE_NODES:
+        return ""
+    return _PAYLOAD_PREFIX + ",".join(str(i) for i in sorted(node_ids))
+
+
+def parse_wake_payload(payload: str) -> set[int] | None:
+    """The nodes a :func:`wake_payload` names; None (every node) for an empty payload or one
+    this version does not understand (a wake-up is a hint: when in doubt, evaluate all)."""
+    if not payload.startswith(_PAYLOAD_PREFIX):
+        return None
+    try:
+        ids = {int(part) for part in payload[len(_PAYLOAD_PREFIX) :].split(",")}
+    except ValueError:
+        return None
+    return ids if 0 < len(ids) <= MAX_WAKE_NODES else None
+
+
 class AlertingHealthRefresher(HealthRefresher):
     """The stored-health refresher (:class:`app.health.jobs.HealthRefresher`) that also calls
-    ``on_change`` after a refresh that changed a node's health, so health rules see the new
-    state as soon as it is stored rather than at the evaluator's next tick."""
+    ``on_change`` with the ids of the nodes whose health changed after a refresh that changed
+    one, so health rules see the new state as soon as it is stored rather than at the
+    evaluator's next tick (and evaluate those nodes only)."""
 
-    def __init__(self, *args: Any, on_change: Callable[[], None], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, on_change: Callable[[Collection[int]], None], **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.on_change = on_change
 
@@ -59,5 +87,5 @@ class AlertingHealthRefresher(HealthRefresher):
         """One refresh (see the parent); ``on_change`` after its commit when a node changed."""
         report = super().run_once()
         if report is not None and report.changed:
-            self.on_change()
+            self.on_change(report.changed_ids)
         return report

@@ -47,6 +47,8 @@ class RefreshReport:
     changed: int
     version: int
     duration_s: float
+    #: The nodes whose answer changed (``changed`` of them).
+    changed_ids: tuple[int, ...] = ()
 
 
 #: Latest values read at each evaluation: what the checks read and what the summary shows.
@@ -121,17 +123,21 @@ def refresh(
         if node_ids is not None
         else due_nodes(session, now=now, recheck_after_s=recheck_after_s)
     )
-    evaluated = changed = 0
+    evaluated = 0
+    changed: list[int] = []
     for start in range(0, len(ids), CHUNK):
         n, c = _refresh_chunk(session, ids[start : start + CHUNK], rules=rules, now=now)
-        evaluated, changed = evaluated + n, changed + c
+        evaluated += n
+        changed += c
     version = session.scalar(select(func.coalesce(func.max(STATE.c.version), 0)))
-    return RefreshReport(evaluated, changed, int(version or 0), time.monotonic() - began)
+    return RefreshReport(
+        evaluated, len(changed), int(version or 0), time.monotonic() - began, tuple(changed)
+    )
 
 
 def _refresh_chunk(
     session: Session, ids: list[int], *, rules: HealthRules, now: datetime
-) -> tuple[int, int]:
+) -> tuple[int, list[int]]:
     views = fleet_service.list_node_rows(
         session,
         stale_after_s=rules.stale_after_s,
@@ -184,7 +190,7 @@ def _refresh_chunk(
         session.execute(by_node, [c | {"version": next(versions)} for c in changes])
     if touches:
         session.execute(by_node, touches)
-    return len(views), len(inserts) + len(changes)
+    return len(views), [i["b_node_id"] for i in inserts] + [c["b_node_id"] for c in changes]
 
 
 def _by_column(values: dict[str, Any]) -> dict[str, Any]:

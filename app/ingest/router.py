@@ -98,7 +98,8 @@ async def ingest(
                 # doubled the pool checkouts of every batch at 1,000 nodes).
                 wakeups.signal_on_commit(session, wakeups.INGEST_CHANNEL)
                 if alert_triggers.batch_wakes_alerts(batch, stored):
-                    wakeups.signal_on_commit(session, wakeups.ALERTS_CHANNEL)
+                    payload = alert_triggers.wake_payload([node.id])
+                    wakeups.signal_on_commit(session, wakeups.ALERTS_CHANNEL, payload)
             return stored
 
     result = await run_in_threadpool(_store)
@@ -108,7 +109,7 @@ async def ingest(
     evaluator = getattr(request.app.state, "alert_evaluator", None)
     wakes_alerts = alert_triggers.batch_wakes_alerts(batch, result)
     if evaluator is not None and wakes_alerts:
-        evaluator.wake()  # event and GPU-state rules now, not at the next tick
+        evaluator.wake([node_id])  # event and GPU-state rules of this node now
     return result
 
 

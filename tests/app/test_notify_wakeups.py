@@ -99,21 +99,29 @@ def test_a_postgres_listener_hears_the_commit_and_not_the_rollback(postgres_url:
     engine = make_engine(postgres_url)
     factory = make_session_factory(engine)
     heard = threading.Event()
-    listener = wakeups.PgListener(wakeups.libpq_url(engine), {wakeups.OUTBOX_CHANNEL: heard.set})
+    payloads: list[str] = []
+
+    def hear(payload: str) -> None:
+        payloads.append(payload)
+        heard.set()
+
+    listener = wakeups.PgListener(wakeups.libpq_url(engine), {wakeups.OUTBOX_CHANNEL: hear})
     listener.start()
     try:
         assert listener.listening.wait(10)
         assert heard.wait(5)  # the wake-up every channel gets after (re)connecting
+        assert payloads == [""]
         heard.clear()
         with factory() as session:
-            wakeups.signal_on_commit(session, wakeups.OUTBOX_CHANNEL)
+            wakeups.signal_on_commit(session, wakeups.OUTBOX_CHANNEL, "rolled-back")
             session.rollback()
         assert not heard.wait(1.5)
 
         with session_scope(factory) as session:
-            wakeups.signal_on_commit(session, wakeups.OUTBOX_CHANNEL)
+            wakeups.signal_on_commit(session, wakeups.OUTBOX_CHANNEL, "nodes:7")
 
         assert heard.wait(5)
+        assert payloads == ["", "nodes:7"]
     finally:
         listener.close()
         engine.dispose()

@@ -9,9 +9,11 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
+from sqlalchemy import select
 
 from app.config import load_settings
 from app.db import make_engine, make_session_factory, session_scope
+from app.fleet.models import Node
 from app.fleet.pages import live_version
 from app.health import state
 from app.health.jobs import HealthRefresher
@@ -32,6 +34,16 @@ def refresh(server: LiveServer) -> state.RefreshReport:
             return state.refresh(
                 session, rules=rules_from_settings(server.settings), now=datetime.now(UTC)
             )
+    finally:
+        engine.dispose()
+
+
+def node_id(server: LiveServer, hostname: str) -> int:
+    """The id of node ``hostname``."""
+    engine = make_engine(server.settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            return session.scalars(select(Node.id).where(Node.hostname == hostname)).one()
     finally:
         engine.dispose()
 
@@ -67,7 +79,9 @@ def test_the_refresh_answers_204_until_what_it_shows_changes(server: LiveServer)
 
     # gpu-a-1 gets an Xid 79 on GPU 0: stored after a refresh, its tile and the version change.
     xid_79_on_gpu_a_1(server)
-    assert refresh(server).changed == 1
+    report = refresh(server)
+    assert report.changed == 1
+    assert report.changed_ids == (node_id(server, "gpu-a-1"),)  # what wakes the alerts for it
     changed = httpx.get(f"{server.url}/fleet/_nodes", params={"seen": version}, timeout=30)
     assert changed.status_code == 200 and changed.headers["X-Live-Version"] != version
     cells = cells_of(tiles_of(changed.text)["gpu-a-1"])

@@ -63,6 +63,6 @@ def windowed(
         t.c.sampled_at >= lower,  # index range; the per-node bound below is exact
         within(ctx, t.c.sampled_at, Node.last_sample_at, window_s),
     ]
-    if len(node_ids) < len(ctx.nodes):
+    if ctx.only_nodes is not None or len(node_ids) < len(ctx.nodes):
         conditions.append(Node.id.in_(sorted(node_ids)))
     return stmt.where(and_(*conditions))

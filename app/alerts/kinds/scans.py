@@ -136,7 +136,7 @@ def _fresh_gpus(ctx: EvalContext, window_s: float, *columns: Any) -> Any:
         return None
     stmt = select(*columns).select_from(Gpu).join(Node, Node.id == Gpu.node_id)
     stmt = stmt.where(within(ctx, Gpu.last_sample_at, Node.last_sample_at, window_s))
-    if len(node_ids) < len(ctx.nodes):
+    if ctx.only_nodes is not None or len(node_ids) < len(ctx.nodes):
         stmt = stmt.where(Node.id.in_(sorted(node_ids)))
     return stmt
 

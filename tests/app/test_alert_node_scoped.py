@@ -1,0 +1,132 @@
+"""Node-scoped wake-ups: a batch that brings a change wakes the evaluator for its node only;
+that evaluation reads and steps only that node's entities, leaving every other instance as it
+was until an evaluation of the whole fleet."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from app.alerts.scheduler import AlertEvaluator
+from app.alerts.triggers import MAX_WAKE_NODES, parse_wake_payload, wake_payload
+from app.db import make_engine, make_session_factory, session_scope
+from app.fleet.models import Node
+from app.health.rules import DEFAULT_RULES
+from tests.dbs import wipe
+from tests.factories import add_rules, alert_states, batch, gpu, sample, store_payload, wipe_alerts
+
+NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
+XID = {"kind": "event", "event_kinds": ["xid"], "xids": [79], "window": "10m"}
+HOSTS = ("node-a", "node-b")
+
+
+@pytest.fixture
+def url(db_url: str) -> Iterator[str]:
+    yield db_url
+    wipe_alerts(db_url)
+    wipe(db_url)
+
+
+def _xid_batch(hostname: str, at: datetime) -> dict[str, Any]:
+    g = gpu(0, hostname=hostname)
+    payload = batch(hostname, gpus=[g], samples_per_gpu=0)
+    payload["samples"] = [sample(g, at, temp_c=60)]
+    payload["events"] = [
+        {
+            "kind": "xid",
+            "occurred_at": at.isoformat().replace("+00:00", "Z"),
+            "gpu_uuid": g["uuid"],
+            "xid": 79,
+            "message": "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.",
+        }
+    ]
+    return payload
+
+
+def _fleet(url: str) -> dict[str, int]:
+    for hostname in HOSTS:
+        store_payload(url, _xid_batch(hostname, NOW), received_at=NOW)
+    add_rules(url, {"name": "xid", "condition": XID})
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            return {h: i for h, i in session.execute(select(Node.hostname, Node.id))}
+    finally:
+        engine.dispose()
+
+
+def _states(url: str) -> dict[str, str]:
+    return {entity.split("/")[0]: state for (_, entity), (state, _) in alert_states(url).items()}
+
+
+def test_a_node_scoped_evaluation_steps_only_that_nodes_instances(url: str) -> None:
+    ids = _fleet(url)
+    engine = make_engine(url)
+    evaluator = AlertEvaluator(engine, make_session_factory(engine), health_rules=DEFAULT_RULES)
+    try:
+        report = evaluator.run_once(now=NOW, lane="event", nodes=[ids["node-a"]])
+        assert report is not None and (report.rules, report.transitions) == (1, 1)
+        assert _states(url) == {"node-a": "firing"}
+
+        evaluator.run_once(now=NOW + timedelta(seconds=1), lane="event")
+        assert _states(url) == {"node-a": "firing", "node-b": "firing"}
+
+        # Both Xids are out of the window now; node-b alone is looked at: node-a keeps firing
+        # (its entities were neither read nor stepped), node-b resolves.
+        later = NOW + timedelta(minutes=11)
+        report = evaluator.run_once(now=later, lane="event", nodes=[ids["node-b"]])
+        assert report is not None and report.transitions == 1
+        assert _states(url) == {"node-a": "firing", "node-b": "resolved"}
+
+        evaluator.run_once(now=later + timedelta(seconds=1), lane="event")
+        assert _states(url) == {"node-a": "resolved", "node-b": "resolved"}
+    finally:
+        evaluator.close()
+        engine.dispose()
+
+
+def _until(check: Callable[[], bool], timeout_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def test_a_wake_up_naming_a_node_evaluates_that_node_and_an_empty_payload_every_node(
+    url: str,
+) -> None:
+    ids = _fleet(url)
+    engine = make_engine(url)
+    evaluator = AlertEvaluator(
+        engine, make_session_factory(engine), health_rules=DEFAULT_RULES, debounce_s=0.05
+    )
+    evaluator.start()
+    try:
+        evaluator.wake([ids["node-b"]])
+        assert _until(lambda: _states(url) == {"node-b": "firing"})
+        time.sleep(0.5)
+        assert _states(url) == {"node-b": "firing"}
+
+        evaluator.wake_from_peer("")  # a peer's wake-up without nodes: the whole fleet
+        assert _until(lambda: _states(url) == {"node-a": "firing", "node-b": "firing"})
+    finally:
+        evaluator.close()
+        engine.dispose()
+
+
+def test_a_peer_payload_names_nodes_and_anything_unexpected_means_every_node() -> None:
+    assert wake_payload([3, 1, 2]) == "nodes:1,2,3"
+    assert parse_wake_payload(wake_payload([3, 1, 2])) == {1, 2, 3}
+    assert wake_payload(None) == ""
+    assert wake_payload(range(MAX_WAKE_NODES + 1)) == ""
+    for odd in ("", "nodes:", "nodes:1,x", "nodes:1;2", "hosts:1", "nodes:" + "1," * 3):
+        assert parse_wake_payload(odd) is None, odd
+    too_many = "nodes:" + ",".join(str(i) for i in range(MAX_WAKE_NODES + 1))
+    assert parse_wake_payload(too_many) is None
