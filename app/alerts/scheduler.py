@@ -19,9 +19,10 @@ Between ticks, :meth:`AlertEvaluator.wake` (after a batch with an event or a GPU
 is stored, or the stored health changed) runs the event-driven rules
 (:func:`app.alerts.triggers.is_event_driven`) after ``debounce_s``, so a burst of batches is
 evaluated once, for the nodes the wake-ups named (merged; see
-:func:`app.alerts.evaluator.evaluate`'s ``nodes``). A process that is not the leader passes the wake-up on with ``NOTIFY`` on
-:data:`app.wakeups.ALERTS_CHANNEL`, which the leader's :class:`app.wakeups.PgListener` turns
-into :meth:`AlertEvaluator.wake_from_peer`.
+:func:`app.alerts.evaluator.evaluate`'s ``nodes``). A process that is not the leader passes
+the wake-up on with ``NOTIFY`` on :data:`app.wakeups.ALERTS_CHANNEL` (payload
+:func:`app.alerts.triggers.wake_payload`), which the leader's
+:class:`app.wakeups.PgListener` turns into :meth:`AlertEvaluator.wake_from_peer`.
 """
 
 from __future__ import annotations
