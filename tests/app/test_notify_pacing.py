@@ -157,9 +157,10 @@ def test_the_last_attempt_happens_inside_the_deadline(env: Env) -> None:
     with receiver([Answer(500, b"down")]) as hook:
         delivery.add_channel(env, hook.url + "/hook")
         env.alerts.transition("gpu-lost", "n1", "firing")
-        # Backoff 1 s then 2 s: the second retry would come after the 1.5-s deadline.
+        # Backoff 2 s then 4 s: the second retry would come after the 3-s deadline. (At 1 s /
+        # 1.5 s the 0.25-s margins failed once in a loaded full run.)
         worker = make_worker(
-            env, deadline_s=1.5, backoff_base_s=1.0, backoff_cap_s=10.0, last_try_margin_s=0.25
+            env, deadline_s=3.0, backoff_base_s=2.0, backoff_cap_s=20.0, last_try_margin_s=0.5
         )
         drain(env, worker)
         worker.close()
@@ -167,7 +168,7 @@ def test_the_last_attempt_happens_inside_the_deadline(env: Env) -> None:
     assert row.status == "failed" and row.attempts == 3 == len(hook.requests)
     assert row.last_error == "gave up at the deadline after 3 attempts: Webhook: HTTP 500: down"
     last_at = hook.requests[-1].at - hook.requests[0].at
-    assert 1.0 < last_at < 1.5
+    assert 2.0 < last_at < 3.0
 
 
 @pytest.mark.parametrize(
