@@ -152,10 +152,11 @@ class EvalContext:
             from app.health import current as health_current
 
             nodes = health_current.list_states(
-                self.session, stale_after_s=self.stale_after_s, now=self.now
+                self.session,
+                stale_after_s=self.stale_after_s,
+                now=self.now,
+                node_ids=self.only_nodes,
             )
-            if self.only_nodes is not None:
-                nodes = [n for n in nodes if n.node_id in self.only_nodes]
             self._health, _ = health_current.health_of(
                 self.session, nodes=nodes, rules=self.health_rules, now=self.now
             )

@@ -233,16 +233,21 @@ def apply_rule(
     return len(changes)
 
 
-def active_instances(session: Session, rule_ids: list[int]) -> dict[int, dict[str, Any]]:
+def active_instances(
+    session: Session, rule_ids: list[int], *, hostnames: list[str] | None = None
+) -> dict[int, dict[str, Any]]:
     """The pending and firing instances of ``rule_ids`` (rule id → fingerprint → Core row) in
     one statement, for :func:`apply_rule`'s ``active`` (a wake-up over 135 rules was 135
-    reads)."""
+    reads); with ``hostnames``, only those whose label ``hostname`` is one of them (a
+    node-scoped evaluation)."""
     out: dict[int, dict[str, Any]] = {rule_id: {} for rule_id in rule_ids}
-    if not rule_ids:
+    if not rule_ids or hostnames == []:
         return out
     query = select(_T.c.rule_id, *(_T.c[c] for c in _READ)).where(
         _T.c.rule_id.in_(rule_ids), _T.c.state.in_(("pending", "firing"))
     )
+    if hostnames is not None:
+        query = query.where(_T.c.labels["hostname"].as_string().in_(hostnames))
     for row in session.execute(query):
         out[row.rule_id][row.fingerprint] = row
     return out
@@ -381,13 +386,8 @@ def evaluate(
         read_session.rollback()  # end the read snapshot before writing
     silences = active_silences(session, now=now)
     session.flush()
-    active = active_instances(session, [rule_id for rule_id, _, _ in observed])
-    if nodes is not None:
-        hosts = {node.hostname for node in ctx.nodes.values()}
-        active = {
-            rule_id: {fp: i for fp, i in found.items() if (i.labels or {}).get("hostname") in hosts}
-            for rule_id, found in active.items()
-        }
+    hosts = None if nodes is None else sorted(node.hostname for node in ctx.nodes.values())
+    active = active_instances(session, [rule_id for rule_id, _, _ in observed], hostnames=hosts)
 
     def apply_one(item: tuple[int, RuleSpec, list[Observation]]) -> int:
         rule_id, spec, observations = item

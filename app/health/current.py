@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, cast
@@ -102,10 +103,16 @@ class NodeState:
 
 
 def list_states(
-    session: Session, *, stale_after_s: float, now: datetime, search: str | None = None
+    session: Session,
+    *,
+    stale_after_s: float,
+    now: datetime,
+    search: str | None = None,
+    node_ids: Collection[int] | None = None,
 ) -> list[NodeState]:
-    """Every node (hostname containing ``search``, any case), by hostname, with its stored
-    health and summary: one statement, no document parsed but the small summaries."""
+    """Every node (hostname containing ``search``, any case; of ``node_ids`` when given), by
+    hostname, with its stored health and summary: one statement, no document parsed but the
+    small summaries."""
     stmt = (
         select(
             Node.id,
@@ -123,6 +130,8 @@ def list_states(
         .outerjoin(STATE, STATE.c.node_id == Node.id)
         .order_by(Node.hostname)
     )
+    if node_ids is not None:
+        stmt = stmt.where(Node.id.in_(sorted(node_ids)))
     found = []
     needle = search.lower() if search else None
     seen_after = now - timedelta(seconds=stale_after_s)
