@@ -17,7 +17,9 @@ from typing import Any
 
 import orjson
 from pydantic import BaseModel
-from sqlalchemy import select
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -72,23 +74,11 @@ def store_batch(
             f"node.hostname {head.node.hostname!r} does not match this token's node "
             f"{node.hostname!r}"
         )
-    stored = session.get(IngestBatch, (node.id, head.batch_id))
-    if stored is not None:
-        return _replay(stored, content_sha256, legacy_sha256)
-    marker = IngestBatch(
-        node_id=node.id, batch_id=head.batch_id, received_at=received_at, result={}
-    )
-    try:
-        with session.begin_nested():
-            session.add(marker)
-            session.flush()
-    except IntegrityError:
-        # The same batch is being stored by a concurrent request: answer as a replay.
-        if marker in session:
-            session.expunge(marker)
+    if not _claim(session, node_id=node.id, batch_id=head.batch_id, received_at=received_at):
+        # Stored before, or by a concurrent request that committed meanwhile: a replay.
         stored = session.get(IngestBatch, (node.id, head.batch_id), populate_existing=True)
         if stored is None:
-            raise
+            raise RuntimeError(f"batch {head.batch_id!r} neither stored nor claimable")
         return _replay(stored, content_sha256, legacy_sha256)
 
     skew_s = (head.sent_at - received_at).total_seconds()
@@ -104,7 +94,7 @@ def store_batch(
         nulled=nulled,
         busy_since=received_at - timedelta(seconds=stale_after_s),
     )
-    missing = _mark_missing_gpus(session, node=node, batch=head, received_at=received_at)
+    missing = _mark_missing_gpus(gpus, batch=head, received_at=received_at)
     sample_plan = sample_store.plan_samples(
         gpus=gpus,
         samples=parsed.samples,
@@ -112,7 +102,8 @@ def store_batch(
         newest_allowed=newest_allowed,
         oldest_allowed=oldest_allowed,
     )
-    sample_store.drop_packed(session, sample_plan)
+    with session.no_autoflush:  # node and GPU rows are written once, at the batch's end
+        sample_store.drop_packed(session, sample_plan)
     nulled.update(sample_plan.nulled)
     sections = section_store.plan_sections(
         node=node,
@@ -162,9 +153,29 @@ def store_batch(
         topology_changed=changed,
         **result,
     )
-    marker.result = answer.model_dump(mode="json")
     session.flush()
+    session.execute(
+        update(IngestBatch)
+        .where(IngestBatch.node_id == node.id, IngestBatch.batch_id == head.batch_id)
+        .values(result=answer.model_dump(mode="json"))
+    )
     return answer
+
+
+def _claim(session: Session, *, node_id: int, batch_id: str, received_at: datetime) -> bool:
+    """Insert the batch's ``ingest_batch`` row (its answer filled in at the end); False when
+    the id is taken. One ``INSERT … ON CONFLICT DO NOTHING RETURNING`` statement: a request
+    storing the same batch at the same time holds the key until it commits or rolls back, so
+    exactly one of them stores it (was a savepoint, an insert and a release per batch)."""
+    values = {"node_id": node_id, "batch_id": batch_id, "received_at": received_at, "result": {}}
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    stmt = (
+        insert(IngestBatch)
+        .values(values)
+        .on_conflict_do_nothing(index_elements=["node_id", "batch_id"])
+        .returning(IngestBatch.node_id)
+    )
+    return session.execute(stmt).first() is not None
 
 
 def _update_node(node: Node, *, batch: IngestBatchIn, received_at: datetime, skew_s: float) -> None:
@@ -197,7 +208,9 @@ def _upsert_gpus(
     since ``busy_since`` (the card was physically moved); otherwise it is a conflict (a token
     cannot take over another node's GPUs and their history), logged and left out.
     """
-    by_uuid = {g.uuid: g for g in session.scalars(select(Gpu).where(Gpu.node_id == node.id))}
+    # No autoflush: the node's changes are written once, with its last_sample_at, at the end.
+    with session.no_autoflush:
+        by_uuid = {g.uuid: g for g in session.scalars(select(Gpu).where(Gpu.node_id == node.id))}
     conflicts: list[GpuConflict] = []
     refused: set[str] = set()
     wanted = [g.uuid for g in batch.gpus if g.uuid not in by_uuid]
@@ -235,7 +248,8 @@ def _upsert_gpus(
             conflict.uuid,
             conflict.node,
         )
-    session.flush()
+    # Not flushed here: each GPU's last_seen_at goes out with its last_sample_at in one
+    # UPDATE at the batch's end (new GPUs were flushed above, so every GPU has its id).
     return by_uuid, conflicts
 
 
@@ -255,16 +269,17 @@ def _apply_gpu_info(gpu: Gpu, info: Any, *, received_at: datetime, nulled: Count
 
 
 def _mark_missing_gpus(
-    session: Session, *, node: Node, batch: IngestBatchIn, received_at: datetime
+    gpus: dict[str, Gpu], *, batch: IngestBatchIn, received_at: datetime
 ) -> list[str]:
-    """GPUs stored for the node but absent from a non-empty ``gpus`` list get state ``missing``
-    (a GPU that fell off the bus can vanish from NVML's device list entirely); returns their
+    """GPUs stored for the node (``gpus``: every GPU of the node after
+    :func:`_upsert_gpus`) but absent from a non-empty ``gpus`` list get state ``missing`` (a
+    GPU that fell off the bus can vanish from NVML's device list entirely); returns their
     UUIDs. An empty list says nothing: an agent without a driver reports no inventory."""
     if not batch.gpus:
         return []
     present = {g.uuid for g in batch.gpus}
     missing = []
-    for gpu in session.scalars(select(Gpu).where(Gpu.node_id == node.id)):
+    for gpu in sorted(gpus.values(), key=lambda g: g.id):
         if gpu.uuid in present:
             continue
         missing.append(gpu.uuid)

@@ -53,9 +53,12 @@ def test_concurrent_deliveries_of_one_batch_store_it_once(server: LiveServer, db
     post_batch(server.url, token, batch(samples_per_gpu=1))  # node and GPUs exist
     payload = batch(samples_per_gpu=20)
     results: list[int] = []
+    replayed: list[bool] = []
 
     def send() -> None:
-        results.append(post_batch(server.url, token, payload).status_code)
+        answer = post_batch(server.url, token, payload)
+        results.append(answer.status_code)
+        replayed.append(answer.json()["replayed"])
 
     threads = [threading.Thread(target=send) for _ in range(4)]
     for thread in threads:
@@ -63,6 +66,7 @@ def test_concurrent_deliveries_of_one_batch_store_it_once(server: LiveServer, db
     for thread in threads:
         thread.join()
     assert results == [200, 200, 200, 200]
+    assert sorted(replayed) == [False, True, True, True]  # one stored it, three got its answer
     assert counts(db_url)["samples"] == 2 + 40
     assert counts(db_url)["batches"] == 2
 
