@@ -17,7 +17,6 @@ from app.auth.models import NodeToken
 from app.db import utcnow
 from app.errors import Unauthenticated
 from app.fleet import service as fleet_service
-from app.fleet.models import Node
 
 TOKEN_PREFIX = "fwt_"
 
@@ -45,8 +44,9 @@ def create_token(session: Session, *, hostname: str) -> tuple[NodeToken, str]:
     return row, token
 
 
-def authenticate(session: Session, *, authorization: str | None) -> Node:
-    """The node a ``Authorization: Bearer <token>`` header belongs to.
+def authenticate(session: Session, *, authorization: str | None) -> int:
+    """The id of the node a ``Authorization: Bearer <token>`` header belongs to (one indexed
+    read: the token's row, when not revoked; a node's tokens go with it).
 
     Raises:
         Unauthenticated: header missing, not a bearer token, or token unknown or revoked.
@@ -57,15 +57,14 @@ def authenticate(session: Session, *, authorization: str | None) -> Node:
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise Unauthenticated("Authorization header must be 'Bearer <node token>'")
-    row = session.scalars(
-        select(NodeToken).where(NodeToken.token_sha256 == _digest(token))
+    node_id = session.scalars(
+        select(NodeToken.node_id).where(
+            NodeToken.token_sha256 == _digest(token), NodeToken.revoked_at.is_(None)
+        )
     ).one_or_none()
-    if row is None or row.revoked_at is not None:
+    if node_id is None:
         raise Unauthenticated("unknown or revoked node token")
-    node = session.get(Node, row.node_id)
-    if node is None:  # pragma: no cover - cascade delete makes this unreachable
-        raise Unauthenticated("unknown or revoked node token")
-    return node
+    return node_id
 
 
 def revoke_tokens(session: Session, *, hostname: str) -> int:

@@ -64,7 +64,7 @@ async def ingest(
 
     def _auth() -> int:
         with session_scope(factory) as session:
-            return auth_service.authenticate(session, authorization=authorization).id
+            return auth_service.authenticate(session, authorization=authorization)
 
     received_at = utcnow()  # before reading: the agent's sent_at is compared with this
     node_id = await run_in_threadpool(_auth)
