@@ -124,9 +124,9 @@ def utcnow() -> datetime:
 
 def json_loads(document: str | bytes) -> Any:
     """A JSON column's value: parsed by orjson (3 × faster than ``json``: the alert evaluator
-    reads the labels of every active instance each tick), by ``json`` when a number has 20
-    digits or more (orjson turns an integer beyond 64 bits into a float; ``json`` keeps it
-    exact) or orjson refuses the document."""
+    reads the labels of every active instance each tick), by ``json`` when a number has 19
+    digits or more (orjson turns an integer outside −2⁶³ … 2⁶⁴ − 1 into a float; ``json`` keeps
+    it exact) or orjson refuses the document."""
     long_digits = _LONG_BYTES if isinstance(document, bytes) else _LONG_TEXT
     if long_digits.search(document) is None:  # type: ignore[arg-type]
         try:
@@ -136,8 +136,8 @@ def json_loads(document: str | bytes) -> Any:
     return json.loads(document)
 
 
-_LONG_TEXT = re.compile(r"[0-9]{20}")
-_LONG_BYTES = re.compile(rb"[0-9]{20}")
+_LONG_TEXT = re.compile(r"[0-9]{19}")
+_LONG_BYTES = re.compile(rb"[0-9]{19}")
 
 
 def make_engine(url: str) -> Engine:

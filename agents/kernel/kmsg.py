@@ -111,6 +111,7 @@ class KmsgSource(HostSource):
         self._failing: str | None = None
         self._overwritten_seen = 0
         self._early: list[EventDict] = []
+        self._read_this_round = 0
 
     def collect(self, now: datetime) -> dict[str, list[dict[str, Any]]]:
         """No section: this source only yields events."""
@@ -119,20 +120,26 @@ class KmsgSource(HostSource):
     def drain_events(self) -> list[EventDict]:
         """The events of the kernel lines that arrived since the last call (those read by
         :meth:`urgent_pending` first)."""
-        early, self._early = self._early, []
-        return early + self._read_events()
+        events = self._early + self._read_events()
+        self._early, self._read_this_round = [], 0
+        return events
 
     def urgent_pending(self) -> bool:
         """Read the lines that arrived (non-blocking, like a round does) and keep their events
         for :meth:`drain_events`; whether any line was an NVRM event (every one is urgent:
-        an Xid, a GPU fallen off the bus)."""
+        an Xid, a GPU fallen off the bus). A round reads at most :data:`MAX_RECORDS` lines in
+        all, early reads included (the server refuses a batch of more events)."""
         self._early += self._read_events()
         return bool(self._early)
 
     def _read_events(self) -> list[EventDict]:
         reader = self._follower or self._device
+        budget = MAX_RECORDS - self._read_this_round
+        if budget <= 0:
+            return []
         try:
-            lines = reader.poll(MAX_RECORDS) if reader else []
+            lines = reader.poll(budget) if reader else []
+            self._read_this_round += len(lines)
         except OSError as exc:
             self._fail(f"cannot read {self._source}: {exc.strerror or exc}; no Xid events")
             return []

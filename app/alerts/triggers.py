@@ -50,6 +50,8 @@ def batch_wakes_alerts(batch: Any, result: Any) -> bool:
 #: at most 8,000 bytes; past a few hundred nodes one fleet read costs less anyway).
 MAX_WAKE_NODES = 500
 _PAYLOAD_PREFIX = "nodes:"
+#: The largest node id (``node.id`` is a 32-bit integer).
+MAX_NODE_ID = 2**31 - 1
 
 
 def wake_payload(node_ids: Collection[int] | None) -> str:
@@ -61,14 +63,23 @@ def wake_payload(node_ids: Collection[int] | None) -> str:
 
 def parse_wake_payload(payload: str) -> set[int] | None:
     """The nodes a :func:`wake_payload` names; None (every node) for an empty payload or one
-    this version does not understand (a wake-up is a hint: when in doubt, evaluate all)."""
+    this version does not understand: anything but plain decimal ids that a node id can be
+    (1 to 2³¹ − 1; any role that can connect may ``NOTIFY``). A wake-up is a hint: when in
+    doubt, evaluate all."""
     if not payload.startswith(_PAYLOAD_PREFIX):
         return None
-    try:
-        ids = {int(part) for part in payload[len(_PAYLOAD_PREFIX) :].split(",")}
-    except ValueError:
+    parts = payload[len(_PAYLOAD_PREFIX) :].split(",")
+    if not 0 < len(parts) <= MAX_WAKE_NODES:
         return None
-    return ids if 0 < len(ids) <= MAX_WAKE_NODES else None
+    ids = set()
+    for part in parts:
+        if not (part.isascii() and part.isdigit() and len(part) <= 10):
+            return None
+        node_id = int(part)
+        if not 0 < node_id <= MAX_NODE_ID:
+            return None
+        ids.add(node_id)
+    return ids
 
 
 class AlertingHealthRefresher(HealthRefresher):

@@ -126,7 +126,16 @@ def test_a_peer_payload_names_nodes_and_anything_unexpected_means_every_node() -
     assert parse_wake_payload(wake_payload([3, 1, 2])) == {1, 2, 3}
     assert wake_payload(None) == ""
     assert wake_payload(range(MAX_WAKE_NODES + 1)) == ""
-    for odd in ("", "nodes:", "nodes:1,x", "nodes:1;2", "hosts:1", "nodes:" + "1," * 3):
+    assert parse_wake_payload("nodes:2147483647,1") == {1, 2147483647}
+    odd_ids = ["2147483648", "9223372036854775808", "0", "-1", " 1", "+2", "1_0", "١", "01x"]
+    for odd in (
+        [f"nodes:3,{i}" for i in odd_ids]
+        + ["", "nodes:", "nodes:1,x", "nodes:1;2"]
+        + [
+            "hosts:1",
+            "nodes:" + "1," * 3,
+        ]
+    ):
         assert parse_wake_payload(odd) is None, odd
     too_many = "nodes:" + ",".join(str(i) for i in range(MAX_WAKE_NODES + 1))
     assert parse_wake_payload(too_many) is None

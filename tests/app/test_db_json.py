@@ -15,6 +15,7 @@ DOCUMENTS: list[Any] = [
     {"hostname": "gpu-001", "labels": {"rack": "r1", "ünïcode": "✓"}},
     [18446744073709551615, -9223372036854775808, 2**53 + 1],
     {"counter": 2**64 * 1000 + 7, "exact": 123456789012345678901234567890},
+    {"below_int64": -(2**63) - 1, "nineteen_digits": -9999999999999999999},
     [0.1, 12345.678, -2.5, None, True, "NaN"],
 ]
 
@@ -37,7 +38,15 @@ def test_a_json_value_read_back_from_postgres_is_the_value_stored(
         engine.dispose()
 
 
-@pytest.mark.parametrize("raw", ["[99999999999999999999]", b'{"a": 123456789012345678901}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "[99999999999999999999]",
+        b'{"a": 123456789012345678901}',
+        "[-9223372036854775809]",
+        b"[-9999999999999999999]",
+    ],
+)
 def test_integers_beyond_64_bits_stay_integers(raw: str | bytes) -> None:
     parsed = json_loads(raw)
     value = parsed[0] if isinstance(parsed, list) else parsed["a"]

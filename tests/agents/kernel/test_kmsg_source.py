@@ -245,3 +245,21 @@ def test_an_nvrm_line_is_urgent_between_rounds_and_its_event_is_drained_once(
     assert [e["xid"] for e in events if e["kind"] == "xid"] == [79, 13]
     assert source.drain_events() == []
     assert source.urgent_pending() is False
+
+
+def test_a_flood_read_early_and_at_the_round_stays_within_one_batchs_event_limit(
+    tmp_path: Path, opened: list[KmsgSource], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agents.kernel.kmsg.MAX_RECORDS", 50)
+    log_file = tmp_path / "kern.log"
+    log_file.write_text("", encoding="utf-8")
+    source = _keep(opened, KmsgSource(log_file, procfs=_procfs(tmp_path)))
+    assert source.drain_events() == []
+    with log_file.open("a", encoding="utf-8") as out:
+        out.write((XID13 + "\n") * 120)
+
+    assert source.urgent_pending() is True
+    assert source.urgent_pending() is True
+
+    rounds = [len(source.drain_events()) for _ in range(4)]
+    assert rounds == [50, 50, 20, 0]  # nothing lost, never more than the limit per round
