@@ -90,6 +90,34 @@ def test_a_node_scoped_evaluation_steps_only_that_nodes_instances(url: str) -> N
         engine.dispose()
 
 
+def test_an_xid_of_a_gpu_that_moved_since_stays_the_same_alert_in_every_evaluation(
+    url: str,
+) -> None:
+    """The Xid happened on node-a; the card reports from node-b ten minutes later. Whole-fleet
+    and node-scoped evaluations (either node) agree: one alert, on node-a, firing."""
+    card = gpu(0, hostname="node-a")
+    xid = _xid_batch("node-a", NOW)
+    store_payload(url, xid, received_at=NOW)
+    later = NOW + timedelta(minutes=10)
+    for hostname, cards in (("node-a", []), ("node-b", [gpu(1, hostname="node-b"), card])):
+        moved = batch(hostname, gpus=cards, samples_per_gpu=0)
+        moved["samples"] = [sample(g, later, temp_c=60) for g in cards]
+        store_payload(url, moved, received_at=later)
+    add_rules(url, {"name": "xid", "condition": {**XID, "window": "30m"}})
+    engine = make_engine(url)
+    evaluator = AlertEvaluator(engine, make_session_factory(engine), health_rules=DEFAULT_RULES)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            ids = {h: i for h, i in session.execute(select(Node.hostname, Node.id))}
+        runs: list[Any] = [None, [ids["node-b"]], None, [ids["node-a"]], None]
+        for second, nodes in enumerate(runs):
+            evaluator.run_once(now=later + timedelta(seconds=second), lane="event", nodes=nodes)
+            assert alert_states(url) == {("xid", "node-a/0"): ("firing", 1.0)}, nodes
+    finally:
+        evaluator.close()
+        engine.dispose()
+
+
 def _until(check: Callable[[], bool], timeout_s: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -9,15 +9,17 @@ nodes)."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections import defaultdict
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select
 
-from app.alerts.context import EvalContext, Observation
+from app.alerts.context import EvalContext, GpuInfo, Observation
 from app.alerts.spec import EventCondition, RuleSpec
 from app.events.models import NodeEvent
+from app.fleet.models import Gpu
 
 _CACHE = "event_counts"
 #: (node id, GPU id or None, kind, Xid or None, occurrences)
@@ -35,6 +37,8 @@ def counts(ctx: EvalContext, window_s: float) -> list[Count]:
             .where(NodeEvent.occurred_at >= ctx.now - timedelta(seconds=window_s))
             .group_by(*keys)
         )
+        if ctx.only_nodes is not None:
+            stmt = stmt.where(NodeEvent.node_id.in_(sorted(ctx.only_nodes)))
         cache[window_s] = [tuple(row) for row in ctx.session.execute(stmt)]  # type: ignore[misc]
     return cache[window_s]
 
@@ -62,17 +66,44 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
         if n < cond.min_count or node_id not in ctx.nodes:
             continue
         node = ctx.nodes[node_id]
-        if gpu_id is not None and gpu_id in ctx.gpus:
-            if not ctx.gpu_in(spec.scope, gpu_id):
+        gpu = None if gpu_id is None else _gpu(ctx, gpu_id)
+        if gpu is not None:
+            # The node the event happened on, even if the GPU has moved since: the same
+            # labels, identity and scope whether the evaluation loaded that node alone or the
+            # whole fleet.
+            models = spec.scope.gpu_models
+            if models and not any(fnmatch.fnmatchcase(gpu.name or "", p) for p in models):
                 continue
-            labels, identity = ctx.gpu_labels(gpu_id), (node.hostname, ctx.gpus[gpu_id].uuid)
-            entity = ctx.gpu_entity(gpu_id)
+            labels = {
+                **ctx.node_labels(node_id),
+                "gpu_index": str(gpu.index),
+                "gpu_uuid": gpu.uuid,
+                "gpu_model": gpu.name or "",
+            }
+            identity, entity = (node.hostname, gpu.uuid), f"{node.hostname} GPU {gpu.index}"
         else:
             if spec.scope.gpu_models:
                 continue
             labels, identity, entity = ctx.node_labels(node_id), (node.hostname,), node.hostname
         out.append(Observation(labels, identity, float(n), True, entity))
     return out
+
+
+def _gpu(ctx: EvalContext, gpu_id: int) -> GpuInfo | None:
+    """The GPU an event names: loaded with the evaluation's nodes, or (a node-scoped
+    evaluation, the GPU since moved to a node not loaded) read by id, once; None when gone."""
+    gpu = ctx.gpus.get(gpu_id)
+    if gpu is None and ctx.only_nodes is not None:
+        cache: dict[int, GpuInfo | None] = ctx.cache.setdefault("event_gpus", {})
+        if gpu_id not in cache:
+            row = ctx.session.execute(
+                select(
+                    Gpu.id, Gpu.node_id, Gpu.index, Gpu.uuid, Gpu.name, Gpu.state, Gpu.last_seen_at
+                ).where(Gpu.id == gpu_id)
+            ).first()
+            cache[gpu_id] = None if row is None else GpuInfo(*row)
+        gpu = cache[gpu_id]
+    return gpu
 
 
 def _order(item: tuple[tuple[int, int | None], int]) -> tuple[int, int]:
