@@ -157,8 +157,15 @@ class EvalContext:
                 now=self.now,
                 node_ids=self.only_nodes,
             )
+            unsettled = None
+            if self.only_nodes is not None:
+                unsettled = health_current.unsettled_count(self.session)
             self._health, _ = health_current.health_of(
-                self.session, nodes=nodes, rules=self.health_rules, now=self.now
+                self.session,
+                nodes=nodes,
+                rules=self.health_rules,
+                now=self.now,
+                fleet_unsettled=unsettled,
             )
         return self._health
 

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import Text, select
+from sqlalchemy import Text, func, or_, select
 from sqlalchemy import cast as cast_
 from sqlalchemy.orm import Session
 
@@ -238,8 +238,26 @@ def _view_of(node: NodeState) -> NodeView:
     return NodeView(node=cast(Node, row), freshness=node.freshness, gpus=[])
 
 
+def unsettled_count(session: Session) -> int:
+    """How many nodes of the fleet have no stored answer or one behind their newest batch (what
+    :func:`health_of` counts on a whole-fleet listing), in one statement."""
+    behind = or_(STATE.c.digest.is_(None), STATE.c.seen_at.is_distinct_from(Node.last_seen_at))
+    stmt = (
+        select(func.count())
+        .select_from(Node)
+        .outerjoin(STATE, STATE.c.node_id == Node.id)
+        .where(behind)
+    )
+    return int(session.scalar(stmt) or 0)
+
+
 def health_of(
-    session: Session, *, nodes: list[NodeState], rules: HealthRules, now: datetime
+    session: Session,
+    *,
+    nodes: list[NodeState],
+    rules: HealthRules,
+    now: datetime,
+    fleet_unsettled: int | None = None,
 ) -> tuple[dict[str, NodeHealthOut], list[NodeState]]:
     """The health of ``nodes`` (from :func:`list_states`) by hostname, as
     :func:`app.health.service.evaluate_views` answers it as of the last refresh, and ``nodes``
@@ -248,10 +266,13 @@ def health_of(
     — gets ``digest`` None, and one evaluated now its summary). Stored answers come from the
     process cache. A node with no stored answer yet, and up to :data:`READ_THROUGH_MAX` nodes
     whose newest batch is newer than their answer, are evaluated now (a small fleet reads its
-    own writes)."""
+    own writes). ``fleet_unsettled``: when ``nodes`` are part of the fleet, the fleet's count
+    of such nodes (:func:`unsettled_count`), so that the part gets the answers the whole
+    fleet's listing would (a node-scoped alert evaluation and a fleet-wide one agree)."""
     own = [n for n in nodes if n.digest is None]
     behind = [n for n in nodes if n.digest is not None and n.behind]
-    if len(own) + len(behind) <= READ_THROUGH_MAX:
+    unsettled = len(own) + len(behind) if fleet_unsettled is None else fleet_unsettled
+    if unsettled <= READ_THROUGH_MAX:
         own += behind
     own_ids = {n.node_id for n in own}
     stored, changed = DOCS.get(session, [n for n in nodes if n.node_id not in own_ids])

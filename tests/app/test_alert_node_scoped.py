@@ -16,6 +16,8 @@ from app.alerts.scheduler import AlertEvaluator
 from app.alerts.triggers import MAX_WAKE_NODES, parse_wake_payload, wake_payload
 from app.db import make_engine, make_session_factory, session_scope
 from app.fleet.models import Node
+from app.health import current as health_current
+from app.health import state as health_state
 from app.health.rules import DEFAULT_RULES
 from tests.dbs import wipe
 from tests.factories import add_rules, alert_states, batch, gpu, sample, store_payload, wipe_alerts
@@ -113,6 +115,56 @@ def test_an_xid_of_a_gpu_that_moved_since_stays_the_same_alert_in_every_evaluati
         for second, nodes in enumerate(runs):
             evaluator.run_once(now=later + timedelta(seconds=second), lane="event", nodes=nodes)
             assert alert_states(url) == {("xid", "node-a/0"): ("firing", 1.0)}, nodes
+    finally:
+        evaluator.close()
+        engine.dispose()
+
+
+@pytest.mark.parametrize("read_through_max", [1, 32])
+def test_scoped_and_whole_fleet_evaluations_see_the_same_health_before_it_is_refreshed(
+    url: str, monkeypatch: pytest.MonkeyPatch, read_through_max: int
+) -> None:
+    """A node's stored health is behind its newest batch (a GPU lost). Whether health is
+    evaluated on read (few nodes behind) or the stored answers are served (more than
+    READ_THROUGH_MAX behind: 1 here stands for a large fleet), the evaluation woken for that
+    node and the whole-fleet tick agree."""
+    monkeypatch.setattr(health_current, "READ_THROUGH_MAX", read_through_max)
+    hosts = ("node-a", "node-b", "node-c")
+
+    def one_gpu(hostname: str, at: datetime, **state: str) -> dict[str, Any]:
+        g = gpu(0, hostname=hostname, **state)
+        payload = batch(hostname, gpus=[g], samples_per_gpu=0)
+        payload["samples"] = [sample(g, at, temp_c=60)]
+        return payload
+
+    for hostname in hosts:
+        store_payload(url, one_gpu(hostname, NOW), received_at=NOW)
+    rule = {"kind": "health", "target": "gpu", "states": ["unhealthy"]}
+    add_rules(url, {"name": "gpu-unhealthy", "condition": rule})
+    engine = make_engine(url)
+    factory = make_session_factory(engine)
+    evaluator = AlertEvaluator(engine, factory, health_rules=DEFAULT_RULES)
+    try:
+        with session_scope(factory) as session:
+            ids = {h: i for h, i in session.execute(select(Node.hostname, Node.id))}
+            health_state.refresh(session, rules=DEFAULT_RULES, now=NOW, node_ids=list(ids.values()))
+        later = NOW + timedelta(seconds=10)
+        lost = one_gpu("node-a", later, state="lost", state_reason="GPU has fallen off the bus")
+        store_payload(url, lost, received_at=later)
+        for hostname in hosts[1:]:
+            store_payload(url, one_gpu(hostname, later), received_at=later)
+        expected = {("gpu-unhealthy", "node-a/0"): ("firing", 3.0)} if read_through_max > 1 else {}
+
+        evaluator.run_once(now=later, lane="event", nodes=[ids["node-a"]])
+        assert alert_states(url) == expected
+        evaluator.run_once(now=later + timedelta(seconds=1), lane="event")
+        assert alert_states(url) == expected
+
+        with session_scope(factory) as session:
+            report = health_state.refresh(session, rules=DEFAULT_RULES, now=later)
+        assert report.changed_ids == (ids["node-a"],)
+        evaluator.run_once(now=later + timedelta(seconds=2), lane="event", nodes=[ids["node-a"]])
+        assert alert_states(url) == {("gpu-unhealthy", "node-a/0"): ("firing", 3.0)}
     finally:
         evaluator.close()
         engine.dispose()
