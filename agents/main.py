@@ -30,6 +30,9 @@ log = logging.getLogger("agents.main")
 
 TOKEN_ENV = "FLEETWATCH_AGENT_TOKEN"
 _SIZE_SUFFIXES = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+#: The shortest watch interval: below it the agent would poll the kernel log and NVML
+#: without pause for no gain in latency worth having.
+MIN_WATCH_INTERVAL_S = 0.1
 
 
 def default_spool_dir() -> Path:
@@ -100,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--watch-interval",
-        type=_send_interval,
+        type=_watch_interval,
         default=1.0,
         help="between samples, look this often for an Xid in the kernel log or NVML's event "
         "set and send it at once (0: only at each sample; default 1)",
@@ -275,6 +278,16 @@ def _send_interval(text: str) -> float:
     if not 0 <= value <= MAX_SEND_INTERVAL_S:
         raise argparse.ArgumentTypeError(
             f"must be 0 to {MAX_SEND_INTERVAL_S:.0f} seconds: {text!r}"
+        )
+    return value
+
+
+def _watch_interval(text: str) -> float:
+    value = _send_interval(text)
+    if 0 < value < MIN_WATCH_INTERVAL_S:
+        raise argparse.ArgumentTypeError(
+            f"must be 0 (off) or {MIN_WATCH_INTERVAL_S} to {MAX_SEND_INTERVAL_S:.0f} seconds: "
+            f"{text!r}"
         )
     return value
 

@@ -64,7 +64,9 @@ class XidWatcher:
                     log.debug("nvmlEventSetWait: %s", exc)
                 break
             except (GpuGone, CallTimedOut) as exc:
-                self.errors.append(f"nvmlEventSetWait: {exc}")
+                message = f"nvmlEventSetWait: {exc}"
+                if message not in self.errors:  # polled every watch interval: once per round
+                    self.errors.append(message)
                 break
             if int(data.eventType) & XID_CRITICAL_ERROR:
                 found.append(XidOccurrence(data.device, int(data.eventData)))

@@ -300,6 +300,12 @@ def _state_of(inst: Any) -> InstanceState:
     )
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, or its repr when the message is empty (an empty
+    message made the error handler itself fail)."""
+    return (str(exc).splitlines() or [repr(exc)])[0]
+
+
 def _each_guarded(
     session: Session,
     items: Sequence[Item],
@@ -313,8 +319,9 @@ def _each_guarded(
     try:
         with session.begin_nested():
             return [run(item) for item in items]
-    except Exception:
-        log.debug("an alert rule failed; evaluating rule by rule", exc_info=True)
+    except Exception as exc:
+        # Logged (a failure the per-rule retry does not repeat would leave no trace otherwise).
+        log.warning("an alert rule failed (%s); evaluating rule by rule", _first_line(exc))
     results = []
     for item in items:
         spec = next(part for part in item if isinstance(part, RuleSpec))
@@ -323,7 +330,7 @@ def _each_guarded(
                 results.append(run(item))
         except Exception as exc:  # one bad rule must not stop the rest
             log.exception("alert rule %s failed", spec.name)
-            report.failed[spec.name] = str(exc).splitlines()[0]
+            report.failed[spec.name] = _first_line(exc)
     return results
 
 
@@ -370,7 +377,7 @@ def evaluate(
             spec = RuleSpec.model_validate(document)
         except ValueError as exc:
             log.error("alert rule %s no longer validates: %s", name, exc)
-            report.failed[name] = str(exc).splitlines()[0]
+            report.failed[name] = _first_line(exc)
             continue
         if only is None or only(spec):
             specs.append((rule_id, spec))

@@ -77,6 +77,10 @@ def test_bad_numbers_are_usage_errors_naming_the_argument() -> None:
     assert done.returncode == 2 and "argument --interval" in done.stderr
     done = _cli("--sim-gpus", "many")
     assert done.returncode == 2 and "argument --sim-gpus" in done.stderr
+    for value in ("0.001", "-1", "nan", "inf", "soon"):
+        done = _cli("--watch-interval", value)
+        assert done.returncode == 2 and "argument --watch-interval" in done.stderr, value
+    assert "must be 0 (off) or 0.1 to" in _cli("--watch-interval", "0.05").stderr
 
 
 def test_pushing_needs_a_server_and_a_token(tmp_path: Path) -> None:

@@ -208,6 +208,29 @@ def test_a_rule_whose_stored_spec_is_broken_fails_alone(url: str) -> None:
     assert alert_states(url) == {("hot", "node-a/0"): ("firing", 90.0)}
 
 
+def test_a_rule_failing_with_an_empty_message_is_reported_by_its_repr(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store_payload(url, hot_batch(NOW), received_at=NOW)
+    add_rules(url, {"name": "hot", "condition": HOT}, {"name": "m-fails", "condition": HOT})
+    real = evaluator.observe
+
+    def failing(ctx: Any, spec: Any) -> Any:
+        if spec.name == "m-fails":
+            raise RuntimeError()
+        return real(ctx, spec)
+
+    monkeypatch.setattr(evaluator, "observe", failing)
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            report = evaluate(session, now=NOW, health_rules=DEFAULT_RULES)
+    finally:
+        engine.dispose()
+
+    assert (report.rules, report.failed) == (1, {"m-fails": "RuntimeError()"})
+
+
 @pytest.mark.parametrize("phase", ["observe", "apply_rule"])
 def test_a_rule_failing_in_the_database_fails_alone_and_the_others_write_once(
     url: str, monkeypatch: pytest.MonkeyPatch, phase: str
