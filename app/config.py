@@ -120,7 +120,7 @@ class Settings(BaseSettings):
         default=10.0, ge=1, le=3600, description="seconds between alert rule evaluations"
     )
     alert_wake_debounce_s: float = Field(
-        default=0.3,
+        default=0.1,
         ge=0,
         le=10,
         description="after a batch with an event or GPU state change is stored, evaluate the "

@@ -73,7 +73,7 @@ class AlertEvaluator:
         factory: sessionmaker[Session],
         *,
         health_rules: HealthRules,
-        debounce_s: float = 0.3,
+        debounce_s: float = 0.1,
     ) -> None:
         self.engine = engine
         self.factory = factory
