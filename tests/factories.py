@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -53,6 +55,33 @@ def sample(gpu_entry: dict[str, Any], at: datetime, **metrics: Any) -> dict[str,
     }
     values.update(metrics)
     return {"gpu_uuid": gpu_entry["uuid"], "sampled_at": iso(at), **values}
+
+
+def xid_batch(hostname: str, at: datetime, *, temp_c: float = 60, xid: int = 79) -> dict[str, Any]:
+    """One GPU of ``hostname`` sampled at ``at`` (``temp_c``) with an Xid ``xid`` on it."""
+    g = gpu(0, hostname=hostname)
+    payload = batch(hostname, gpus=[g], samples_per_gpu=0)
+    payload["samples"] = [sample(g, at, temp_c=temp_c)]
+    payload["events"] = [
+        {
+            "kind": "xid",
+            "occurred_at": iso(at),
+            "gpu_uuid": g["uuid"],
+            "xid": xid,
+            "message": f"NVRM: Xid (PCI:0000:18:00): {xid}, GPU has fallen off the bus.",
+        }
+    ]
+    return payload
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout_s`` passed; return its last value."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
 
 
 def iso(at: datetime) -> str:

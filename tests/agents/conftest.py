@@ -4,11 +4,11 @@ helper (no timing assertions)."""
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests import factories
 from tests.agents.agent_receiver import Receiver
 
 
@@ -28,16 +28,7 @@ def refused_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def _wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
-
-
 @pytest.fixture
 def wait_until() -> Callable[..., bool]:
     """``wait_until(predicate, timeout_s=10)``: poll until it holds; return its last value."""
-    return _wait_until
+    return factories.wait_until

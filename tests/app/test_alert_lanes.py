@@ -16,7 +16,7 @@ from app.alerts.scheduler import EVAL_TIMER_KEY, LANES, AlertEvaluator
 from app.db import make_engine, make_session_factory
 from app.health.rules import DEFAULT_RULES
 from tests.dbs import wipe
-from tests.factories import add_rules, alert_states, batch, gpu, sample, store_payload, wipe_alerts
+from tests.factories import add_rules, alert_states, store_payload, wipe_alerts, xid_batch
 
 NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
 HOT = {"kind": "threshold", "target": "gpu", "metric": "temp_c", "op": ">", "threshold": 85}
@@ -31,19 +31,7 @@ def url(db_url: str) -> Iterator[str]:
 
 
 def _hot_batch_with_xid(at: datetime) -> dict[str, Any]:
-    g = gpu(0, hostname="node-a")
-    payload = batch("node-a", gpus=[g], samples_per_gpu=0)
-    payload["samples"] = [sample(g, at, temp_c=95)]
-    payload["events"] = [
-        {
-            "kind": "xid",
-            "occurred_at": at.isoformat().replace("+00:00", "Z"),
-            "gpu_uuid": g["uuid"],
-            "xid": 79,
-            "message": "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.",
-        }
-    ]
-    return payload
+    return xid_batch("node-a", at, temp_c=95)
 
 
 def test_every_default_rule_is_in_exactly_one_lane() -> None:

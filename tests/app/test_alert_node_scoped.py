@@ -5,7 +5,7 @@ was until an evaluation of the whole fleet."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,7 +20,17 @@ from app.health import current as health_current
 from app.health import state as health_state
 from app.health.rules import DEFAULT_RULES
 from tests.dbs import wipe
-from tests.factories import add_rules, alert_states, batch, gpu, sample, store_payload, wipe_alerts
+from tests.factories import (
+    add_rules,
+    alert_states,
+    batch,
+    gpu,
+    sample,
+    store_payload,
+    wait_until,
+    wipe_alerts,
+    xid_batch,
+)
 
 NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
 XID = {"kind": "event", "event_kinds": ["xid"], "xids": [79], "window": "10m"}
@@ -34,25 +44,9 @@ def url(db_url: str) -> Iterator[str]:
     wipe(db_url)
 
 
-def _xid_batch(hostname: str, at: datetime) -> dict[str, Any]:
-    g = gpu(0, hostname=hostname)
-    payload = batch(hostname, gpus=[g], samples_per_gpu=0)
-    payload["samples"] = [sample(g, at, temp_c=60)]
-    payload["events"] = [
-        {
-            "kind": "xid",
-            "occurred_at": at.isoformat().replace("+00:00", "Z"),
-            "gpu_uuid": g["uuid"],
-            "xid": 79,
-            "message": "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.",
-        }
-    ]
-    return payload
-
-
 def _fleet(url: str) -> dict[str, int]:
     for hostname in HOSTS:
-        store_payload(url, _xid_batch(hostname, NOW), received_at=NOW)
+        store_payload(url, xid_batch(hostname, NOW), received_at=NOW)
     add_rules(url, {"name": "xid", "condition": XID})
     engine = make_engine(url)
     try:
@@ -98,7 +92,7 @@ def test_an_xid_of_a_gpu_that_moved_since_stays_the_same_alert_in_every_evaluati
     """The Xid happened on node-a; the card reports from node-b ten minutes later. Whole-fleet
     and node-scoped evaluations (either node) agree: one alert, on node-a, firing."""
     card = gpu(0, hostname="node-a")
-    xid = _xid_batch("node-a", NOW)
+    xid = xid_batch("node-a", NOW)
     store_payload(url, xid, received_at=NOW)
     later = NOW + timedelta(minutes=10)
     for hostname, cards in (("node-a", []), ("node-b", [gpu(1, hostname="node-b"), card])):
@@ -170,15 +164,6 @@ def test_scoped_and_whole_fleet_evaluations_see_the_same_health_before_it_is_ref
         engine.dispose()
 
 
-def _until(check: Callable[[], bool], timeout_s: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
-
-
 def test_a_wake_up_naming_a_node_evaluates_that_node_and_an_empty_payload_every_node(
     url: str,
 ) -> None:
@@ -190,12 +175,12 @@ def test_a_wake_up_naming_a_node_evaluates_that_node_and_an_empty_payload_every_
     evaluator.start()
     try:
         evaluator.wake([ids["node-b"]])
-        assert _until(lambda: _states(url) == {"node-b": "firing"})
+        assert wait_until(lambda: _states(url) == {"node-b": "firing"})
         time.sleep(0.5)
         assert _states(url) == {"node-b": "firing"}
 
         evaluator.wake_from_peer("")  # a peer's wake-up without nodes: the whole fleet
-        assert _until(lambda: _states(url) == {"node-a": "firing", "node-b": "firing"})
+        assert wait_until(lambda: _states(url) == {"node-a": "firing", "node-b": "firing"})
     finally:
         evaluator.close()
         engine.dispose()
