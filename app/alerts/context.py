@@ -185,17 +185,38 @@ class EvalContext:
     def gpu_labels(self, gpu_id: int) -> dict[str, str]:
         """The node's labels plus ``gpu_index``, ``gpu_uuid`` and ``gpu_model``."""
         gpu = self.gpus[gpu_id]
+        return self.gpu_labels_on(gpu, gpu.node_id)
+
+    def gpu_labels_on(self, gpu: GpuInfo, node_id: int) -> dict[str, str]:
+        """:meth:`gpu_labels` of ``gpu`` as a GPU of node ``node_id`` (an event's node, which
+        the GPU may have left since)."""
         return {
-            **self.node_labels(gpu.node_id),
+            **self.node_labels(node_id),
             "gpu_index": str(gpu.index),
             "gpu_uuid": gpu.uuid,
             "gpu_model": gpu.name or "",
         }
 
+    def gpu_anywhere(self, gpu_id: int) -> GpuInfo | None:
+        """GPU ``gpu_id``: loaded, or (a node-scoped evaluation, the GPU on a node not loaded)
+        read by id once; None when it is gone."""
+        gpu = self.gpus.get(gpu_id)
+        if gpu is None and self.only_nodes is not None:
+            elsewhere: dict[int, GpuInfo | None] = self.cache.setdefault("gpus_elsewhere", {})
+            if gpu_id not in elsewhere:
+                row = self.session.execute(_GPU_QUERY.where(Gpu.id == gpu_id)).first()
+                elsewhere[gpu_id] = None if row is None else GpuInfo(*row)
+            gpu = elsewhere[gpu_id]
+        return gpu
+
     def gpu_entity(self, gpu_id: int) -> str:
         """``node-a GPU 3``."""
         gpu = self.gpus[gpu_id]
         return f"{self.nodes[gpu.node_id].hostname} GPU {gpu.index}"
+
+
+#: The columns of :class:`GpuInfo`, in its order.
+_GPU_QUERY = select(Gpu.id, Gpu.node_id, Gpu.index, Gpu.uuid, Gpu.name, Gpu.state, Gpu.last_seen_at)
 
 
 def load_context(
@@ -216,9 +237,7 @@ def load_context(
         Node.last_sample_at,
         Node.clock_skew_s,
     )
-    gpu_query = select(
-        Gpu.id, Gpu.node_id, Gpu.index, Gpu.uuid, Gpu.name, Gpu.state, Gpu.last_seen_at
-    )
+    gpu_query = _GPU_QUERY
     only = None if node_ids is None else frozenset(node_ids)
     if only is not None:
         node_query = node_query.where(Node.id.in_(sorted(only)))

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, bindparam, insert, or_, select, text, update
+from sqlalchemy import Table, bindparam, insert, select, text, update
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import ColumnElement
 
 from app.alerts.context import Observation, fingerprint, load_context
 from app.alerts.kinds import observe, shared
@@ -127,31 +126,24 @@ def apply_rule(
     observations: list[Observation],
     silences: list[AlertSilence],
     now: datetime,
-    active: dict[str, Any] | None = None,
+    active: dict[str, Any],
 ) -> int:
     """Step every instance of one rule with this evaluation's ``observations``, writing each
     transition and its event; returns the number of transitions written. ``active``: the
-    rule's pending and firing instances by fingerprint when the caller read them already
-    (:func:`active_instances`). Instances are read as
+    rule's pending and firing instances by fingerprint (:func:`active_instances`); the
+    observed ones not among them are read here. Instances are read as
     Core rows; new instances, changed instances (only the columns that changed, one
     executemany per set of columns) and events are written as one executemany each, so a rule
     firing on 8,000 GPUs at once is not 16,000 round trips, and a steady one writes nothing."""
     session.flush()  # Core reads below do not autoflush pending ORM changes (acks, edits)
     observed = {fingerprint(spec.name, o.identity): o for o in observations}
-    if active is None:
-        known: ColumnElement[bool] = _T.c.state.in_(("pending", "firing"))
-        if observed:
-            known = or_(known, _T.c.fingerprint.in_(sorted(observed)))
-        query = select(*(_T.c[c] for c in _READ)).where(_T.c.rule_id == rule_id, known)
-        instances = {i.fingerprint: i for i in session.execute(query)}
-    else:
-        instances = dict(active)
-        others = sorted(set(observed) - set(instances))
-        if others:  # observed again after it resolved (or never active): read those too
-            query = select(*(_T.c[c] for c in _READ)).where(
-                _T.c.rule_id == rule_id, _T.c.fingerprint.in_(others)
-            )
-            instances.update((i.fingerprint, i) for i in session.execute(query))
+    instances = dict(active)
+    others = sorted(set(observed) - set(instances))
+    if others:  # observed again after it resolved (or never active): read those too
+        query = select(*(_T.c[c] for c in _READ)).where(
+            _T.c.rule_id == rule_id, _T.c.fingerprint.in_(others)
+        )
+        instances.update((i.fingerprint, i) for i in session.execute(query))
     timing = Timing(spec.for_s, spec.keep_firing_for_s)
     created: list[dict[str, Any]] = []
     updates: dict[tuple[str, ...], list[dict[str, Any]]] = {}

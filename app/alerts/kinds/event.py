@@ -16,10 +16,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from app.alerts.context import EvalContext, GpuInfo, Observation
+from app.alerts.context import EvalContext, Observation
 from app.alerts.spec import EventCondition, RuleSpec
 from app.events.models import NodeEvent
-from app.fleet.models import Gpu
 
 _CACHE = "event_counts"
 #: (node id, GPU id or None, kind, Xid or None, occurrences)
@@ -66,7 +65,7 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
         if n < cond.min_count or node_id not in ctx.nodes:
             continue
         node = ctx.nodes[node_id]
-        gpu = None if gpu_id is None else _gpu(ctx, gpu_id)
+        gpu = None if gpu_id is None else ctx.gpu_anywhere(gpu_id)
         if gpu is not None:
             # The node the event happened on, even if the GPU has moved since: the same
             # labels, identity and scope whether the evaluation loaded that node alone or the
@@ -74,12 +73,7 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
             models = spec.scope.gpu_models
             if models and not any(fnmatch.fnmatchcase(gpu.name or "", p) for p in models):
                 continue
-            labels = {
-                **ctx.node_labels(node_id),
-                "gpu_index": str(gpu.index),
-                "gpu_uuid": gpu.uuid,
-                "gpu_model": gpu.name or "",
-            }
+            labels = ctx.gpu_labels_on(gpu, node_id)
             identity, entity = (node.hostname, gpu.uuid), f"{node.hostname} GPU {gpu.index}"
         else:
             if spec.scope.gpu_models:
@@ -87,23 +81,6 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
             labels, identity, entity = ctx.node_labels(node_id), (node.hostname,), node.hostname
         out.append(Observation(labels, identity, float(n), True, entity))
     return out
-
-
-def _gpu(ctx: EvalContext, gpu_id: int) -> GpuInfo | None:
-    """The GPU an event names: loaded with the evaluation's nodes, or (a node-scoped
-    evaluation, the GPU since moved to a node not loaded) read by id, once; None when gone."""
-    gpu = ctx.gpus.get(gpu_id)
-    if gpu is None and ctx.only_nodes is not None:
-        cache: dict[int, GpuInfo | None] = ctx.cache.setdefault("event_gpus", {})
-        if gpu_id not in cache:
-            row = ctx.session.execute(
-                select(
-                    Gpu.id, Gpu.node_id, Gpu.index, Gpu.uuid, Gpu.name, Gpu.state, Gpu.last_seen_at
-                ).where(Gpu.id == gpu_id)
-            ).first()
-            cache[gpu_id] = None if row is None else GpuInfo(*row)
-        gpu = cache[gpu_id]
-    return gpu
 
 
 def _order(item: tuple[tuple[int, int | None], int]) -> tuple[int, int]:
