@@ -112,6 +112,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     settings.compact_after_s,
                     settings.health_throttle_window_s,
                     settings.compact_minutes_after_days,
+                    settings.health_event_window_s,
                 ],
                 id="series-compaction",
                 coalesce=True,

@@ -223,16 +223,27 @@ def preview(
     return out
 
 
-def longest_gpu_sample_window_s(session: Session) -> float:
-    """The longest span of ``gpu_sample`` rows an enabled rule reads, seconds: threshold and
-    rate windows on the ``gpu`` target, ``after`` of metric absence; 0 without such rules.
+def longest_sample_windows_s(session: Session) -> dict[str, float]:
+    """Per rule target (``gpu``, ``disk``, ``mount``, ``nfs``, ``nic``), the longest span of
+    its sample rows an enabled rule reads, seconds: threshold and rate windows, and for ``gpu``
+    ``after`` of metric absence; targets without such rules are left out.
 
     The store keeps that much raw (:mod:`app.series.jobs`): rule windows scan raw rows."""
-    longest = 0.0
+    longest: dict[str, float] = {}
+
+    def reads(target: str, seconds: float) -> None:
+        longest[target] = max(longest.get(target, 0.0), seconds)
+
     for rule in session.scalars(select(AlertRule).where(AlertRule.enabled.is_(True))):
         cond = spec_of(rule).condition
-        if cond.kind in ("threshold", "rate") and cond.target == "gpu":
-            longest = max(longest, float(cond.window))
+        if cond.kind in ("threshold", "rate") and cond.target:
+            reads(cond.target, float(cond.window))
         elif cond.kind == "absence" and cond.target == "metric":
-            longest = max(longest, float(cond.after or 0.0))
+            reads("gpu", float(cond.after or 0.0))
     return longest
+
+
+def longest_gpu_sample_window_s(session: Session) -> float:
+    """The longest span of ``gpu_sample`` rows an enabled rule reads, seconds: threshold and
+    rate windows on the ``gpu`` target, ``after`` of metric absence; 0 without such rules."""
+    return longest_sample_windows_s(session).get("gpu", 0.0)

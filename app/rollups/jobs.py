@@ -31,6 +31,7 @@ from app.rollups import fold
 from app.rollups.models import rollup_watermark
 from app.rollups.specs import SPECS, Spec, get_mark
 from app.series import minute_blocks
+from app.series.blocks import BY_NAME as BLOCK_FORMS
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +203,24 @@ def rollup_job(
         log.exception("rollup fold failed")
 
 
+def _stored_span(session: Session, spec: Spec) -> tuple[datetime | None, datetime | None]:
+    """The oldest and newest ``sampled_at`` of ``spec``'s samples, raw rows and blocks alike
+    (a block counts from its start and to its end)."""
+    raw = spec.raw
+    oldest = session.scalar(select(func.min(raw.c.sampled_at)))
+    newest = session.scalar(select(func.max(raw.c.sampled_at)))
+    form = BLOCK_FORMS.get(spec.name)
+    if form is not None and session.get_bind().dialect.name == "postgresql":
+        first, last = session.execute(
+            select(func.min(form.block.c.block_start), func.max(form.block.c.block_start))
+        ).one()
+        if first is not None:
+            end = last + timedelta(seconds=form.block_s)
+            oldest = first if oldest is None else min(oldest, first)
+            newest = end if newest is None else max(newest, end)
+    return oldest, newest
+
+
 def rebuild(
     factory: sessionmaker[Session], *, since: datetime | None, now: datetime | None = None
 ) -> dict[str, tuple[int, int]]:
@@ -215,8 +234,8 @@ def rebuild(
     totals: dict[str, tuple[int, int]] = {}
     for spec in SPECS:
         with session_scope(factory) as session:
-            oldest = since or session.scalar(select(func.min(spec.raw.c.sampled_at)))
-            newest = session.scalar(select(func.max(spec.raw.c.sampled_at)))
+            stored_from, newest = _stored_span(session, spec)
+            oldest = since or stored_from
         written = (0, 0)
         if oldest is not None and newest is not None:
             lo = math.floor(oldest.timestamp() / fold.HOUR_S) * fold.HOUR_S

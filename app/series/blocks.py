@@ -1,5 +1,5 @@
-"""Block tables: one row per series (a GPU, a GPU's NVLink) and hour, holding the hour's samples
-as one array per column, in time order.
+"""Block tables: one row per series (a GPU, a GPU's NVLink, a node's disk, mount, NFS mount or
+IB port) and time block, holding the block's samples as one array per column, in time order.
 
 Postgres compresses each array above ~2 kB of row with ``pglz`` (TOAST), so an hour of 5-s
 samples (720 values) of a slowly moving metric costs a fraction of a byte per value; integers
@@ -11,7 +11,8 @@ resolution; readers get ``sampled_at`` back from :mod:`app.series.read`.
 
 Each table is described by a :class:`BlockSpec` naming its raw table, its series key (owner
 first) and its value columns; :mod:`app.series.compact` and :mod:`app.series.read` work from
-the spec alone.
+the spec alone. The host tables' block forms are made from their raw tables' columns
+(:func:`host_block_table`).
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeEngine
 
-from app.db import Base, UTCDateTime
+from app.db import Base, UInt64, UTCDateTime
 from app.metrics.catalog import METRICS
 from app.metrics.models import gpu_sample
+from app.nics.models import NicPortSample
 from app.nvlinks.models import NvlinkSample
+from app.storage.models import DiskSample, MountSample, NfsSample
 
 #: Width of a GPU block: an hour, aligned on the Unix epoch (``date_bin``'s origin below).
 BLOCK_S = 3600
@@ -43,6 +46,10 @@ BLOCK_S = 3600
 #: values per array) is too short for Postgres to compress well (35 bytes per reading at 60 s
 #: in hour blocks).
 NVLINK_BLOCK_S = 6 * 3600
+#: Width of a host block (disks, mounts, NFS mounts, IB ports): a day. The agent sends one
+#: reading per entity a minute (``--host-interval``), so an hour or six would hold 60-360
+#: values per array, too few for Postgres to compress well.
+HOST_BLOCK_S = 86400
 BLOCK_ORIGIN = "2000-01-01 00:00:00+00"
 
 
@@ -54,6 +61,7 @@ def array_of(element: TypeEngine[Any]) -> TypeEngine[Any]:
 INTEGERS = array_of(BigInteger())
 FLOATS = array_of(Double())
 TEXTS = array_of(Text())
+COUNTERS = array_of(UInt64())
 
 gpu_sample_block = Table(
     "gpu_sample_block",
@@ -94,6 +102,49 @@ nvlink_sample_block = Table(
 """Six hours of one NVLink's ``nvlink_sample`` rows (:data:`NVLINK_BLOCK_S`)."""
 
 
+def _array_like(column: Column[Any]) -> TypeEngine[Any]:
+    """The array type holding ``column``'s values: ``bigint[]``, ``numeric(20)[]`` (exact
+    64-bit counters), ``double precision[]`` or ``text[]``."""
+    kind = column.type
+    if isinstance(kind, UInt64):
+        return COUNTERS
+    if isinstance(kind, BigInteger | Integer):
+        return INTEGERS
+    if isinstance(kind, Double):
+        return FLOATS
+    return TEXTS
+
+
+def host_block_table(raw: Table, keys: tuple[str, ...]) -> Table:
+    """``<raw>_block`` for a node-owned raw table keyed (``node_id``, ``keys``…,
+    ``sampled_at``): the same key columns, ``block_start``, ``sample_count``,
+    ``sampled_at_delta_us`` and an array per value column (:data:`HOST_BLOCK_S` wide)."""
+    skip = {"node_id", *keys, "sampled_at"}
+    return Table(
+        f"{raw.name}_block",
+        Base.metadata,
+        Column("node_id", Integer, ForeignKey("node.id", ondelete="CASCADE"), primary_key=True),
+        *(Column(k, raw.c[k].type, primary_key=True) for k in keys),
+        Column("block_start", UTCDateTime(), primary_key=True),
+        Column("sample_count", Integer, nullable=False),
+        Column("sampled_at_delta_us", INTEGERS, nullable=False),
+        *(
+            Column(c.name, _array_like(c), nullable=False)
+            for c in raw.columns
+            if c.name not in skip
+        ),
+        Index(f"ix_{raw.name}_block_block_start", "block_start"),
+    )
+
+
+def _host_spec(model: type[Any], keys: tuple[str, ...]) -> BlockSpec:
+    raw: Table = model.__table__
+    block = host_block_table(raw, keys)
+    meta = {"node_id", *keys, "block_start", "sample_count", "sampled_at_delta_us"}
+    values = tuple(c.name for c in block.columns if c.name not in meta)
+    return BlockSpec(raw.name, raw, block, ("node_id", *keys), values, block_s=HOST_BLOCK_S)
+
+
 @dataclass(frozen=True)
 class BlockSpec:
     """A raw sample table and its block table.
@@ -106,7 +157,7 @@ class BlockSpec:
         keys: the series key, owner (``gpu_id``) first.
         values: the value columns, alike in name in both tables.
         arrival: True when the raw table has ``received_at`` (kept as ``received_until``).
-        block_s: the width of a block, seconds (a divisor of a day).
+        block_s: the width of a block, seconds (a divisor of a day, or a day).
     """
 
     name: str
@@ -119,7 +170,7 @@ class BlockSpec:
 
     @property
     def owner(self) -> str:
-        """The owner column (``gpu_id``)."""
+        """The owner column (``gpu_id`` or ``node_id``)."""
         return self.keys[0]
 
 
@@ -149,5 +200,10 @@ NVLINK = BlockSpec(
     ),
     block_s=NVLINK_BLOCK_S,
 )
-SPECS: tuple[BlockSpec, ...] = (GPU, NVLINK)
+DISK = _host_spec(DiskSample, ("device",))
+MOUNT = _host_spec(MountSample, ("mountpoint",))
+NFS = _host_spec(NfsSample, ("mountpoint",))
+NIC = _host_spec(NicPortSample, ("device", "port"))
+HOST_SPECS: tuple[BlockSpec, ...] = (DISK, MOUNT, NFS, NIC)
+SPECS: tuple[BlockSpec, ...] = (GPU, NVLINK, *HOST_SPECS)
 BY_NAME: dict[str, BlockSpec] = {s.name: s for s in SPECS}

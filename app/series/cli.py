@@ -26,13 +26,15 @@ def compact(
     ] = None,
     database_url: DatabaseOpt = None,
 ) -> None:
-    """Pack raw GPU and NVLink samples older than the horizon into blocks, 128 GPUs per
-    transaction (resumable: stop it at any time, run it again). Safe while the server runs.
+    """Pack raw GPU, NVLink, disk, mount, NFS and IB port samples older than the horizon into
+    blocks, 128 GPUs or 32 nodes per transaction (resumable: stop it at any time, run it
+    again). Safe while the server runs.
 
-    Only whole blocks are packed (GPU: hours, NVLink: 6 hours), and each GPU and link keeps
-    its newest 10 minutes raw; GPU samples stay raw as long as an enabled alert rule's window
-    or the health throttle window reaches back, and until the rollups have folded them. GPU
-    1-minute rollups older than FLEETWATCH_COMPACT_MINUTES_AFTER_DAYS are packed by day."""
+    Only whole blocks are packed (GPU: hours, NVLink: 6 hours, host tables: days), and each GPU
+    and node keeps its newest 10 minutes raw; samples stay raw as long as an enabled alert
+    rule's window on them or the health throttle (GPU) and event (IB ports) windows reach back,
+    and GPU samples until the rollups have folded them. GPU 1-minute rollups older than
+    FLEETWATCH_COMPACT_MINUTES_AFTER_DAYS are packed by day."""
     from app.cli import _require_migrated, _settings
     from app.db import make_engine, make_session_factory
     from app.job_lock import holding
@@ -54,6 +56,7 @@ def compact(
                 make_session_factory(engine),
                 compact_after_s=horizon_s,
                 health_throttle_window_s=settings.health_throttle_window_s,
+                health_event_window_s=settings.health_event_window_s,
                 minutes_after_days=settings.compact_minutes_after_days,
             )
     finally:

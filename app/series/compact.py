@@ -29,7 +29,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_scope, utcnow
-from app.fleet.models import Gpu
+from app.fleet.models import Gpu, Node
 from app.rollups import specs as rollup_specs
 from app.series import minute_blocks
 from app.series.blocks import BLOCK_ORIGIN, BLOCK_S, GPU, SPECS, BlockSpec
@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 #: Owners (GPUs) per transaction: bounds the rows one statement moves (1 h of 5-s samples ×
 #: 128 GPUs ≈ 92 k GPU rows, 1.7 M NVLink rows on HGX).
 OWNERS_PER_BATCH = 128
+#: Nodes per transaction for the host tables: a day of 60-s readings of an HGX node's 8 IB
+#: ports is 11,520 rows, × 32 nodes ≈ 370 k rows per statement.
+NODES_PER_BATCH = 32
 
 
 @dataclass
@@ -203,14 +206,17 @@ def compact(
     *,
     compact_after_s: float,
     gpu_raw_s: float = 0.0,
+    raw_s: dict[str, float] | None = None,
     now: datetime | None = None,
     specs: Sequence[BlockSpec] = SPECS,
     minutes_after_s: float | None = 7 * 86400.0,
 ) -> CompactResult:
-    """Compact every table of ``specs``, :data:`OWNERS_PER_BATCH` owners per transaction, rows
-    older than ``now - compact_after_s`` — for ``gpu_sample`` older than ``now -
-    max(compact_after_s, gpu_raw_s)`` (the span readers scan as raw rows, see
-    :mod:`app.series.jobs`). Resumable: whatever a stopped run left raw is taken by the next.
+    """Compact every table of ``specs``, :data:`OWNERS_PER_BATCH` GPUs (or
+    :data:`NODES_PER_BATCH` nodes) per transaction, rows older than ``now - compact_after_s`` —
+    for ``gpu_sample`` older than ``now - max(compact_after_s, gpu_raw_s)``, and for a table
+    named in ``raw_s`` older than ``now - max(compact_after_s, raw_s[name])`` (the spans readers
+    scan as raw rows, see :mod:`app.series.jobs`). Resumable: whatever a stopped run left raw
+    is taken by the next.
     The GPU 1-minute rollups of whole days older than ``minutes_after_s`` (and than the
     rollups' folded-until mark) are packed too (:mod:`app.series.minute_blocks`; ``None``: not),
     reported as ``gpu_sample_1m``: charts of the recent days read minute rows, which is
@@ -222,16 +228,23 @@ def compact(
         if session.get_bind().dialect.name != "postgresql":
             return result
         gpu_ids = list(session.scalars(select(Gpu.id).order_by(Gpu.id)))
+        node_ids = list(session.scalars(select(Node.id).order_by(Node.id)))
         folded = rollup_specs.get_mark(session, rollup_specs.GPU.arrival_key)
+    spans = dict(raw_s or {})
+    if gpu_raw_s:
+        spans[GPU.name] = max(spans.get(GPU.name, 0.0), gpu_raw_s)
     for spec in specs:
-        after_s = max(compact_after_s, gpu_raw_s) if spec is GPU else compact_after_s
+        after_s = max(compact_after_s, spans.get(spec.name, 0.0))
         horizon = block_floor(at - timedelta(seconds=after_s), spec.block_s)
         if spec.arrival and folded is None:
             log.info("compaction: %s waits for the rollups' first run", spec.name)
             result.waiting.append(spec.name)
             continue
-        for i in range(0, len(gpu_ids), OWNERS_PER_BATCH):
-            batch = gpu_ids[i : i + OWNERS_PER_BATCH]
+        by_node = spec.owner == "node_id"
+        owners = node_ids if by_node else gpu_ids
+        step = NODES_PER_BATCH if by_node else OWNERS_PER_BATCH
+        for i in range(0, len(owners), step):
+            batch = owners[i : i + step]
             with session_scope(factory) as session:
                 packed, written, reopened = compact_owners(
                     session, spec, owners=batch, horizon=horizon, folded=folded

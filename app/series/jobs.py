@@ -1,11 +1,16 @@
 """The scheduled compaction: how much stays raw, and the job wrapper.
 
-Alert rule windows and the health throttle window scan ``gpu_sample`` raw rows (their SQL is
-tuned to its indexes), so GPU rows stay raw for the longest of ``compact_after_s``, every
-enabled rule's GPU window (threshold and rate windows on the ``gpu`` target, metric absence's
-``after``) and the throttle window, each plus :data:`~app.timeseries.LATEST_WINDOW_S` of
-clock-skew margin. A team that writes a 7-day rule keeps 7 days raw: correct first, then
-compact.
+Alert rule windows and the health windows scan raw rows (their SQL is tuned to the raw tables'
+indexes), so rows stay raw for the longest of ``compact_after_s`` and every reader's span, plus
+:data:`~app.timeseries.LATEST_WINDOW_S` of clock-skew margin:
+
+* ``gpu_sample``: every enabled rule's GPU window (threshold and rate windows on the ``gpu``
+  target, metric absence's ``after``) and the health throttle window;
+* ``disk_sample``, ``mount_sample``, ``nfs_sample``, ``nic_port_sample``: the threshold and
+  rate windows of rules on the ``disk``, ``mount``, ``nfs`` and ``nic`` targets; IB ports also
+  the health event window (a port down is dated from its last ACTIVE reading within it).
+
+A team that writes a 7-day rule keeps 7 days raw: correct first, then compact.
 """
 
 from __future__ import annotations
@@ -23,10 +28,35 @@ from app.timeseries import LATEST_WINDOW_S
 log = logging.getLogger(__name__)
 
 
+#: Raw table read by the rules of each alert target.
+TARGET_TABLES = {
+    "gpu": "gpu_sample",
+    "disk": "disk_sample",
+    "mount": "mount_sample",
+    "nfs": "nfs_sample",
+    "nic": "nic_port_sample",
+}
+
+
+def raw_spans_s(
+    session: Session, *, health_throttle_window_s: float, health_event_window_s: float
+) -> dict[str, float]:
+    """Raw table → seconds of it that readers scan as raw rows (see the module docstring);
+    tables no reader scans far are left out."""
+    spans = {"gpu_sample": health_throttle_window_s, "nic_port_sample": health_event_window_s}
+    for target, window_s in alert_store.longest_sample_windows_s(session).items():
+        table = TARGET_TABLES.get(target)
+        if table is not None:
+            spans[table] = max(spans.get(table, 0.0), window_s)
+    return {table: span + LATEST_WINDOW_S for table, span in spans.items()}
+
+
 def gpu_raw_span_s(session: Session, *, health_throttle_window_s: float) -> float:
     """Seconds of ``gpu_sample`` that readers scan as raw rows (see the module docstring)."""
-    longest = max(alert_store.longest_gpu_sample_window_s(session), health_throttle_window_s)
-    return longest + LATEST_WINDOW_S
+    spans = raw_spans_s(
+        session, health_throttle_window_s=health_throttle_window_s, health_event_window_s=0.0
+    )
+    return spans["gpu_sample"]
 
 
 def run(
@@ -34,19 +64,24 @@ def run(
     *,
     compact_after_s: float,
     health_throttle_window_s: float,
+    health_event_window_s: float = 86400.0,
     minutes_after_days: float = 7.0,
     now: datetime | None = None,
 ) -> CompactResult:
-    """One compaction pass with the raw span the rules need; GPU 1-minute rollups packed
-    after ``minutes_after_days``."""
+    """One compaction pass with the raw spans the rules and health need; GPU 1-minute rollups
+    packed after ``minutes_after_days``."""
     with session_scope(factory) as session:
         if session.get_bind().dialect.name != "postgresql":
             return CompactResult()
-        raw_s = gpu_raw_span_s(session, health_throttle_window_s=health_throttle_window_s)
+        spans = raw_spans_s(
+            session,
+            health_throttle_window_s=health_throttle_window_s,
+            health_event_window_s=health_event_window_s,
+        )
     return compact(
         factory,
         compact_after_s=compact_after_s,
-        gpu_raw_s=raw_s,
+        raw_s=spans,
         minutes_after_s=minutes_after_days * 86400.0,
         now=now,
     )
@@ -57,6 +92,7 @@ def compact_job(
     compact_after_s: float,
     health_throttle_window_s: float,
     minutes_after_days: float,
+    health_event_window_s: float = 86400.0,
 ) -> None:
     """Scheduled wrapper: errors logged and never raised into the scheduler."""
     try:
@@ -64,6 +100,7 @@ def compact_job(
             factory,
             compact_after_s=compact_after_s,
             health_throttle_window_s=health_throttle_window_s,
+            health_event_window_s=health_event_window_s,
             minutes_after_days=minutes_after_days,
         )
         if any(result.rows_packed.values()) or any(result.blocks_reopened.values()):

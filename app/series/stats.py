@@ -13,11 +13,11 @@ from app.db import Base, utcnow
 from app.series import minute_blocks
 from app.series.blocks import SPECS
 
-#: Raw tables without a block form yet (still one row per sample), by name.
-OTHER_RAW = ("disk_sample", "mount_sample", "nfs_sample", "nic_port_sample")
 #: Rollup tiers: table name suffix → tier label.
 ROLLUP_TIERS = {"_1m": "1 min", "_1h": "1 h"}
 ROLLED_UP = ("gpu_sample", "disk_sample", "nfs_sample", "nic_port_sample")
+#: Tier labels of block widths, seconds.
+BLOCK_TIERS = {3600: "hour blocks", 86400: "day blocks"}
 #: Window of the recent ingest rate, seconds.
 RATE_WINDOW_S = 300.0
 
@@ -46,8 +46,8 @@ class TableStats:
 def table_stats(
     session: Session, *, exact: bool = False, now: datetime | None = None
 ) -> list[TableStats]:
-    """Every sample table by tier (Postgres): GPU and NVLink raw rows and hour blocks, the
-    other raw tables, the packed GPU 1-minute rollups (day blocks; ``samples`` are minute
+    """Every sample table by tier (Postgres): GPU, NVLink, disk, mount, NFS and IB port raw
+    rows and blocks, the packed GPU 1-minute rollups (day blocks; ``samples`` are minute
     buckets), then the 1-minute and 1-hour rollup tables.
 
     Row counts of tables without blocks are the planner's estimate (``pg_class.reltuples``,
@@ -68,10 +68,9 @@ def table_stats(
         ).one()
         width = len(spec.values)
         size = _size(session, spec.block.name)
-        tier = "hour blocks" if spec.block_s == 3600 else f"{spec.block_s // 3600}-h blocks"
+        tier = BLOCK_TIERS.get(spec.block_s, f"{spec.block_s // 3600}-h blocks")
         out.append(TableStats(spec.block.name, tier, size, rows, samples, samples * width))
     tables = Base.metadata.tables
-    out.extend(_plain(session, tables[name], "raw", exact, since) for name in OTHER_RAW)
     packed = minute_blocks.gpu_sample_1m_block
     rows, buckets = session.execute(
         select(func.count(), func.coalesce(func.sum(packed.c.bucket_count), 0))

@@ -1,0 +1,352 @@
+"""Host samples (disks, mounts, NFS mounts, IB ports) packed into day blocks: read back exactly
+(raw reads, the rollups rebuilt from them, the storage page's charts), late and duplicate
+readings into a packed day, how long each table stays raw, and retention of day blocks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import session_scope
+from app.fleet.models import Node
+from app.nics.models import NicPortSample
+from app.retention.jobs import prune
+from app.rollups import fold
+from app.rollups import specs as rollup_specs
+from app.rollups.jobs import rebuild
+from app.series import jobs as series_jobs
+from app.series.blocks import DISK, HOST_SPECS, MOUNT, NFS, NIC, BlockSpec
+from app.series.compact import compact
+from app.series.read import rows_between
+from app.storage import fleet_service
+from app.storage.models import DiskSample, MountSample, NfsSample
+from tests.app.series_helpers import store_factory
+from tests.factories import add_rules
+
+T0 = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
+#: 30 h of readings: the first day is packed (horizon NOW − 2 h = 04:00 of day 2, floored to
+#: the day), the last 6 h stay raw.
+NOW = T0 + timedelta(hours=30)
+STEP_S = 60
+READINGS = 30 * 3600 // STEP_S
+BIG = 2**64 - 5  # an NFS counter near the 64-bit limit: must come back exact (numeric)
+
+
+@pytest.fixture
+def factory(postgres_url: str) -> Iterator[sessionmaker[Session]]:
+    with store_factory(postgres_url) as made:
+        yield made
+
+
+def seed(session: Session) -> Node:
+    """One node with two disks, a mount, an NFS mount and two IB ports, a reading a minute."""
+    node = Node(hostname="host-a", labels={}, created_at=T0, last_seen_at=NOW)
+    session.add(node)
+    session.flush()
+    disks, mounts, nfs, ports = [], [], [], []
+    for k in range(READINGS):
+        at = T0 + timedelta(seconds=k * STEP_S)
+        for d, device in enumerate(("nvme0n1", "sda")):
+            disks.append(
+                {
+                    "node_id": node.id,
+                    "device": device,
+                    "sampled_at": at,
+                    "read_bytes_per_s": 1024.5 * (k % 97) + d,
+                    "write_bytes_per_s": None if k % 13 == 0 else 3.25 * k,
+                    "read_iops": float(k % 7),
+                    "write_iops": 0.0,
+                    "busy_pct": 12.5,
+                    "avg_wait_s": 0.000125 * (k % 5),
+                }
+            )
+        mounts.append(
+            {
+                "node_id": node.id,
+                "mountpoint": "/data",
+                "sampled_at": at,
+                "device": "/dev/nvme0n1p1" if k < 600 else "/dev/nvme1n1p1",  # remounted
+                "fstype": "xfs",
+                "used_bytes": 2**40 + k * 4096,
+                "total_bytes": 2**42,
+            }
+        )
+        nfs.append(
+            {
+                "node_id": node.id,
+                "mountpoint": "/home",
+                "sampled_at": at,
+                "export": "filer:/export/home",
+                "version": "4.2",
+                "read_bytes": BIG - READINGS + k,
+                "write_bytes": k * 10,
+                "ops": k,
+                "retransmits": k // 100,
+                "read_bytes_per_s": 1.0 / 3.0,
+                "write_bytes_per_s": 0.0,
+                "ops_per_s": 2.5,
+                "retransmits_per_s": None,
+                "avg_rtt_s": 0.0015,
+            }
+        )
+        for port in (1, 2):
+            ports.append(
+                {
+                    "node_id": node.id,
+                    "device": "mlx5_0",
+                    "port": port,
+                    "sampled_at": at,
+                    "link_layer": "InfiniBand",
+                    "state": "DOWN" if (port, k // 60) == (2, 3) else "ACTIVE",
+                    "phys_state": "LinkUp",
+                    "rate_gbps": 400.0,
+                    "tx_bytes_per_s": 1e9 + k,
+                    "rx_bytes_per_s": 2e9 - k,
+                    "symbol_error_count": k // 500,
+                    "link_downed_count": 1 if k >= 240 else 0,
+                    "link_error_recovery_count": 0,
+                    "port_rcv_errors_count": None,
+                    "port_xmit_discards_count": 2**62,
+                }
+            )
+    for model, rows in (
+        (DiskSample, disks),
+        (MountSample, mounts),
+        (NfsSample, nfs),
+        (NicPortSample, ports),
+    ):
+        session.execute(model.__table__.insert(), rows)  # type: ignore[attr-defined]
+    return node
+
+
+def every_row(session: Session, spec: BlockSpec) -> list[tuple[Any, ...]]:
+    rows = rows_between(
+        spec.name, columns=list(spec.values), start=None, end=None, dialect="postgresql"
+    )
+    return sorted(tuple(r) for r in session.execute(select(rows)))
+
+
+def count(session: Session, table: Any) -> int:
+    return int(session.scalar(select(func.count()).select_from(table)) or 0)
+
+
+def minute_rollups(session: Session) -> dict[str, list[tuple[Any, ...]]]:
+    """Every host rollup table rebuilt over the 30 h from whatever form the samples are in."""
+    out = {}
+    for spec in (rollup_specs.DISK, rollup_specs.NFS, rollup_specs.NIC):
+        session.execute(delete(spec.tables[60]))
+        session.execute(delete(spec.tables[3600]))
+        fold.fold_range(session, spec, lo_s=int(T0.timestamp()), hi_s=int(NOW.timestamp()))
+        for resolution, table in spec.tables.items():
+            out[f"{spec.name}:{resolution}"] = sorted(
+                tuple(r) for r in session.execute(select(table))
+            )
+    return out
+
+
+def same_rows(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]]) -> None:
+    """Equal rows; sums of non-integral doubles may differ in the last bits (another order)."""
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert x == y or (isinstance(y, float) and x == pytest.approx(y, rel=1e-12))
+
+
+def test_host_samples_pack_into_day_blocks_and_read_back_exactly(
+    factory: sessionmaker[Session],
+) -> None:
+    with session_scope(factory) as s:
+        seed(s)
+        before = {spec.name: every_row(s, spec) for spec in HOST_SPECS}
+        rollups = minute_rollups(s)
+
+    result = compact(factory, compact_after_s=2 * 3600, now=NOW)
+
+    day = 86400 // STEP_S
+    assert {spec.name: result.rows_packed[spec.name] for spec in HOST_SPECS} == {
+        "disk_sample": 2 * day,
+        "mount_sample": day,
+        "nfs_sample": day,
+        "nic_port_sample": 2 * day,
+    }
+    assert result.blocks_written["disk_sample"] == 2  # one per device and day
+    assert result.blocks_written["nic_port_sample"] == 2  # one per port and day
+    with session_scope(factory) as s:
+        for spec in HOST_SPECS:
+            assert s.scalars(select(spec.block.c.block_start)).all() == [T0] * len(
+                s.scalars(select(spec.block.c.block_start)).all()
+            )
+            assert s.scalar(select(func.min(spec.raw.c.sampled_at))) == T0 + timedelta(days=1)
+            assert every_row(s, spec) == before[spec.name], spec.name
+        nfs = every_row(s, NFS)
+        assert max(r[5] for r in nfs) == BIG - 1  # numeric(20) counters exact near 2^64
+        assert any(r[4] is None for r in every_row(s, DISK))  # a NULL stays NULL
+        devices = {r[3] for r in every_row(s, MOUNT)}
+        assert devices == {"/dev/nvme0n1p1", "/dev/nvme1n1p1"}
+        steps = s.scalar(select(DISK.block.c.sampled_at_delta_us).limit(1))
+        assert set(steps[1:]) == {STEP_S * 1_000_000}
+        # The rollups rebuilt from the blocks equal those built from the raw rows.
+        after = minute_rollups(s)
+        assert after.keys() == rollups.keys()
+        for name, rows in rollups.items():
+            same_rows(after[name], rows)
+
+
+def test_the_storage_page_draws_the_same_charts_from_blocks(
+    factory: sessionmaker[Session],
+) -> None:
+    with session_scope(factory) as s:
+        node = seed(s)
+        q = fleet_service.Query(
+            scope=fleet_service.NodeScope({node.id: node.hostname}, filtered=False),
+            start=T0 + timedelta(hours=2),
+            end=T0 + timedelta(hours=26),
+            step_s=300,
+            top_n=5,
+        )
+    names = ("disk_avg_wait_s", "nfs_retransmits", "ib_errors", "ib_rx_bytes_per_s")
+    metrics = [fleet_service.METRICS[name] for name in names]
+
+    def charts() -> list[Any]:
+        with session_scope(factory) as s:
+            out = []
+            for metric in metrics:
+                chart = (
+                    fleet_service.counter_chart(s, metric, q)[0]
+                    if metric.counter
+                    else fleet_service.gauge_chart(s, metric, q)
+                )
+                out.append([(x.name, x.times, x.values) for x in chart.top])
+            return out
+
+    raw = charts()
+    assert all(series for series in raw)
+    compact(factory, compact_after_s=2 * 3600, now=NOW)
+    packed = charts()
+    for got, want in zip(packed, raw, strict=True):
+        assert [(name, times) for name, times, _ in got] == [(n, t) for n, t, _ in want]
+        for (_, _, a), (_, _, b) in zip(got, want, strict=True):
+            # bucket means of non-integral doubles: summed in another order from blocks
+            assert a == pytest.approx(b, rel=1e-12)
+
+
+def test_a_late_or_repeated_host_reading_joins_its_packed_day(
+    factory: sessionmaker[Session],
+) -> None:
+    with session_scope(factory) as s:
+        node = seed(s)
+    compact(factory, compact_after_s=2 * 3600, now=NOW)
+    with session_scope(factory) as s:
+        before = every_row(s, DISK)
+        blank = {c: None for c in DISK.values}
+        s.execute(
+            DiskSample.__table__.insert(),  # type: ignore[attr-defined]
+            [
+                # between two packed readings (out of order)
+                {
+                    "node_id": node.id,
+                    "device": "sda",
+                    "sampled_at": T0 + timedelta(seconds=30),
+                    **blank,
+                    "busy_pct": 99.0,
+                },
+                # a repeat of a packed reading with another value: the first stored wins
+                {
+                    "node_id": node.id,
+                    "device": "sda",
+                    "sampled_at": T0 + timedelta(minutes=5),
+                    **blank,
+                    "busy_pct": 1.0,
+                },
+            ],
+        )
+    result = compact(factory, compact_after_s=2 * 3600, now=NOW)
+    assert result.blocks_reopened["disk_sample"] == 1
+    with session_scope(factory) as s:
+        got = every_row(s, DISK)
+        late = (node.id, "sda", T0 + timedelta(seconds=30), None, None, None, None, 99.0, None)
+        assert got == sorted([*before, late])
+        counts = dict(s.execute(select(DISK.block.c.device, DISK.block.c.sample_count)).all())
+        assert counts == {"nvme0n1": 1440, "sda": 1441}
+        assert count(s, DISK.raw) == 2 * 6 * 60  # only the unpacked last 6 h are raw
+
+
+def test_rule_windows_and_the_health_event_window_keep_host_rows_raw(
+    factory: sessionmaker[Session], postgres_url: str
+) -> None:
+    add_rules(
+        postgres_url,
+        {
+            "name": "slow-disk-day",
+            "condition": {
+                "kind": "threshold",
+                "target": "disk",
+                "metric": "avg_wait_s",
+                "aggregation": "avg",
+                "window": "36h",
+                "op": ">",
+                "threshold": 0.05,
+            },
+        },
+    )
+    with session_scope(factory) as s:
+        seed(s)
+        spans = series_jobs.raw_spans_s(
+            s, health_throttle_window_s=300.0, health_event_window_s=86400.0
+        )
+    margin = 600.0
+    assert spans["disk_sample"] == 36 * 3600 + margin
+    assert spans["nic_port_sample"] == 86400 + margin  # a port down is dated within the window
+    assert spans["gpu_sample"] == 300 + margin
+    assert "mount_sample" not in spans
+    result = series_jobs.run(
+        factory, compact_after_s=2 * 3600, health_throttle_window_s=300.0, now=NOW
+    )
+    # disks: 36 h reach before T0; IB ports: 24 h 10 min reach into the first day: both raw.
+    assert result.rows_packed["disk_sample"] == 0
+    assert result.rows_packed["nic_port_sample"] == 0
+    assert result.rows_packed["mount_sample"] == 1440
+    with session_scope(factory) as s:
+        assert count(s, DiskSample.__table__) == 2 * READINGS  # type: ignore[arg-type]
+    from tests.factories import wipe_alerts
+
+    wipe_alerts(postgres_url)
+
+
+def test_retention_drops_host_day_blocks_whose_whole_day_is_older(
+    factory: sessionmaker[Session],
+) -> None:
+    with session_scope(factory) as s:
+        seed(s)
+    compact(factory, compact_after_s=2 * 3600, now=NOW)
+    with session_scope(factory) as s:
+        # cutoff at 12:00 of day 1: the day block holds readings newer than it, so it stays.
+        kept = prune(s, retention_days=18 / 24, now=NOW)
+        assert kept["disk_sample_block"] == 0
+        assert count(s, NIC.block) == 2
+        # cutoff at 00:00 of day 2 (and a second later): the whole first day is older.
+        gone = prune(s, retention_days=30 / 24, now=NOW + timedelta(hours=24, seconds=1))
+        assert gone["disk_sample_block"] == 2
+        assert gone["nic_port_sample_block"] == 2
+        for spec in HOST_SPECS:
+            assert count(s, spec.block) == 0
+
+
+def test_rollups_rebuild_reaches_back_to_the_oldest_block(
+    factory: sessionmaker[Session],
+) -> None:
+    with session_scope(factory) as s:
+        seed(s)
+    compact(factory, compact_after_s=2 * 3600, now=NOW)
+    written = rebuild(factory, since=None, now=NOW)
+    # Every minute of the 30 h, packed or raw, for both disks.
+    assert written["disk_sample"][0] == 2 * READINGS
+    with session_scope(factory) as s:
+        table = rollup_specs.DISK.tables[60]
+        first = s.scalar(select(func.min(table.c.bucket_start_s)))
+        assert first == int(T0.timestamp())
