@@ -62,7 +62,7 @@ class Settings(BaseSettings):
         default=7200.0,
         ge=3600,
         le=90 * 86400,
-        description="GPU and NVLink samples older than this are packed into hour blocks",
+        description="GPU, NVLink and host samples older than this are packed into blocks",
     )
     compact_interval_s: float = Field(default=300.0, ge=10, le=86400)
     compact_minutes_after_days: float = Field(
@@ -70,6 +70,12 @@ class Settings(BaseSettings):
         ge=1,
         le=3650,
         description="GPU 1-minute rollups older than this are packed into day blocks",
+    )
+    compact_host_minutes_after_days: float = Field(
+        default=1.0,
+        ge=1,
+        le=3650,
+        description="disk, NFS and IB port 1-minute rollups older than this are packed by day",
     )
     rollup_minute_retention_days: float = Field(default=90.0, gt=0, le=3650)
     rollup_hour_retention_days: float = Field(default=1095.0, gt=0, le=36500)

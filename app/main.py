@@ -113,6 +113,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     settings.health_throttle_window_s,
                     settings.compact_minutes_after_days,
                     settings.health_event_window_s,
+                    settings.compact_host_minutes_after_days,
                 ],
                 id="series-compaction",
                 coalesce=True,

@@ -207,9 +207,10 @@ def fold_range(
         m_hi = m_lo + MINUTE_S
     h_lo = math.floor(m_lo / HOUR_S) * HOUR_S
     h_hi = math.ceil(m_hi / HOUR_S) * HOUR_S
-    if spec.tables[MINUTE_S] is minute_blocks.MINUTES:
+    form = minute_blocks.BY_MINUTES.get(spec.tables[MINUTE_S].name)
+    if form is not None:
         # Packed minutes of these hours go back to rows, so the recompute replaces them.
-        minute_blocks.reopen(session, lo_s=h_lo, hi_s=h_hi, owners=owners)
+        minute_blocks.reopen(session, lo_s=h_lo, hi_s=h_hi, owners=owners, form=form)
     minutes = fold_minutes(session, spec, lo_s=m_lo, hi_s=m_hi, owners=owners)
     hours = fold_hours(session, spec, lo_s=h_lo, hi_s=h_hi, owners=owners)
     fold_fleet(session, spec, lo_s=m_lo, hi_s=m_hi)

@@ -159,14 +159,15 @@ def prune_rollups(
             )
             deleted[spec.fleet.name] = int(result.rowcount or 0)
     cutoff = math.floor(now.timestamp() - minute_days * 86400)
-    blocks = minute_blocks.gpu_sample_1m_block
-    result = cast(
-        CursorResult[Any],
-        session.execute(
-            delete(blocks).where(blocks.c.block_start_s + minute_blocks.DAY_S <= cutoff)
-        ),
-    )
-    deleted[blocks.name] = int(result.rowcount or 0)
+    for form in minute_blocks.FORMS:
+        blocks = form.block
+        result = cast(
+            CursorResult[Any],
+            session.execute(
+                delete(blocks).where(blocks.c.block_start_s + minute_blocks.DAY_S <= cutoff)
+            ),
+        )
+        deleted[blocks.name] = int(result.rowcount or 0)
     return deleted
 
 

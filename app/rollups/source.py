@@ -118,12 +118,14 @@ def parts(
         if stop <= first:
             return pieces(finer, lo, hi, hi_closed)
         table: Any = spec.tables[resolution]
-        if table is minute_blocks.MINUTES:
+        form = minute_blocks.BY_MINUTES.get(table.name) if resolution == 60 else None
+        if form is not None:
             table = minute_blocks.minute_rows(
                 columns=[f"{name}_{kind}" for name, kind in fields],
                 lo_s=first,
                 hi_s=stop,
                 dialect=dialect,
+                form=form,
             )
         rolled = select(
             *(table.c[k] for k in spec.keys),

@@ -34,7 +34,8 @@ def compact(
     and node keeps its newest 10 minutes raw; samples stay raw as long as an enabled alert
     rule's window on them or the health throttle (GPU) and event (IB ports) windows reach back,
     and GPU samples until the rollups have folded them. GPU 1-minute rollups older than
-    FLEETWATCH_COMPACT_MINUTES_AFTER_DAYS are packed by day."""
+    FLEETWATCH_COMPACT_MINUTES_AFTER_DAYS are packed by day, the disk, NFS and IB port ones
+    after FLEETWATCH_COMPACT_HOST_MINUTES_AFTER_DAYS."""
     from app.cli import _require_migrated, _settings
     from app.db import make_engine, make_session_factory
     from app.job_lock import holding
@@ -58,6 +59,7 @@ def compact(
                 health_throttle_window_s=settings.health_throttle_window_s,
                 health_event_window_s=settings.health_event_window_s,
                 minutes_after_days=settings.compact_minutes_after_days,
+                host_minutes_after_days=settings.compact_host_minutes_after_days,
             )
     finally:
         engine.dispose()

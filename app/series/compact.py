@@ -210,6 +210,7 @@ def compact(
     now: datetime | None = None,
     specs: Sequence[BlockSpec] = SPECS,
     minutes_after_s: float | None = 7 * 86400.0,
+    host_minutes_after_s: float | None = None,
 ) -> CompactResult:
     """Compact every table of ``specs``, :data:`OWNERS_PER_BATCH` GPUs (or
     :data:`NODES_PER_BATCH` nodes) per transaction, rows older than ``now - compact_after_s`` —
@@ -217,10 +218,14 @@ def compact(
     named in ``raw_s`` older than ``now - max(compact_after_s, raw_s[name])`` (the spans readers
     scan as raw rows, see :mod:`app.series.jobs`). Resumable: whatever a stopped run left raw
     is taken by the next.
-    The GPU 1-minute rollups of whole days older than ``minutes_after_s`` (and than the
-    rollups' folded-until mark) are packed too (:mod:`app.series.minute_blocks`; ``None``: not),
-    reported as ``gpu_sample_1m``: charts of the recent days read minute rows, which is
-    faster than unpacking. On SQLite returns an empty result.
+    The 1-minute rollups (GPU, disk, NFS, IB port) of whole days older than
+    ``minutes_after_s`` (and than the rollups' folded-until mark) are packed too
+    (:mod:`app.series.minute_blocks`; ``None``: not), reported as ``<raw>_1m``: charts of the
+    recent days read minute rows, which is faster than unpacking. The host tables' minutes
+    (disk, NFS, IB port) are packed after ``host_minutes_after_s`` (default: as the GPU's): a
+    day is enough for the storage page's 24-h range never to unpack them, and longer ranges
+    rank by the hour rollups and read the minutes of their top series only. On SQLite returns
+    an empty result.
     """
     result = CompactResult()
     at = now or utcnow()
@@ -251,30 +256,38 @@ def compact(
                 )
             result.add(spec.name, packed, written, reopened)
     if minutes_after_s is not None:
-        _pack_minutes(factory, result, gpu_ids, at, minutes_after_s)
+        by_owner: dict[str, Sequence[int]] = {"gpu_id": gpu_ids, "node_id": node_ids}
+        host_after_s = minutes_after_s if host_minutes_after_s is None else host_minutes_after_s
+        after = {"gpu_id": minutes_after_s, "node_id": host_after_s}
+        _pack_minutes(factory, result, by_owner, at, after)
     return result
 
 
 def _pack_minutes(
     factory: sessionmaker[Session],
     result: CompactResult,
-    gpu_ids: Sequence[int],
+    owners: dict[str, Sequence[int]],
     at: datetime,
-    after_s: float,
+    after_s: dict[str, float],
 ) -> None:
-    """Pack the GPU 1-minute rollups, :data:`~app.series.minute_blocks.OWNERS_PER_BATCH` GPUs
-    per transaction."""
-    with session_scope(factory) as session:
-        folded_until = rollup_specs.get_mark(session, rollup_specs.GPU.horizon_key)
-    if folded_until is None:
-        result.waiting.append("gpu_sample_1m")
-        return
-    oldest = at - timedelta(seconds=after_s)
-    horizon_s = int(min(oldest, folded_until).timestamp())
-    step = minute_blocks.OWNERS_PER_BATCH
-    for i in range(0, len(gpu_ids), step):
+    """Pack the 1-minute rollups of every :data:`~app.series.minute_blocks.FORMS`,
+    :data:`~app.series.minute_blocks.OWNERS_PER_BATCH` owners per transaction (``owners`` and
+    ``after_s`` by owner column), each up to its rollups' folded-until mark."""
+    for form in minute_blocks.FORMS:
+        name = form.minutes.name
+        spec = rollup_specs.BY_RAW[name.removesuffix("_1m")]
         with session_scope(factory) as session:
-            written, packed = minute_blocks.pack(
-                session, owners=gpu_ids[i : i + step], horizon_s=horizon_s
-            )
-        result.add("gpu_sample_1m", packed, written, 0)
+            folded_until = rollup_specs.get_mark(session, spec.horizon_key)
+        if folded_until is None:
+            result.waiting.append(name)
+            continue
+        oldest = at - timedelta(seconds=after_s[form.owner])
+        horizon_s = int(min(oldest, folded_until).timestamp())
+        ids = owners[form.owner]
+        step = minute_blocks.OWNERS_PER_BATCH
+        for i in range(0, len(ids), step):
+            with session_scope(factory) as session:
+                written, packed = minute_blocks.pack(
+                    session, owners=ids[i : i + step], horizon_s=horizon_s, form=form
+                )
+            result.add(name, packed, written, 0)

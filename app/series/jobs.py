@@ -66,10 +66,11 @@ def run(
     health_throttle_window_s: float,
     health_event_window_s: float = 86400.0,
     minutes_after_days: float = 7.0,
+    host_minutes_after_days: float = 1.0,
     now: datetime | None = None,
 ) -> CompactResult:
     """One compaction pass with the raw spans the rules and health need; GPU 1-minute rollups
-    packed after ``minutes_after_days``."""
+    packed after ``minutes_after_days``, the host tables' after ``host_minutes_after_days``."""
     with session_scope(factory) as session:
         if session.get_bind().dialect.name != "postgresql":
             return CompactResult()
@@ -83,6 +84,7 @@ def run(
         compact_after_s=compact_after_s,
         raw_s=spans,
         minutes_after_s=minutes_after_days * 86400.0,
+        host_minutes_after_s=host_minutes_after_days * 86400.0,
         now=now,
     )
 
@@ -93,6 +95,7 @@ def compact_job(
     health_throttle_window_s: float,
     minutes_after_days: float,
     health_event_window_s: float = 86400.0,
+    host_minutes_after_days: float = 1.0,
 ) -> None:
     """Scheduled wrapper: errors logged and never raised into the scheduler."""
     try:
@@ -102,6 +105,7 @@ def compact_job(
             health_throttle_window_s=health_throttle_window_s,
             health_event_window_s=health_event_window_s,
             minutes_after_days=minutes_after_days,
+            host_minutes_after_days=host_minutes_after_days,
         )
         if any(result.rows_packed.values()) or any(result.blocks_reopened.values()):
             log.info(

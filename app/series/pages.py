@@ -28,6 +28,7 @@ def store_page(request: Request, session: SessionDep) -> HTMLResponse:
         "retention_days": settings.retention_days,
         "minute_days": settings.rollup_minute_retention_days,
         "minutes_after_days": settings.compact_minutes_after_days,
+        "host_minutes_after_days": settings.compact_host_minutes_after_days,
         "hour_days": settings.rollup_hour_retention_days,
     }
     return render(request, "series/store.html", context)

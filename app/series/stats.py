@@ -47,7 +47,7 @@ def table_stats(
     session: Session, *, exact: bool = False, now: datetime | None = None
 ) -> list[TableStats]:
     """Every sample table by tier (Postgres): GPU, NVLink, disk, mount, NFS and IB port raw
-    rows and blocks, the packed GPU 1-minute rollups (day blocks; ``samples`` are minute
+    rows and blocks, the packed 1-minute rollups (day blocks; ``samples`` are minute
     buckets), then the 1-minute and 1-hour rollup tables.
 
     Row counts of tables without blocks are the planner's estimate (``pg_class.reltuples``,
@@ -71,13 +71,14 @@ def table_stats(
         tier = BLOCK_TIERS.get(spec.block_s, f"{spec.block_s // 3600}-h blocks")
         out.append(TableStats(spec.block.name, tier, size, rows, samples, samples * width))
     tables = Base.metadata.tables
-    packed = minute_blocks.gpu_sample_1m_block
-    rows, buckets = session.execute(
-        select(func.count(), func.coalesce(func.sum(packed.c.bucket_count), 0))
-    ).one()
-    size = _size(session, packed.name)
-    width = len(minute_blocks.VALUES)
-    out.append(TableStats(packed.name, "1 min, days", size, rows, buckets, buckets * width))
+    for form in minute_blocks.FORMS:
+        packed = form.block
+        rows, buckets = session.execute(
+            select(func.count(), func.coalesce(func.sum(packed.c.bucket_count), 0))
+        ).one()
+        size = _size(session, packed.name)
+        width = len(form.values)
+        out.append(TableStats(packed.name, "1 min, days", size, rows, buckets, buckets * width))
     for suffix, tier in ROLLUP_TIERS.items():
         out.extend(_plain(session, tables[name + suffix], tier, exact, None) for name in ROLLED_UP)
     return out

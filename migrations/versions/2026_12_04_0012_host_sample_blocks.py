@@ -1,5 +1,5 @@
-"""host sample blocks: a day of a node's disk, mount, NFS mount or IB port readings in one row
-of typed arrays
+"""host sample blocks: a day of a node's disk, mount, NFS mount or IB port readings (and of
+their 1-minute rollups) in one row of typed arrays
 
 Revision ID: 0012
 Revises: 0011
@@ -9,14 +9,19 @@ At the agent's ``--host-interval`` of 60 s the four host tables took 4.4 MB per 
 day as rows (179-229 bytes a row with their indexes), as much as the packed GPU samples. Their
 block forms hold a day per entity (1,440 readings per array at 60 s), which Postgres compresses
 like the GPU blocks. Raw rows are left where they are: the compaction job (or ``fleetwatch
-storage compact``) moves them, in batches, resumably. On SQLite the tables are created (one
-schema) but never filled. Columns are those of the raw tables at this revision (frozen below).
+storage compact``) moves them, in batches, resumably. Their 1-minute rollups (one reading per
+minute at that interval: 4.2 MB per node per day) are packed by day like the GPU's
+(``<raw>_1m_block``). On SQLite the tables are created (one schema) but never filled. Columns
+are those of the raw tables at this revision (frozen below) and of the rollup fields, as 0005.
 """
 
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+
+from app.db import NAMING_CONVENTION
+from app.rollups.models import DISK_FIELDS, NFS_FIELDS, NIC_FIELDS, rollup_table
 
 revision: str = "0012"
 down_revision: str | None = "0011"
@@ -91,7 +96,43 @@ TABLES_0012: dict[str, tuple[Columns, Columns]] = {
 }
 
 
+def _minute_tables() -> list[sa.Table]:
+    """The host 1-minute rollup tables as 0005 made them (to read their columns)."""
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+    sa.Table("node", metadata, sa.Column("id", sa.Integer, primary_key=True))
+    kinds = (
+        ("disk_sample", "disk", DISK_FIELDS),
+        ("nfs_sample", "nfs", NFS_FIELDS),
+        ("nic_port_sample", "nic", NIC_FIELDS),
+    )
+    return [rollup_table(metadata, raw, kind, fields, 60) for raw, kind, fields in kinds]
+
+
+def _minute_parts(minutes: sa.Table) -> tuple[list[sa.Column], list[str]]:
+    keys = [c for c in minutes.primary_key.columns if c.name != "bucket_start_s"]
+    values = [c.name for c in minutes.columns if c not in keys and c.name != "bucket_start_s"]
+    return keys, values
+
+
 def upgrade() -> None:
+    for minutes in _minute_tables():
+        keys, values = _minute_parts(minutes)
+        block = f"{minutes.name}_block"
+        op.create_table(
+            block,
+            *(sa.Column(k.name, k.type, nullable=False) for k in keys),
+            sa.Column("block_start_s", sa.BigInteger(), autoincrement=False, nullable=False),
+            sa.Column("bucket_count", sa.Integer(), nullable=False),
+            sa.Column("bucket_start_delta_s", BIGINT, nullable=False),
+            *(sa.Column(v, _array(minutes.c[v].type), nullable=False) for v in values),
+            sa.ForeignKeyConstraint(
+                ["node_id"], ["node.id"], name=op.f(f"fk_{block}_node_id_node"), ondelete="CASCADE"
+            ),
+            sa.PrimaryKeyConstraint(
+                *(k.name for k in keys), "block_start_s", name=op.f(f"pk_{block}")
+            ),
+        )
+        op.create_index(f"ix_{block}_block_start_s", block, ["block_start_s"])
     for raw, (keys, values) in TABLES_0012.items():
         block = f"{raw}_block"
         op.create_table(
@@ -129,9 +170,29 @@ def _unpack(raw: str, keys: Sequence[str], values: Sequence[str]) -> str:
     )
 
 
+def _unpack_minutes(minutes: str, keys: Sequence[str], values: Sequence[str]) -> str:
+    names = ", ".join(values)
+    return (
+        f"INSERT INTO {minutes} ({', '.join(keys)}, bucket_start_s, {names}) "
+        f"SELECT {', '.join(f'b.{k}' for k in keys)}, b.block_start_s + u.offset_s, "
+        f"{', '.join(f'u.{v}' for v in values)} "
+        f"FROM {minutes}_block b, LATERAL (SELECT sum(d.dt) OVER (ORDER BY d.ord) AS offset_s, "
+        f"{', '.join(f'd.{v}' for v in values)} FROM unnest(b.bucket_start_delta_s, "
+        f"{', '.join(f'b.{v}' for v in values)}) WITH ORDINALITY AS d(dt, {names}, ord)) u "
+        "ON CONFLICT DO NOTHING"
+    )
+
+
 def downgrade() -> None:
-    """Unpack every block back into raw rows (Postgres), then drop the block tables."""
+    """Unpack every block back into raw rows and minute rows (Postgres), then drop the block
+    tables."""
     postgres = op.get_bind().dialect.name == "postgresql"
+    for minutes in _minute_tables():
+        keys, values = _minute_parts(minutes)
+        if postgres:
+            op.execute(_unpack_minutes(minutes.name, [k.name for k in keys], values))
+        op.drop_index(f"ix_{minutes.name}_block_block_start_s", table_name=f"{minutes.name}_block")
+        op.drop_table(f"{minutes.name}_block")
     for raw, (keys, values) in TABLES_0012.items():
         if postgres:
             op.execute(_unpack(raw, [k for k, _ in keys], [v for v, _ in values]))

@@ -20,6 +20,7 @@ from app.rollups import fold
 from app.rollups import specs as rollup_specs
 from app.rollups.jobs import rebuild
 from app.series import jobs as series_jobs
+from app.series import minute_blocks
 from app.series.blocks import DISK, HOST_SPECS, MOUNT, NFS, NIC, BlockSpec
 from app.series.compact import compact
 from app.series.read import rows_between
@@ -350,3 +351,77 @@ def test_rollups_rebuild_reaches_back_to_the_oldest_block(
         table = rollup_specs.DISK.tables[60]
         first = s.scalar(select(func.min(table.c.bucket_start_s)))
         assert first == int(T0.timestamp())
+
+
+def test_host_minute_rollups_pack_by_day_and_charts_read_them_alike(
+    factory: sessionmaker[Session],
+) -> None:
+    with session_scope(factory) as s:
+        node = seed(s)
+        scope = fleet_service.NodeScope({node.id: node.hostname}, filtered=False)
+    rebuild(factory, since=None, now=NOW)
+    q = fleet_service.Query(
+        scope=scope, start=T0, end=T0 + timedelta(hours=20), step_s=300, top_n=5, source_s=60
+    )
+    names = ("disk_avg_wait_s", "nfs_retransmits", "ib_errors", "ib_rx_bytes_per_s")
+
+    def charts() -> list[Any]:
+        with session_scope(factory) as s:
+            out = []
+            for name in names:
+                metric = fleet_service.METRICS[name]
+                chart = (
+                    fleet_service.counter_chart(s, metric, q)[0]
+                    if metric.counter
+                    else fleet_service.gauge_chart(s, metric, q)
+                )
+                rest = chart.rest.values if chart.rest else None
+                out.append(([(x.name, x.times, x.values) for x in chart.top], rest))
+            return out
+
+    rows = charts()
+    result = compact(factory, compact_after_s=2 * 3600, now=NOW, minutes_after_s=3600)
+    # The first day is whole and folded: packed; the second day is not whole.
+    assert result.blocks_written["disk_sample_1m"] == 2
+    assert result.blocks_written["nfs_sample_1m"] == 1
+    assert result.blocks_written["nic_port_sample_1m"] == 2
+    assert result.rows_packed["nic_port_sample_1m"] == 2 * 1440
+    with session_scope(factory) as s:
+        minutes = rollup_specs.NIC.tables[60]
+        assert s.scalar(select(func.min(minutes.c.bucket_start_s))) == T0.timestamp() + 86400
+    assert charts() == rows
+    # A recompute of an hour of the packed day re-opens it (no second copy of its minutes).
+    with session_scope(factory) as s:
+        lo = int(T0.timestamp()) + 3600
+        fold.fold_range(s, rollup_specs.NIC, lo_s=lo, hi_s=lo + 3600)
+        assert count(s, minute_blocks.NIC.block) == 0
+        assert count(s, rollup_specs.NIC.tables[60]) == 2 * READINGS
+    assert charts() == rows
+
+
+def test_the_scheduled_pass_packs_host_minutes_after_a_day_and_gpu_minutes_after_seven(
+    factory: sessionmaker[Session],
+) -> None:
+    with session_scope(factory) as s:
+        seed(s)
+    rebuild(factory, since=None, now=NOW)
+    later = NOW + timedelta(days=1)  # day 1 ended 30 h before: older than a day, not seven
+    result = series_jobs.run(
+        factory,
+        compact_after_s=2 * 3600,
+        health_throttle_window_s=300.0,
+        minutes_after_days=7.0,
+        host_minutes_after_days=1.0,
+        now=later,
+    )
+    assert result.blocks_written["disk_sample_1m"] == 2
+    assert result.blocks_written["nic_port_sample_1m"] == 2
+    assert result.blocks_written.get("gpu_sample_1m", 0) == 0  # no GPU here; none due anyway
+    again = series_jobs.run(
+        factory,
+        compact_after_s=2 * 3600,
+        health_throttle_window_s=300.0,
+        host_minutes_after_days=3.0,
+        now=later,
+    )
+    assert again.blocks_written.get("disk_sample_1m", 0) == 0  # nothing more is due
