@@ -20,8 +20,8 @@ that vanished, since the previous round also makes the round *urgent*
 (:attr:`HostThinner.urgent`): the agent cuts its batch at once, so an IB port going down pages
 without waiting for the batch interval.
 
-At the agent's 5-s sampling an HGX node's 15 host entities were ~260,000 rows a day (about
-45 MB stored); at the 60-s default, 21,600.
+Sent every 5-s sample, an HGX node's 15 host entities were ~260,000 rows a day (about 45 MB
+stored); at the 60-s default, 21,600.
 """
 
 from __future__ import annotations

@@ -84,7 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--sim-gpus", type=_gpu_count, default=8, help="GPUs of a simulated node")
     parser.add_argument("--seed", type=int, default=None, help="simulator seed (default: hostname)")
-    parser.add_argument("--interval", type=_positive, default=5.0, help="sampling period, s")
+    parser.add_argument(
+        "--interval",
+        type=_positive,
+        default=10.0,
+        help="GPU sampling period, s (default 10; Xids and lost GPUs are sent within "
+        "--watch-interval, not at the next sample)",
+    )
     parser.add_argument("--batch-interval", type=_positive, default=10.0, help="batch period, s")
     parser.add_argument(
         "--nvlink-interval",

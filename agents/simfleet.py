@@ -38,7 +38,7 @@ from agents.simulated.host import SimulatedHostSource
 log = logging.getLogger("agents.simfleet")
 
 RANDOM_FAULT_GAP_S = (120.0, 300.0)
-#: Sampling rounds per host reading sent (the agent's defaults: 60 s ÷ 5 s).
+#: Sampling rounds per host reading sent (60 s ÷ 5 s, the agent at ``--interval 5``).
 HOST_ROUNDS = 12
 COUNTERS = (
     "samples_generated",
@@ -97,7 +97,7 @@ class SimFleet:
             interval_s=interval_s,
             batch_interval_s=batch_interval_s,
             shutdown_timeout_s=3.0,
-            # The agent's ratio (host readings every 60 s at 5-s samples), so a fleet sampled
+            # The agent's ratio at --interval 5 (host readings every 60 s), so a fleet sampled
             # faster for a demo or a test shows host changes as much sooner.
             host_interval_s=min(60.0, HOST_ROUNDS * interval_s),
         )
