@@ -158,6 +158,26 @@ def same_rows(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]]) -> None:
             assert x == y or (isinstance(y, float) and x == pytest.approx(y, rel=1e-12))
 
 
+CHARTED = ("disk_avg_wait_s", "nfs_retransmits", "ib_errors", "ib_rx_bytes_per_s")
+
+
+def charts(factory: sessionmaker[Session], q: fleet_service.Query) -> list[Any]:
+    """The storage page's charts of :data:`CHARTED` for ``q``: per chart, the top series
+    (name, times, values) and the rest's values."""
+    with session_scope(factory) as s:
+        out = []
+        for name in CHARTED:
+            metric = fleet_service.METRICS[name]
+            chart = (
+                fleet_service.counter_chart(s, metric, q)[0]
+                if metric.counter
+                else fleet_service.gauge_chart(s, metric, q)
+            )
+            rest = chart.rest.values if chart.rest else None
+            out.append(([(x.name, x.times, x.values) for x in chart.top], rest))
+        return out
+
+
 def test_host_samples_pack_into_day_blocks_and_read_back_exactly(
     factory: sessionmaker[Session],
 ) -> None:
@@ -210,30 +230,16 @@ def test_the_storage_page_draws_the_same_charts_from_blocks(
             step_s=300,
             top_n=5,
         )
-    names = ("disk_avg_wait_s", "nfs_retransmits", "ib_errors", "ib_rx_bytes_per_s")
-    metrics = [fleet_service.METRICS[name] for name in names]
-
-    def charts() -> list[Any]:
-        with session_scope(factory) as s:
-            out = []
-            for metric in metrics:
-                chart = (
-                    fleet_service.counter_chart(s, metric, q)[0]
-                    if metric.counter
-                    else fleet_service.gauge_chart(s, metric, q)
-                )
-                out.append([(x.name, x.times, x.values) for x in chart.top])
-            return out
-
-    raw = charts()
-    assert all(series for series in raw)
+    raw = charts(factory, q)
+    assert all(top for top, _ in raw)
     compact(factory, compact_after_s=2 * 3600, now=NOW)
-    packed = charts()
-    for got, want in zip(packed, raw, strict=True):
+    packed = charts(factory, q)
+    for (got, got_rest), (want, want_rest) in zip(packed, raw, strict=True):
         assert [(name, times) for name, times, _ in got] == [(n, t) for n, t, _ in want]
         for (_, _, a), (_, _, b) in zip(got, want, strict=True):
             # bucket means of non-integral doubles: summed in another order from blocks
             assert a == pytest.approx(b, rel=1e-12)
+        assert got_rest == want_rest
 
 
 def test_a_late_or_repeated_host_reading_joins_its_packed_day(
@@ -363,23 +369,7 @@ def test_host_minute_rollups_pack_by_day_and_charts_read_them_alike(
     q = fleet_service.Query(
         scope=scope, start=T0, end=T0 + timedelta(hours=20), step_s=300, top_n=5, source_s=60
     )
-    names = ("disk_avg_wait_s", "nfs_retransmits", "ib_errors", "ib_rx_bytes_per_s")
-
-    def charts() -> list[Any]:
-        with session_scope(factory) as s:
-            out = []
-            for name in names:
-                metric = fleet_service.METRICS[name]
-                chart = (
-                    fleet_service.counter_chart(s, metric, q)[0]
-                    if metric.counter
-                    else fleet_service.gauge_chart(s, metric, q)
-                )
-                rest = chart.rest.values if chart.rest else None
-                out.append(([(x.name, x.times, x.values) for x in chart.top], rest))
-            return out
-
-    rows = charts()
+    rows = charts(factory, q)
     result = compact(factory, compact_after_s=2 * 3600, now=NOW, minutes_after_s=3600)
     # The first day is whole and folded: packed; the second day is not whole.
     assert result.blocks_written["disk_sample_1m"] == 2
@@ -389,14 +379,14 @@ def test_host_minute_rollups_pack_by_day_and_charts_read_them_alike(
     with session_scope(factory) as s:
         minutes = rollup_specs.NIC.tables[60]
         assert s.scalar(select(func.min(minutes.c.bucket_start_s))) == T0.timestamp() + 86400
-    assert charts() == rows
+    assert charts(factory, q) == rows
     # A recompute of an hour of the packed day re-opens it (no second copy of its minutes).
     with session_scope(factory) as s:
         lo = int(T0.timestamp()) + 3600
         fold.fold_range(s, rollup_specs.NIC, lo_s=lo, hi_s=lo + 3600)
         assert count(s, minute_blocks.NIC.block) == 0
         assert count(s, rollup_specs.NIC.tables[60]) == 2 * READINGS
-    assert charts() == rows
+    assert charts(factory, q) == rows
 
 
 def test_the_scheduled_pass_packs_host_minutes_after_a_day_and_gpu_minutes_after_seven(
