@@ -115,16 +115,22 @@ def windows(
                 columns.append(AGGREGATES[agg](case((inside, g[f"{agg}{j}"]))))
     parts = [g[f"k{i}"] for i in range(width)]
     rows = ctx.session.execute(select(*parts, *columns).group_by(*parts)).all()
-    for row in rows:
-        key = tuple(row[:width])
-        i = width
-        for slot, needs in layout:
-            present, values = row[i], row[i + 1 : i + 1 + len(needs)]
-            i += 1 + len(needs)
-            if not present:
-                continue
-            for need, value in zip(needs, values, strict=True):
-                out[slot][need][key] = None if value is None else float(value)
+    if not rows:
+        return out
+    # Column by column (one transpose in C, one comprehension per column): row by row, 8,000
+    # GPUs × ~100 columns were ~0.8 s of an evaluation at 1,000 nodes.
+    by_column = list(zip(*rows, strict=True))
+    entities = list(zip(*by_column[:width], strict=True))
+    i = width
+    for slot, needs in layout:
+        present = by_column[i]
+        for k, need in enumerate(needs):
+            out[slot][need] = {
+                key: None if value is None else float(value)
+                for key, seen, value in zip(entities, present, by_column[i + 1 + k], strict=True)
+                if seen
+            }
+        i += 1 + len(needs)
     return out
 
 
