@@ -5,8 +5,9 @@ NVLink states and the newest NIC port states.
 Five statements whatever the fleet's size (documents, nodes, GPUs, NVLinks, NIC ports), each a
 plain ``SELECT`` that runs on Postgres and SQLite. The indexes they rely on:
 ``ix_topology_change_node_id_received_at``, ``gpu_sample``'s primary key (``gpu_id``,
-``sampled_at``), ``ix_nvlink_sample_gpu_id_sampled_at`` (one backward probe per GPU, then the
-rows of one time) and ``ix_nic_port_sample_sampled_at`` with ``nic_port_sample``'s primary key.
+``sampled_at``), ``ix_nvlink_sample_gpu_id_sampled_at`` (one backward probe per GPU, then a
+range of its links' newest rows) and ``ix_nic_port_sample_sampled_at`` with
+``nic_port_sample``'s primary key.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from app.fleet.models import Gpu, Node
+from app.health.sql import latest_rows
 from app.metrics.models import gpu_sample
 from app.nics.models import NicPortSample
 from app.nvlinks.models import NvlinkSample
@@ -90,47 +92,43 @@ def gpu_facts(session: Session, *, oldest: datetime) -> dict[int, list[GpuFacts]
 
 
 def nvlinks_up(session: Session, *, oldest: datetime) -> dict[int, dict[int, int]]:
-    """Node id → GPU index → NVLinks whose state is ``up`` in the node's newest NVLink reading
-    (the latest ``nvlink_sample.sampled_at`` of any of its GPUs, at or after ``oldest``). A GPU
-    that did not report at that time is left out; a node with no reading since ``oldest`` too.
+    """Node id → GPU index → NVLinks whose state is ``up``, from the newest reading of each
+    link (at or after ``oldest``). The agent sends every link each ``--nvlink-interval`` and a
+    link alone when it changes (:mod:`agents.nvlink_thinner`), so a node's newest rows may be
+    one link's: each link's own newest row counts, as the node page reads them. A GPU whose
+    newest reading is more than :data:`~app.timeseries.LATEST_WINDOW_S` older than its node's
+    newest (its links no longer reported: lost, removed) is left out, and so is a node with no
+    reading since ``oldest``.
 
-    One statement: each GPU's newest time is a backward probe of
-    ``ix_nvlink_sample_gpu_id_sampled_at`` (a correlated ``max``), the node's is the largest of
-    its GPUs' (a window ``max``), and only the rows of that time are read and counted."""
-    link = NvlinkSample
-    gpu_newest = select(
-        Gpu.id.label("gpu_id"),
-        Gpu.node_id,
-        Gpu.index,
-        select(func.max(link.sampled_at))
-        .where(link.gpu_id == Gpu.id, link.sampled_at >= oldest)
-        .scalar_subquery()
-        .label("at"),
-    ).subquery("nvlink_gpu_newest")
-    # The node's newest time on each of its GPUs' rows, so the rows of that time are looked up
-    # by (gpu_id, sampled_at) from one outer row (SQLite otherwise probes by time alone).
-    node_newest = select(
-        gpu_newest.c.gpu_id,
-        gpu_newest.c.node_id,
-        gpu_newest.c.index,
-        func.max(gpu_newest.c.at).over(partition_by=gpu_newest.c.node_id).label("at"),
-    ).subquery("nvlink_node_newest")
-    rows = session.execute(
-        select(
-            node_newest.c.node_id,
-            node_newest.c.index,
-            func.sum(case((link.state == "up", 1), else_=0)),
-        )
-        .select_from(node_newest)
-        .join(
+    One statement (:func:`app.health.sql.latest_rows`): each GPU's newest time is a backward
+    probe of ``ix_nvlink_sample_gpu_id_sampled_at``, its links' newest rows a range of it."""
+    link = NvlinkSample.__table__.c
+    owners = select(Gpu.id.label("id")).subquery("owners")
+    newest = (
+        latest_rows(
             link,
-            and_(link.gpu_id == node_newest.c.gpu_id, link.sampled_at == node_newest.c.at),
+            owner=link.gpu_id,
+            owners=owners,
+            keys=[link.link],
+            columns=[link.gpu_id, link.sampled_at, link.state],
         )
-        .group_by(node_newest.c.node_id, node_newest.c.index)
+        .where(link.sampled_at >= oldest)
+        .subquery("newest_links")
     )
+    up = func.sum(case((newest.c.state == "up", 1), else_=0))
+    rows = session.execute(
+        select(Gpu.node_id, Gpu.index, func.max(newest.c.sampled_at), up)
+        .join(newest, newest.c.gpu_id == Gpu.id)
+        .group_by(Gpu.node_id, Gpu.index)
+    ).all()
+    node_newest: dict[int, datetime] = {}
+    for node_id, _, gpu_newest, _ in rows:
+        node_newest[node_id] = max(gpu_newest, node_newest.get(node_id, gpu_newest))
+    window = timedelta(seconds=LATEST_WINDOW_S)
     found: dict[int, dict[int, int]] = defaultdict(dict)
-    for node_id, index, up in rows:
-        found[node_id][index] = int(up)
+    for node_id, index, gpu_newest, links_up in rows:
+        if gpu_newest >= node_newest[node_id] - window:
+            found[node_id][index] = int(links_up)
     return found
 
 

@@ -102,32 +102,43 @@ def test_statement_count_does_not_grow_with_the_node_count(db_url: str) -> None:
     ]
 
 
-def test_nvlinks_are_counted_from_the_nodes_newest_reading_only(db_url: str) -> None:
-    store(db_url, node_payload("a", nvlinks_up=12), node_payload("b"), node_payload("c"))
+def test_nvlinks_are_counted_from_each_links_newest_reading(db_url: str) -> None:
+    store(
+        db_url,
+        node_payload("a", nvlinks_up=12),
+        node_payload("b"),
+        node_payload("c"),
+        node_payload("d", nvlinks_up=12),
+    )
     now = utcnow()
     with session_on(db_url) as (session, _):
-        a, b = gpu_ids(session, "a"), gpu_ids(session, "b")
+        a, b, d = gpu_ids(session, "a"), gpu_ids(session, "b"), gpu_ids(session, "d")
         later = now + timedelta(seconds=5)
-        # GPU1 of node a reports again, 10 of its 18 links up; the others' rows are older.
-        session.add_all(
-            NvlinkSample(gpu_id=a[1], link=k, sampled_at=later, state="up" if k < 10 else "down")
-            for k in range(18)
-        )
+        # Node a's agent sends GPU1's link 0 alone (it went down) between two full rounds, as
+        # agents/nvlink_thinner.py does: GPU1 has 11 links up, the other GPUs still 12.
+        session.add(NvlinkSample(gpu_id=a[1], link=0, sampled_at=later, state="down"))
         # Node b's only readings are older than the 900 s freshness window.
         session.execute(delete(NvlinkSample).where(NvlinkSample.gpu_id.in_(b)))
         session.add_all(
             NvlinkSample(gpu_id=g, link=0, sampled_at=now - timedelta(seconds=901), state="up")
             for g in b
         )
+        # Node d's GPU2 stopped reporting NVLinks 11 minutes before its node's newest reading.
+        session.execute(delete(NvlinkSample).where(NvlinkSample.gpu_id == d[2]))
+        session.add_all(
+            NvlinkSample(gpu_id=d[2], link=k, sampled_at=now - timedelta(minutes=11), state="up")
+            for k in range(18)
+        )
     with session_on(db_url) as (session, _):
         found = nvlinks_up(session, oldest=now - timedelta(seconds=900))
-        ids = {h: node_id(session, h) for h in "abc"}
+        ids = {h: node_id(session, h) for h in "abcd"}
         signatures = load_signatures(session, now=now)
 
-    assert found[ids["a"]] == {1: 10}
+    assert found[ids["a"]] == {i: 11 if i == 1 else 12 for i in range(8)}
     assert ids["b"] not in found
     assert found[ids["c"]] == {i: 12 for i in range(8)}
-    assert signatures["a"].nvlinks_up == {"GPU1": 10}
+    assert found[ids["d"]] == {i: 12 for i in range(8) if i != 2}
+    assert signatures["a"].nvlinks_up["GPU1"] == 11
     assert signatures["b"].nvlinks_up == {}
 
 
