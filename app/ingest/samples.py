@@ -9,18 +9,16 @@ answer's counts from how many went in.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-from sqlalchemy.orm import Session
 
 from app.fleet.models import Gpu
 from app.ingest.rows import SampleRow
 from app.ingest.schemas import Rejection, RejectReason
 from app.metrics.catalog import METRIC_NAMES
 from app.metrics.models import gpu_sample
-from app.series import read as series_read
 from app.timeseries import StagedRows
 
 MAX_LISTED_REJECTIONS = 100
@@ -85,10 +83,10 @@ def plan_samples(
     return plan
 
 
-def drop_packed(session: Session, plan: SamplePlan) -> None:
-    """Count as duplicates the planned samples already stored in packed blocks
-    (:func:`app.series.read.packed_keys`): re-sent after their hour was compacted."""
-    for key in series_read.packed_keys(session, table="gpu_sample", keys=plan.rows.keys()):
+def drop_packed(plan: SamplePlan, packed: Collection[tuple[int, datetime]]) -> None:
+    """Count as duplicates the planned samples of ``packed``, the keys already stored in packed
+    blocks (:func:`app.series.read.packed_among`): re-sent after their hour was compacted."""
+    for key in packed:
         del plan.rows[key]
         plan.duplicates += 1
         plan.nulled.subtract(plan.nulled_by_row.get(key, ()))

@@ -7,14 +7,16 @@
   ``<section>.unknown_gpu``.
 * An implausible number is stored as null and counted in ``nulled_values`` as
   ``<section>.<field>``.
-* An entry whose key (owner, device…, ``sampled_at``) is already stored, or repeated in the
-  batch, is skipped (``ON CONFLICT DO NOTHING``): ``sections_stored`` counts rows that went in.
+* An entry whose key (owner, device…, ``sampled_at``) is already stored — as a row or in a
+  packed block (:func:`drop_packed`) — or repeated in the batch, is skipped (``ON CONFLICT DO
+  NOTHING``): ``sections_stored`` counts rows that went in.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -72,6 +74,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("nic_ports", _table(NicPortSample), "node", ("device", "port"), _SPECS["nic_ports"]),
 )
 
+_TABLES = {s.name: s.table.name for s in SECTIONS}
+
 
 @dataclass
 class SectionsPlan:
@@ -80,6 +84,11 @@ class SectionsPlan:
 
     staged: dict[str, StagedRows]
     rejected: Counter[str]
+    #: Per present section, its rows by primary key (the first entry of a key repeated in the
+    #: batch) and the names of the values nulled in the entries of each key (counted once the
+    #: rows to store are known, :func:`drop_packed`).
+    rows: dict[str, dict[tuple[Any, ...], tuple[Any, ...]]] = field(default_factory=dict)
+    nulled_by_row: dict[tuple[str, tuple[Any, ...]], list[str]] = field(default_factory=dict)
 
     @property
     def stored(self) -> dict[str, int]:
@@ -94,10 +103,10 @@ def plan_sections(
     sections: dict[str, list[SectionRow]],
     newest_allowed: datetime,
     oldest_allowed: datetime,
-    nulled: Counter[str],
 ) -> SectionsPlan:
     """Sort every dated section present in the batch (``sections``: its rows by section
-    name, see :mod:`app.ingest.rows`); counts nulled values into ``nulled``."""
+    name, see :mod:`app.ingest.rows`); :func:`drop_packed` then leaves out the rows stored in
+    blocks already and counts the nulled values."""
     plan = SectionsPlan(staged={}, rejected=Counter())
     gpu_ids = {uuid: gpu.id for uuid, gpu in gpus.items()}
     for section in SECTIONS:
@@ -122,12 +131,39 @@ def plan_sections(
             if reason is not None:
                 plan.rejected[f"{section.name}.{reason}"] += 1
                 continue
-            if nulled_names:
-                nulled.update(nulled_names)
             row = (owner_id, *values)
-            rows.setdefault(tuple(row[i] for i in key_at), row)
-        plan.staged[section.name] = StagedRows(section.table, columns, rows.values())
+            key = tuple(row[i] for i in key_at)
+            # A repeated entry is judged (its nulled values counted) before it is skipped.
+            if nulled_names:
+                plan.nulled_by_row.setdefault((section.name, key), []).extend(nulled_names)
+            rows.setdefault(key, row)
+        plan.rows[section.name] = rows
+        plan.staged[section.name] = StagedRows(section.table, columns, list(rows.values()))
     return plan
+
+
+def keys_by_table(plan: SectionsPlan) -> dict[str, Collection[tuple[Any, ...]]]:
+    """Raw table name → the primary keys of the rows planned for it."""
+    return {_TABLES[name]: rows.keys() for name, rows in plan.rows.items()}
+
+
+def drop_packed(
+    plan: SectionsPlan, packed: Mapping[str, Collection[tuple[Any, ...]]], nulled: Counter[str]
+) -> None:
+    """Leave out of ``plan`` the rows whose key is in ``packed`` (by raw table: stored in a
+    packed block already, a reading re-sent after its block was packed;
+    :func:`app.series.read.packed_among`), then count the nulled values of the rows left into
+    ``nulled``."""
+    for name, rows in plan.rows.items():
+        gone = packed.get(_TABLES[name], ())
+        if gone:
+            for key in gone:
+                del rows[key]
+            staged = plan.staged[name]
+            plan.staged[name] = StagedRows(staged.table, staged.columns, list(rows.values()))
+    for (name, key), names in plan.nulled_by_row.items():
+        if key in plan.rows[name]:
+            nulled.update(names)
 
 
 def _rejection(

@@ -33,6 +33,7 @@ from app.ingest.models import IngestBatch
 from app.ingest.rows import ParsedBatch, from_model
 from app.ingest.schemas import GpuConflict, IngestBatchIn, IngestResult
 from app.metrics.plausible import Bound, clean_numbers
+from app.series import read as series_read
 from app.timeseries import insert_staged
 from app.topology import service as topology_service
 
@@ -102,17 +103,23 @@ def store_batch(
         newest_allowed=newest_allowed,
         oldest_allowed=oldest_allowed,
     )
-    with session.no_autoflush:  # node and GPU rows are written once, at the batch's end
-        sample_store.drop_packed(session, sample_plan)
-    nulled.update(sample_plan.nulled)
     sections = section_store.plan_sections(
         node=node,
         gpus=gpus,
         sections=parsed.sections,
         newest_allowed=newest_allowed,
         oldest_allowed=oldest_allowed,
-        nulled=nulled,
     )
+    with session.no_autoflush:  # node and GPU rows are written once, at the batch's end
+        # One statement of index probes for every table: a sample or reading re-sent after
+        # its block was packed is a duplicate, as against a raw row.
+        packed = series_read.packed_among(
+            session,
+            {"gpu_sample": sample_plan.rows.keys(), **section_store.keys_by_table(sections)},
+        )
+    sample_store.drop_packed(sample_plan, packed["gpu_sample"])
+    nulled.update(sample_plan.nulled)
+    section_store.drop_packed(sections, packed, nulled)
     insert_staged(session, [sample_plan.staged, *sections.staged.values()])
     result = sample_store.samples_result(sample_plan, gpus=gpus)
     newest = max((g.last_sample_at for g in gpus.values() if g.last_sample_at), default=None)

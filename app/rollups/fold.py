@@ -17,7 +17,8 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, Table, and_, cast, delete, func, select
+from sqlalchemy import ARRAY, BigInteger, ColumnElement, Table, and_, cast, delete, func, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
@@ -61,6 +62,18 @@ def fold_minutes(
             agg: Any = {"sum": func.sum, "n": func.count, "max": func.max, "min": func.min}[kind]
             aggregates.append(agg(value).label(f.column(kind)))
     keys = [raw.c[k] for k in spec.keys]
+    if lasts and dialect == "postgresql":
+        # The newest row's value in the same pass. A self-join on the newest time, over raw
+        # rows and unpacked blocks (one union), made Postgres unpack every overlapping day
+        # block again per bucket (NFS and IB port minutes over packed days: seconds per hour).
+        aggregates += [
+            func.array_agg(
+                aggregate_order_by(raw.c[f.name], raw.c.sampled_at.desc()),
+                type_=ARRAY(raw.c[f.name].type),
+            )[1].label(f.column("last"))
+            for f in lasts
+        ]
+        lasts = []
     grouped = (
         select(
             *keys,

@@ -73,8 +73,10 @@ def _bin(column: str, block_s: int) -> str:
 
 def reopen_sql(spec: BlockSpec) -> str:
     """Statement 1 for ``spec``: blocks of ``:owners`` with raw rows before ``:horizon`` in
-    their hour go back to raw rows (block values win on conflict); selects (blocks re-opened,
-    rows restored)."""
+    their span go back to raw rows (block values win on conflict); selects (blocks re-opened,
+    rows restored). Raw rows that :func:`pack_sql` keeps raw anyway (the owner's newest
+    ``:keep_s``) do not re-open a block: the newest minutes of a node gone silent inside a
+    packed day would re-open and re-pack that day at every run."""
     keys = spec.keys
     raw, block = _q(spec.raw.name), _q(spec.block.name)
     same_key = " AND ".join(f"r.{_q(k)} = b.{_q(k)}" for k in keys)
@@ -88,16 +90,23 @@ def reopen_sql(spec: BlockSpec) -> str:
     updates = ", ".join(
         f"{_q(c)} = excluded.{_q(c)}" for c in (*spec.values, *(["received_at"] * spec.arrival))
     )
+    owner = _q(spec.owner)
     return f"""
-WITH opened AS (
+WITH newest AS MATERIALIZED (
+    SELECT o.id AS owner,
+           (SELECT max(n.sampled_at) FROM {raw} n WHERE n.{owner} = o.id) AS newest_at
+    FROM unnest(CAST(:owners AS integer[])) AS o(id)
+), opened AS (
     DELETE FROM {block} b
-    WHERE b.{_q(spec.owner)} = ANY(:owners)
+    USING newest
+    WHERE b.{owner} = newest.owner
       AND EXISTS (
         SELECT 1 FROM {raw} r
         WHERE {same_key}
           AND r.sampled_at >= b.block_start
           AND r.sampled_at < b.block_start + interval '{spec.block_s} seconds'
-          AND r.sampled_at < :horizon{folded})
+          AND r.sampled_at < :horizon
+          AND r.sampled_at < newest.newest_at - make_interval(secs => :keep_s){folded})
     RETURNING b.*
 ), restored AS (
 INSERT INTO {raw} ({", ".join(_q(k) for k in keys)}, "sampled_at"{arrival_col},
@@ -176,20 +185,19 @@ def compact_owners(
     keep_latest_s: float = LATEST_WINDOW_S,
     folded: datetime | None = None,
 ) -> tuple[int, int, int]:
-    """Compact ``spec``'s rows of ``owners`` older than ``horizon`` (one batch, flushed, not
-    committed). ``folded`` is required for a table with arrival times (rows that arrived later
-    stay raw).
+    """Compact ``spec``'s rows of ``owners`` older than ``horizon`` and than the owner's newest
+    row minus ``keep_latest_s`` (one batch, flushed, not committed). ``folded`` is required
+    for a table with arrival times (rows that arrived later stay raw).
 
     Returns:
         (rows packed, blocks written, blocks re-opened).
     """
-    params: dict[str, Any] = {"owners": list(owners), "horizon": horizon}
+    params: dict[str, Any] = {"owners": list(owners), "horizon": horizon, "keep_s": keep_latest_s}
     if spec.arrival:
         if folded is None:
             raise ValueError(f"{spec.name}: folded (the rollups' arrival watermark) is required")
         params.update(folded=folded)
     n_reopened, _restored = session.execute(text(reopen_sql(spec)), params).one()
-    params.update(keep_s=keep_latest_s)
     written, packed = session.execute(text(pack_sql(spec)), params).one()
     return int(packed), int(written), int(n_reopened)
 
@@ -239,8 +247,13 @@ def compact(
     if gpu_raw_s:
         spans[GPU.name] = max(spans.get(GPU.name, 0.0), gpu_raw_s)
     for spec in specs:
-        after_s = max(compact_after_s, spans.get(spec.name, 0.0))
+        span_s = spans.get(spec.name, 0.0)
+        after_s = max(compact_after_s, span_s)
         horizon = block_floor(at - timedelta(seconds=after_s), spec.block_s)
+        # Readers look back from each owner's newest row (rule windows end at the node's
+        # newest sample, a port down is dated within the event window before its newest
+        # reading): a node gone silent keeps that much raw too, not only a live one.
+        keep_s = max(LATEST_WINDOW_S, span_s)
         if spec.arrival and folded is None:
             log.info("compaction: %s waits for the rollups' first run", spec.name)
             result.waiting.append(spec.name)
@@ -252,7 +265,12 @@ def compact(
             batch = owners[i : i + step]
             with session_scope(factory) as session:
                 packed, written, reopened = compact_owners(
-                    session, spec, owners=batch, horizon=horizon, folded=folded
+                    session,
+                    spec,
+                    owners=batch,
+                    horizon=horizon,
+                    keep_latest_s=keep_s,
+                    folded=folded,
                 )
             result.add(spec.name, packed, written, reopened)
     if minutes_after_s is not None:

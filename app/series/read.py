@@ -9,7 +9,7 @@ is compacted, it is the raw table's rows.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +27,6 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import TextClause
 
 from app.db import UTCDateTime
 from app.series.blocks import BY_NAME, BlockSpec
@@ -109,44 +108,71 @@ def _unpacked(
     return stmt
 
 
-def _any_block(spec: BlockSpec) -> TextClause:
-    """``SELECT 1`` when a block of ``spec`` for one of ``:owners`` meets ``[:lo, :hi]``."""
-    return text(
-        f"SELECT 1 FROM {spec.block.name} WHERE {spec.owner} = ANY(:owners)"
-        f" AND block_start > CAST(:lo AS timestamptz) - make_interval(secs => {spec.block_s})"
-        " AND block_start <= CAST(:hi AS timestamptz) LIMIT 1"
+def _any_block(spec: BlockSpec, n: int) -> str:
+    """``EXISTS`` of a block of ``spec`` for one of ``:owners_<n>`` meeting
+    ``[:lo_<n>, :hi_<n>]``."""
+    return (
+        f"EXISTS (SELECT 1 FROM {spec.block.name} WHERE {spec.owner} = ANY(:owners_{n})"
+        f" AND block_start > CAST(:lo_{n} AS timestamptz) - make_interval(secs => {spec.block_s})"
+        f" AND block_start <= CAST(:hi_{n} AS timestamptz))"
     )
 
 
-def packed_keys(
-    session: Session, *, table: str, keys: Collection[tuple[int, datetime]]
-) -> set[tuple[int, datetime]]:
-    """Which (owner, ``sampled_at``) of ``keys`` are stored in ``table``'s blocks already
-    (Postgres; an empty set elsewhere). Ingest asks it before storing, so that a sample re-sent
-    after its hour was packed is a duplicate, as it would be against a raw row.
+Key = tuple[Any, ...]
 
-    One index scan on the blocks meeting the keys' time span: for a batch of recent samples
-    (newer than every block) it finds nothing and unpacks nothing.
+
+def packed_keys(session: Session, *, table: str, keys: Collection[Key]) -> set[Key]:
+    """Which of ``keys`` (the raw table's primary key: owner, natural key…, ``sampled_at``)
+    are stored in ``table``'s blocks already (Postgres; an empty set elsewhere):
+    :func:`packed_among` for one table.
 
     Raises:
         KeyError: ``table`` has no block form.
     """
-    spec = BY_NAME[table]
-    if not keys or session.get_bind().dialect.name != "postgresql":
-        return set()
-    owners = sorted({owner for owner, _ in keys})
-    stamps = [at for _, at in keys]
-    lo, hi = min(stamps), max(stamps)
-    # The usual batch (recent samples, no block yet) is answered by one plain index probe;
+    return packed_among(session, {table: keys})[table]
+
+
+def packed_among(session: Session, wanted: Mapping[str, Collection[Key]]) -> dict[str, set[Key]]:
+    """Per raw table of ``wanted``, which of its keys (owner, natural key…, ``sampled_at``) are
+    stored in its blocks already (Postgres; empty sets elsewhere). Ingest asks it before
+    storing, so that a sample or reading re-sent after its block was packed is a duplicate, as
+    it would be against a raw row.
+
+    One statement of index probes for every table (does a block meet the keys' owners and
+    time span?); for a batch of recent samples and readings (newer than every block) that is
+    all, and nothing is unpacked. Only a table with such a block is then unpacked over the span.
+
+    Raises:
+        KeyError: a table has no block form.
+    """
+    out: dict[str, set[Key]] = {table: set() for table in wanted}
+    specs = {table: BY_NAME[table] for table in wanted}
+    todo = [(table, keys) for table, keys in wanted.items() if keys]
+    if not todo or session.get_bind().dialect.name != "postgresql":
+        return out
+    params: dict[str, Any] = {}
+    probes = []
+    for n, (table, keys) in enumerate(todo):
+        stamps = [key[-1] for key in keys]
+        params |= {
+            f"owners_{n}": sorted({key[0] for key in keys}),
+            f"lo_{n}": min(stamps),
+            f"hi_{n}": max(stamps),
+        }
+        probes.append(_any_block(specs[table], n))
+    # The usual batch (recent samples, no block yet) is answered by this one statement;
     # building and compiling the unpacking statement per batch took ~16 % of the server's CPU
     # at 1,000 nodes.
-    if not session.execute(_any_block(spec), {"owners": owners, "lo": lo, "hi": hi}).first():
-        return set()
-    unpacked = _unpacked(spec, [], lo, hi).subquery()
-    stmt = select(unpacked.c[spec.owner], unpacked.c.sampled_at).where(
-        unpacked.c[spec.owner].in_(owners),
-        unpacked.c.sampled_at >= lo,
-        unpacked.c.sampled_at <= hi,
-    )
-    found = {(owner, at) for owner, at in session.execute(stmt)}
-    return found & set(keys)
+    hits = session.execute(text(f"SELECT {', '.join(probes)}"), params).one()
+    for n, ((table, keys), hit) in enumerate(zip(todo, hits, strict=True)):
+        if not hit:
+            continue
+        spec = specs[table]
+        unpacked = _unpacked(spec, [], params[f"lo_{n}"], params[f"hi_{n}"]).subquery()
+        stmt = select(*(unpacked.c[k] for k in spec.keys), unpacked.c.sampled_at).where(
+            unpacked.c[spec.owner].in_(params[f"owners_{n}"]),
+            unpacked.c.sampled_at >= params[f"lo_{n}"],
+            unpacked.c.sampled_at <= params[f"hi_{n}"],
+        )
+        out[table] = {tuple(row) for row in session.execute(stmt)} & set(keys)
+    return out

@@ -154,7 +154,8 @@ def upgrade() -> None:
 
 
 def _unpack(raw: str, keys: Sequence[str], values: Sequence[str]) -> str:
-    """Every block of ``raw`` back into raw rows (a row already there wins)."""
+    """Every block of ``raw`` back into raw rows (the block's values win over a raw row of the
+    same key)."""
     key_cols = ", ".join(("node_id", *keys))
     names = ", ".join(values)
     return (
@@ -166,7 +167,10 @@ def _unpack(raw: str, keys: Sequence[str], values: Sequence[str]) -> str:
         f"{', '.join(f'd.{v}' for v in values)} "
         f"FROM unnest(b.sampled_at_delta_us, {', '.join(f'b.{v}' for v in values)}) "
         f"WITH ORDINALITY AS d(dt, {names}, ord)) u "
-        "ON CONFLICT DO NOTHING"
+        # A raw row repeating a packed one (not merged by compaction yet) gives way to the
+        # block's values, as compaction would have it: the first stored wins.
+        f"ON CONFLICT ({key_cols}, sampled_at) DO UPDATE SET "
+        f"{', '.join(f'{v} = excluded.{v}' for v in values)}"
     )
 
 

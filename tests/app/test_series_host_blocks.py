@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_scope
@@ -415,3 +415,153 @@ def test_the_scheduled_pass_packs_host_minutes_after_a_day_and_gpu_minutes_after
         now=later,
     )
     assert again.blocks_written.get("disk_sample_1m", 0) == 0  # nothing more is due
+
+
+def silent_node(session: Session, gone_at: datetime) -> Node:
+    """A node whose one IB port was ACTIVE until 2 h before it went silent at ``gone_at``,
+    then DOWN: a day of readings a minute apart up to ``gone_at``."""
+    node = Node(hostname="gone", labels={}, created_at=gone_at - timedelta(days=2))
+    node.last_seen_at = gone_at
+    session.add(node)
+    session.flush()
+    rows = []
+    for k in range(24 * 60 + 1):
+        at = gone_at - timedelta(days=1) + timedelta(minutes=k)
+        state = "ACTIVE" if at < gone_at - timedelta(hours=2) else "DOWN"
+        rows.append(
+            {
+                "node_id": node.id,
+                "device": "mlx5_0",
+                "port": 1,
+                "sampled_at": at,
+                "link_layer": "InfiniBand",
+                "state": state,
+                "phys_state": "LinkUp",
+                "rate_gbps": 400.0,
+            }
+        )
+    session.execute(NicPortSample.__table__.insert(), rows)  # type: ignore[attr-defined]
+    disks = [
+        {"node_id": node.id, "device": "nvme0n1", "sampled_at": r["sampled_at"], "busy_pct": 1.0}
+        for r in rows
+    ]
+    session.execute(DiskSample.__table__.insert(), disks)  # type: ignore[attr-defined]
+    return node
+
+
+def test_a_silent_nodes_newest_rows_do_not_reopen_its_packed_day_at_every_pass(
+    factory: sessionmaker[Session],
+) -> None:
+    gone_at = datetime(2026, 11, 28, 0, 3, tzinfo=UTC)  # 3 minutes into a day
+    with session_scope(factory) as s:
+        silent_node(s, gone_at)
+    first = compact(factory, compact_after_s=2 * 3600, now=NOW)
+    # The day before 00:00 is packed; the newest 10 minutes (23:53-00:03) stay raw, 7 of them
+    # in the packed day.
+    assert first.blocks_written["disk_sample"] == 1
+    again = compact(factory, compact_after_s=2 * 3600, now=NOW + timedelta(minutes=5))
+    assert again.blocks_reopened["disk_sample"] == 0
+    assert again.rows_packed["disk_sample"] == 0
+    with session_scope(factory) as s:
+        assert count(s, DiskSample.__table__) == 11  # type: ignore[arg-type]
+        assert len(every_row(s, DISK)) == 24 * 60 + 1
+
+
+def test_a_silent_node_keeps_its_port_down_reason_after_compaction(
+    factory: sessionmaker[Session],
+) -> None:
+    from app.health.rules import DEFAULT_RULES
+    from app.health.service import get_node_health
+
+    gone_at = datetime.now(UTC).replace(microsecond=0) - timedelta(days=3)
+    with session_scope(factory) as s:
+        silent_node(s, gone_at)
+
+    def reasons() -> list[tuple[str, Any]]:
+        with session_scope(factory) as s:
+            health = get_node_health(s, hostname="gone", rules=DEFAULT_RULES)
+            return [(r.code, r.since) for r in health.reasons]
+
+    before = reasons()
+    assert ("ib_port_down", gone_at - timedelta(hours=2)) in before
+    result = series_jobs.run(factory, compact_after_s=2 * 3600, health_throttle_window_s=300.0)
+    # Its last 24 h 10 min before its newest reading stay raw, the last ACTIVE one included;
+    # the disks' day is packed.
+    assert result.rows_packed["nic_port_sample"] == 0
+    assert result.rows_packed["disk_sample"] > 0
+    assert reasons() == before
+
+
+def test_a_host_reading_re_sent_after_its_day_was_packed_is_a_duplicate(
+    factory: sessionmaker[Session], postgres_url: str
+) -> None:
+    from tests.app.section_factories import disk
+    from tests.factories import batch, store_payload
+
+    day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    old = day - timedelta(days=2)
+    first = batch("late-host", gpus=1, samples_per_gpu=0)
+    first["disks"] = [disk(old + timedelta(minutes=k), "nvme0n1", busy_pct=10.0) for k in range(30)]
+    stored = store_payload(postgres_url, first, received_at=old + timedelta(minutes=30))
+    assert stored["sections_stored"]["disks"] == 30
+    # All but the newest 10 minutes (minutes 19-29) go into the day's block.
+    assert compact(factory, compact_after_s=2 * 3600).rows_packed["disk_sample"] == 19
+    again = batch("late-host", gpus=first["gpus"], samples_per_gpu=0)
+    again["disks"] = [
+        # a packed reading again, another value (1e9 % is implausible: nulled, not counted)
+        disk(old + timedelta(minutes=1), "nvme0n1", busy_pct=1e9),
+        disk(old + timedelta(minutes=1, seconds=30), "nvme0n1", busy_pct=20.0),  # a new one
+    ]
+    answer = store_payload(postgres_url, again, received_at=day)
+    assert answer["sections_stored"]["disks"] == 1
+    assert answer["nulled_values"] == {}
+    with session_scope(factory) as s:
+        got = [(r[2], r[7]) for r in every_row(s, DISK)]
+    assert len(got) == 31
+    assert got[:4] == [
+        (old, 10.0),
+        (old + timedelta(minutes=1), 10.0),  # the first stored wins, stored once
+        (old + timedelta(minutes=1, seconds=30), 20.0),
+        (old + timedelta(minutes=2), 10.0),
+    ]
+
+
+def test_a_downgrade_to_0011_unpacks_host_days_and_minutes_block_values_winning() -> None:
+    from alembic import command
+
+    from app.db import make_engine, make_session_factory
+    from app.migrate import alembic_config
+    from tests.dbs import postgres_database
+
+    with postgres_database() as url:
+        engine = make_engine(url)
+        try:
+            made = make_session_factory(engine)
+            with session_scope(made) as s:
+                node = seed(s)
+                before = {spec.name: every_row(s, spec) for spec in HOST_SPECS}
+            rebuild(made, since=None, now=NOW)
+            with session_scope(made) as s:
+                minutes = sorted(tuple(r) for r in s.execute(select(rollup_specs.NIC.tables[60])))
+            compact(made, compact_after_s=2 * 3600, now=NOW, minutes_after_s=3600)
+            with session_scope(made) as s:
+                assert count(s, DISK.block) == 2 and count(s, minute_blocks.NIC.block) == 2
+                # A raw repeat of a packed reading, not merged by a compaction yet.
+                s.execute(
+                    DiskSample.__table__.insert(),  # type: ignore[attr-defined]
+                    {"node_id": node.id, "device": "sda", "sampled_at": T0, "read_iops": 12345.0},
+                )
+        finally:
+            engine.dispose()
+        command.downgrade(alembic_config(url), "0011")
+        engine = make_engine(url)
+        try:
+            with engine.connect() as conn:
+                for spec in HOST_SPECS:
+                    columns = ", ".join(f'"{c}"' for c in (*spec.keys, "sampled_at", *spec.values))
+                    got = conn.execute(text(f"SELECT {columns} FROM {spec.name}")).all()
+                    assert sorted(tuple(r) for r in got) == before[spec.name], spec.name
+                nic_minutes = conn.execute(select(rollup_specs.NIC.tables[60])).all()
+                assert sorted(tuple(r) for r in nic_minutes) == minutes
+        finally:
+            engine.dispose()
