@@ -241,9 +241,3 @@ def longest_sample_windows_s(session: Session) -> dict[str, float]:
         elif cond.kind == "absence" and cond.target == "metric":
             reads("gpu", float(cond.after or 0.0))
     return longest
-
-
-def longest_gpu_sample_window_s(session: Session) -> float:
-    """The longest span of ``gpu_sample`` rows an enabled rule reads, seconds: threshold and
-    rate windows on the ``gpu`` target, ``after`` of metric absence; 0 without such rules."""
-    return longest_sample_windows_s(session).get("gpu", 0.0)

@@ -32,7 +32,7 @@ from app.db import session_scope, utcnow
 from app.fleet.models import Gpu, Node
 from app.rollups import specs as rollup_specs
 from app.series import minute_blocks
-from app.series.blocks import BLOCK_ORIGIN, BLOCK_S, GPU, SPECS, BlockSpec
+from app.series.blocks import BLOCK_ORIGIN, BLOCK_S, SPECS, BlockSpec
 from app.timeseries import LATEST_WINDOW_S
 
 log = logging.getLogger(__name__)
@@ -213,7 +213,6 @@ def compact(
     factory: sessionmaker[Session],
     *,
     compact_after_s: float,
-    gpu_raw_s: float = 0.0,
     raw_s: dict[str, float] | None = None,
     now: datetime | None = None,
     specs: Sequence[BlockSpec] = SPECS,
@@ -222,10 +221,9 @@ def compact(
 ) -> CompactResult:
     """Compact every table of ``specs``, :data:`OWNERS_PER_BATCH` GPUs (or
     :data:`NODES_PER_BATCH` nodes) per transaction, rows older than ``now - compact_after_s`` —
-    for ``gpu_sample`` older than ``now - max(compact_after_s, gpu_raw_s)``, and for a table
-    named in ``raw_s`` older than ``now - max(compact_after_s, raw_s[name])`` (the spans readers
-    scan as raw rows, see :mod:`app.series.jobs`). Resumable: whatever a stopped run left raw
-    is taken by the next.
+    for a table named in ``raw_s`` older than ``now - max(compact_after_s, raw_s[name])`` and
+    than its owner's newest row minus that span (the spans readers scan as raw rows, see
+    :mod:`app.series.jobs`). Resumable: whatever a stopped run left raw is taken by the next.
     The 1-minute rollups (GPU, disk, NFS, IB port) of whole days older than
     ``minutes_after_s`` (and than the rollups' folded-until mark) are packed too
     (:mod:`app.series.minute_blocks`; ``None``: not), reported as ``<raw>_1m``: charts of the
@@ -243,9 +241,7 @@ def compact(
         gpu_ids = list(session.scalars(select(Gpu.id).order_by(Gpu.id)))
         node_ids = list(session.scalars(select(Node.id).order_by(Node.id)))
         folded = rollup_specs.get_mark(session, rollup_specs.GPU.arrival_key)
-    spans = dict(raw_s or {})
-    if gpu_raw_s:
-        spans[GPU.name] = max(spans.get(GPU.name, 0.0), gpu_raw_s)
+    spans = raw_s or {}
     for spec in specs:
         span_s = spans.get(spec.name, 0.0)
         after_s = max(compact_after_s, span_s)

@@ -51,14 +51,6 @@ def raw_spans_s(
     return {table: span + LATEST_WINDOW_S for table, span in spans.items()}
 
 
-def gpu_raw_span_s(session: Session, *, health_throttle_window_s: float) -> float:
-    """Seconds of ``gpu_sample`` that readers scan as raw rows (see the module docstring)."""
-    spans = raw_spans_s(
-        session, health_throttle_window_s=health_throttle_window_s, health_event_window_s=0.0
-    )
-    return spans["gpu_sample"]
-
-
 def run(
     factory: sessionmaker[Session],
     *,
