@@ -19,11 +19,13 @@ from app.notify.models import NotifyChannel, NotifyDelivery, NotifyDestination, 
 from app.nvlinks.models import NvlinkSample
 from app.rollups.models import rollup_watermark  # and the *_1m / *_1h rollup tables
 from app.series.blocks import gpu_sample_block, nvlink_sample_block
+from app.series.latest import SPECS as LATEST_SPECS  # the <raw>_latest tables
 from app.series.minute_blocks import gpu_sample_1m_block
 from app.storage.models import DiskSample, MountSample, NfsSample
 from app.topology.models import TopologyChange, TopologyDriftState, TopologySnapshot
 
 __all__ = [
+    "LATEST_SPECS",
     "AlertAck",
     "AlertEvent",
     "AlertInstance",

@@ -34,6 +34,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from app.series import latest as latest_store
+from app.series.latest import LatestSpec
+
 #: Keys (a disk, a mount, a NIC port …) whose newest row is older than this, measured from the
 #: newest row of the same owner, are gone (unmounted, removed) and not shown as current.
 LATEST_WINDOW_S = 600.0
@@ -83,6 +86,8 @@ class StagedRows:
         inserted: after :func:`insert_staged`, how many rows went in.
         newest: after :func:`insert_staged`, with ``newest_per``: owner → newest ``sampled_at``
             among the rows whose key was not stored before.
+        latest: the table's current-state form (:mod:`app.series.latest`), kept current in
+            the same transaction: the newest of ``rows`` per key replaces an older stored one.
     """
 
     table: Table
@@ -91,6 +96,7 @@ class StagedRows:
     newest_per: str | None = None
     inserted: int = 0
     newest: dict[Any, datetime] = field(default_factory=dict)
+    latest: LatestSpec | None = None
 
 
 def insert_staged(session: Session, batches: Sequence[StagedRows]) -> None:
@@ -100,8 +106,9 @@ def insert_staged(session: Session, batches: Sequence[StagedRows]) -> None:
     On Postgres: a binary ``COPY`` per table into a session-local staging table (``TEMP``,
     ``ON COMMIT DELETE ROWS``, created on first use), then ONE statement that moves every
     staging table's rows over with ``INSERT … ON CONFLICT DO NOTHING``, empties them and counts
-    what went in. Round trips, not rows, are what a batch of a few thousand rows costs most
-    (bench/ingest_rate.py). Elsewhere (SQLite): :func:`insert_ignoring_conflicts` per table.
+    what went in, and keeps each ``latest`` table current from the same staging rows. Round
+    trips, not rows, are what a batch of a few thousand rows costs most (bench/ingest_rate.py).
+    Elsewhere (SQLite): :func:`insert_ignoring_conflicts` per table, then the ``latest`` upsert.
     """
     todo = [b for b in batches if b.rows]
     if len({b.table.name for b in todo}) != len(todo):
@@ -111,6 +118,8 @@ def insert_staged(session: Session, batches: Sequence[StagedRows]) -> None:
     if session.get_bind().dialect.name != "postgresql":
         for batch in todo:
             _insert_portable(session, batch)
+            if batch.latest is not None:
+                latest_store.upsert_rows(session, batch.latest, batch.columns, batch.rows)
         return
     stages = [f"stage_{b.table.name}" for b in todo]
     cursor = session.connection().connection.cursor()
@@ -152,6 +161,9 @@ def _move_statement(stages: list[str], batches: list[StagedRows]) -> str:
             f"SELECT {names} FROM {stage} ON CONFLICT DO NOTHING "
             f"RETURNING {owner} AS owner, sampled_at)"
         )
+        if batch.latest is not None:
+            upsert = latest_store.upsert_sql(batch.latest, stage, batch.columns)
+            ctes.append(f"latest_{position} AS ({upsert})")
         ctes.append(f"emptied_{position} AS (DELETE FROM {stage})")
         counts.append(
             f"SELECT {position}, owner, count(*), max(sampled_at) "

@@ -26,6 +26,7 @@ from app.fleet.models import Gpu, Node
 from app.ingest.rows import SECTION_SPECS, SectionRow, SectionSpec
 from app.nics.models import NicPortSample
 from app.nvlinks.models import NvlinkSample
+from app.series import latest as latest_store
 from app.storage.models import DiskSample, MountSample, NfsSample
 from app.timeseries import StagedRows
 
@@ -75,6 +76,8 @@ SECTIONS: tuple[Section, ...] = (
 )
 
 _TABLES = {s.name: s.table.name for s in SECTIONS}
+#: Raw table name → its current-state table, kept current with the raw rows (host sections).
+_LATEST = latest_store.BY_RAW
 
 
 @dataclass
@@ -138,7 +141,9 @@ def plan_sections(
                 plan.nulled_by_row.setdefault((section.name, key), []).extend(nulled_names)
             rows.setdefault(key, row)
         plan.rows[section.name] = rows
-        plan.staged[section.name] = StagedRows(section.table, columns, list(rows.values()))
+        plan.staged[section.name] = StagedRows(
+            section.table, columns, list(rows.values()), latest=_LATEST.get(section.table.name)
+        )
     return plan
 
 
@@ -160,7 +165,9 @@ def drop_packed(
             for key in gone:
                 del rows[key]
             staged = plan.staged[name]
-            plan.staged[name] = StagedRows(staged.table, staged.columns, list(rows.values()))
+            plan.staged[name] = StagedRows(
+                staged.table, staged.columns, list(rows.values()), latest=staged.latest
+            )
     for (name, key), names in plan.nulled_by_row.items():
         if key in plan.rows[name]:
             nulled.update(names)

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import session_scope, utcnow
 from app.events.models import NodeEvent
 from app.ingest.models import IngestBatch
+from app.series import latest
 from app.series.blocks import SPECS
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,8 @@ def prune(
     samples) goes when its whole span is older.
 
     Batch ids are kept as long as samples, so an agent replaying an old spool within the window
-    still gets its replay answer instead of a double store.
+    still gets its replay answer instead of a double store. A host entity's current state
+    (:mod:`app.series.latest`) goes when its newest reading is older.
 
     Returns:
         rows deleted per table.
@@ -45,6 +47,7 @@ def prune(
     for table, statement in statements.items():
         result = cast(CursorResult[Any], session.execute(statement))
         deleted[table] = int(result.rowcount or 0)
+    deleted |= latest.prune(session, cutoff=cutoff)
     return deleted
 
 

@@ -4,19 +4,17 @@ the range come from :func:`app.storage.fleet_service.counter_chart`, which reads
 
 from __future__ import annotations
 
-import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, select
-from sqlalchemy.dialects.postgresql import distinct_on
+from sqlalchemy import ColumnElement, func, or_
 from sqlalchemy.orm import Session
 
 from app.nics.models import NicPortSample
-from app.rollups import specs as rollup_specs
-from app.rollups.specs import read_mark
+from app.series import latest as latest_store
 from app.storage.fleet_service import CounterTotal, NodeScope
 from app.storage.models import DiskSample, MountSample, NfsSample
 from app.timeseries import LATEST_WINDOW_S, natural_key
@@ -24,101 +22,39 @@ from app.timeseries import LATEST_WINDOW_S, natural_key
 _PARTITION = re.compile(r"^(.*\d)p\d+$|^(.*\D)\d+$")
 
 
-#: Rows this recent are read raw for the "now" tables; older keys (an agent stopped a few
-#: minutes ago) are found through the minute rollups, seconds.
-RECENT_S = 60.0
-_SPECS: dict[Any, rollup_specs.Spec] = {
-    DiskSample: rollup_specs.DISK,
-    NfsSample: rollup_specs.NFS,
-    NicPortSample: rollup_specs.NIC,
+_LATEST: dict[Any, latest_store.LatestSpec] = {
+    DiskSample: latest_store.DISK,
+    MountSample: latest_store.MOUNT,
+    NfsSample: latest_store.NFS,
+    NicPortSample: latest_store.NIC,
 }
 
 
 def latest_rows(
-    session: Session, model: type[Any], keys: tuple[str, ...], scope: NodeScope, now: datetime
-) -> list[Any]:
-    """The newest row of each (node, ``keys``…) of ``model`` reported within
-    :data:`~app.timeseries.LATEST_WINDOW_S` before ``now`` (older ones are gone or stale), as
-    rows with ``model``'s columns as attributes (not ORM objects).
-
-    Where the table has rollups folded up to a recent mark, only the last :data:`RECENT_S`
-    (or since the mark) of raw rows are grouped; keys whose newest row is older are found in
-    the narrower 1-minute rollup and only their nodes' raw rows are read. Results are kept on
-    the session for the same arguments (the disk table feeds two tables of one page)."""
-    cache: dict[Any, list[Any]] = session.info.setdefault("fleet_now.latest_rows", {})
-    cache_key = (model, keys, id(scope), now)
-    if cache_key not in cache:
-        cache[cache_key] = _latest(session, model, keys, scope, now)
-    return cache[cache_key]
-
-
-def _latest(
-    session: Session, model: Any, keys: tuple[str, ...], scope: NodeScope, now: datetime
-) -> list[Any]:
-    window_start = now - timedelta(seconds=LATEST_WINDOW_S)
-    spec = _SPECS.get(model)
-    horizon = read_mark(session, spec.horizon_key) if spec else None
-    if spec is None or horizon is None or horizon <= window_start:
-        return _newest_in(session, model, keys, scope, window_start)
-    recent_from = min(now - timedelta(seconds=RECENT_S), horizon)
-    rows = _newest_in(session, model, keys, scope, recent_from)
-    found = {(r.node_id, *(getattr(r, k) for k in keys)) for r in rows}
-    table = spec.tables[60]
-    seen = (
-        select(table.c.node_id, *(table.c[k] for k in keys))
-        .where(
-            scope.where(table.c.node_id),
-            table.c.bucket_start_s >= math.floor(window_start.timestamp() / 60) * 60,
-        )
-        .group_by(table.c.node_id, *(table.c[k] for k in keys))
-    )
-    stale = {tuple(r) for r in session.execute(seen)} - found
-    if not stale:
-        return rows
-    nodes = NodeScope({key[0]: "" for key in stale}, filtered=True)
-    older = _newest_in(session, model, keys, nodes, window_start, before=recent_from)
-    older = [r for r in older if (r.node_id, *(getattr(r, k) for k in keys)) in stale]
-    return [*rows, *(r for r in older if r.node_id in scope.hostnames)]
-
-
-def _newest_in(
     session: Session,
-    model: Any,
-    keys: tuple[str, ...],
+    model: type[Any],
     scope: NodeScope,
-    since: datetime,
+    now: datetime,
     *,
-    before: datetime | None = None,
+    where: Sequence[ColumnElement[bool]] = (),
 ) -> list[Any]:
-    """The newest row of each (node, ``keys``…) among rows sampled in ``[since, before)``, as
-    plain rows with the table's columns as attributes (no ORM objects: 8,000 IB ports a
-    request). Postgres: ``DISTINCT ON``; elsewhere the newest time per key joined back."""
-    table = model.__table__
-    cols = [table.c[k] for k in keys]
-    window = [table.c.sampled_at >= since]
-    if before is not None:
-        window.append(table.c.sampled_at < before)
-    if session.get_bind().dialect.name == "postgresql":
-        stmt = (
-            select(table)
-            .ext(distinct_on(table.c.node_id, *cols))
-            .where(scope.where(table.c.node_id), *window)
-            .order_by(table.c.node_id, *cols, table.c.sampled_at.desc())
+    """The current reading (:mod:`app.series.latest`) of each entity of ``model`` on the scope's
+    nodes, read within :data:`~app.timeseries.LATEST_WINDOW_S` before ``now`` (older ones are
+    gone or stale) and matching ``where``, as rows with ``model``'s columns as attributes (not
+    ORM objects). Results are kept on the session for the same arguments (the disk table feeds
+    two tables of one page)."""
+    cache: dict[Any, list[Any]] = session.info.setdefault("fleet_now.latest_rows", {})
+    cache_key = (model, id(scope), now, tuple(str(w) for w in where))
+    if cache_key not in cache:
+        rows = latest_store.read(
+            session,
+            _LATEST[model],
+            since=now - timedelta(seconds=LATEST_WINDOW_S),
+            node_ids=list(scope.hostnames) if scope.filtered else None,
+            where=where,
         )
-    else:
-        newest = (
-            select(table.c.node_id, *cols, func.max(table.c.sampled_at).label("newest_at"))
-            .where(scope.where(table.c.node_id), *window)
-            .group_by(table.c.node_id, *cols)
-            .subquery()
-        )
-        on = and_(
-            table.c.node_id == newest.c.node_id,
-            table.c.sampled_at == newest.c.newest_at,
-            *(c == newest.c[c.key] for c in cols),
-        )
-        stmt = select(table).join(newest, on)
-    return [r for r in session.execute(stmt) if r.node_id in scope.hostnames]
+        cache[cache_key] = [r for r in rows if r.node_id in scope.hostnames]
+    return cache[cache_key]
 
 
 def _matches(match: str, *texts: str | None) -> bool:
@@ -157,16 +93,16 @@ def slowest_mounts(
 ) -> list[MountLatency]:
     """Mounts by latency per operation, slowest first (mounts without one left out)."""
     found: list[MountLatency] = []
-    for n in latest_rows(session, NfsSample, ("mountpoint",), scope, now):
+    for n in latest_rows(session, NfsSample, scope, now):
         if n.avg_rtt_s is not None and _matches(match, n.mountpoint, n.export):
             host = scope.hostnames[n.node_id]
             found.append(
                 MountLatency(host, n.mountpoint, "NFS", n.export, n.avg_rtt_s, n.ops_per_s)
             )
     disks: dict[int, dict[str, DiskSample]] = {}
-    for d in latest_rows(session, DiskSample, ("device",), scope, now):
+    for d in latest_rows(session, DiskSample, scope, now):
         disks.setdefault(d.node_id, {})[d.device] = d
-    for mount in latest_rows(session, MountSample, ("mountpoint",), scope, now):
+    for mount in latest_rows(session, MountSample, scope, now):
         disk = disk_of(mount.device, disks.get(mount.node_id, {}))
         if disk is None or disk.avg_wait_s is None:
             continue
@@ -195,7 +131,7 @@ def busiest_devices(
     """``(hostname, disk)`` by read + write bytes/s, busiest first (unknown rates count 0)."""
     rows = [
         (scope.hostnames[d.node_id], d)
-        for d in latest_rows(session, DiskSample, ("device",), scope, now)
+        for d in latest_rows(session, DiskSample, scope, now)
         if _matches(match, d.device)
     ]
     rows.sort(
@@ -229,10 +165,16 @@ def port_problems(
     *,
     match: str = "",
 ) -> list[PortProblem]:
-    """Ports down now first (by host and port), then ports with rising errors, most first."""
+    """Ports down now first (by host and port), then ports with rising errors, most first.
+    Only the current rows of ports not ``ACTIVE`` and of the nodes with rising errors are read
+    (8,000 ports at 1,000 nodes, a few of them of interest)."""
+    node_of = {hostname: node_id for node_id, hostname in scope.hostnames.items()}
+    rising_nodes = {node_of[t.hostname] for t in rising if t.total > 0 and t.hostname in node_of}
+    cols = latest_store.NIC.table.c
+    of_interest = or_(func.upper(cols.state) != "ACTIVE", cols.node_id.in_(sorted(rising_nodes)))
     latest = {
         (scope.hostnames[p.node_id], f"{p.device}/{p.port}"): p
-        for p in latest_rows(session, NicPortSample, ("device", "port"), scope, now)
+        for p in latest_rows(session, NicPortSample, scope, now, where=[of_interest])
         if _matches(match, p.device)
     }
     totals = {(t.hostname, t.item): t for t in rising if t.total > 0}

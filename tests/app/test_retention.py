@@ -26,14 +26,18 @@ def test_prune_deletes_samples_sections_events_and_batch_ids_past_retention(
     with session_scope(factory) as session:
         kept = prune(session, retention_days=1)
     blocks = {f"{raw}_block": 0 for raw in ("gpu_sample", *sections)}  # nothing compacted here
+    # Each host entity's current state goes with its last reading (one per entity here).
+    latest = {f"{raw}_latest": sections[raw] for raw in sections if raw != "nvlink_sample"}
     assert kept == {"gpu_sample": 0, "node_event": 0, "ingest_batch": 0} | blocks | dict.fromkeys(
-        sections, 0
+        [*sections, *latest], 0
     )
     assert counts(db_url) == {"samples": 4, "events": 1, "batches": 1}
     with session_scope(factory) as session:
         gone = prune(session, retention_days=1, now=datetime.now(UTC) + timedelta(days=2))
     engine.dispose()
-    assert gone == {"gpu_sample": 4, "node_event": 1, "ingest_batch": 1} | blocks | sections
+    assert (
+        gone == {"gpu_sample": 4, "node_event": 1, "ingest_batch": 1} | blocks | sections | latest
+    )
     assert counts(db_url) == {"samples": 0, "events": 0, "batches": 0}
     left = section_counts(db_url)
     assert {name: left[name] for name in sections} == dict.fromkeys(sections, 0)

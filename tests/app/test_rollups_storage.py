@@ -18,7 +18,6 @@ from app.nics.models import NicPortSample
 from app.rollups import fold, jobs
 from app.rollups.models import rollup_watermark
 from app.rollups.specs import DISK, NFS, NIC
-from app.storage import fleet_now
 from app.storage import fleet_service as fs
 from app.storage.models import DiskSample, NfsSample
 
@@ -159,47 +158,6 @@ def test_the_lookback_fold_is_idempotent(session: Session) -> None:
     assert snapshot() == before
     last = max(r[2] for r in before)
     assert [r[3] for r in before if r[2] == last] == [6, 6, 6]  # samples per node in a minute
-
-
-def test_now_tables_find_the_same_newest_rows_through_rollups(session: Session) -> None:
-    now = T0 + timedelta(hours=2)
-    rows: list[Any] = []
-    for n, stopped_s in enumerate((0, 300, 900, 45)):  # running, 5 min, 15 min (gone), 45 s
-        node = Node(hostname=f"now-{n}", labels={}, created_at=T0)
-        session.add(node)
-        session.flush()
-        for i in range(700):
-            at = now - timedelta(seconds=stopped_s + 10 * i + n)
-            for device in ("nvme0n1", "sdb"):
-                if device == "sdb" and n == 0 and i < 40:
-                    continue  # sdb of now-0 went away 400 s ago
-                busy = float(i + n) + (0.5 if device == "sdb" else 0.0)
-                rows.append(
-                    DiskSample(node_id=node.id, device=device, sampled_at=at, busy_pct=busy)
-                )
-    session.add_all(rows)
-    session.flush()
-    scope = fs.select_nodes(session, labels={}, search="")
-
-    def newest() -> list[tuple[str, str, datetime, float | None]]:
-        session.info.pop("fleet_now.latest_rows", None)
-        found = fleet_now.latest_rows(session, DiskSample, ("device",), scope, now)
-        return sorted(
-            (scope.hostnames[d.node_id], d.device, d.sampled_at, d.busy_pct) for d in found
-        )
-
-    expected = newest()  # no rollups yet: one query over the ten-minute window
-    assert [(h, d) for h, d, _, _ in expected] == [
-        ("now-0", "nvme0n1"),
-        ("now-0", "sdb"),
-        ("now-1", "nvme0n1"),
-        ("now-1", "sdb"),
-        ("now-3", "nvme0n1"),
-        ("now-3", "sdb"),
-    ]
-    jobs.fold_recent(session, DISK, now=now, lookback_s=3600)
-    jobs.set_mark(session, DISK.horizon_key, now - timedelta(seconds=jobs.SETTLE_S))
-    assert newest() == expected
 
 
 def test_fleet_minutes_hold_the_sums_of_every_key(session: Session) -> None:

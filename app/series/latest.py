@@ -1,0 +1,172 @@
+"""Current state of the host entities: the newest reading of every disk, mount, NFS mount and
+IB port, one row per (node, entity), kept current as batches are stored.
+
+The fleet pages ask "what does every port say now": read from the raw tables that is a
+``DISTINCT ON`` over the newest rows of 8,000 ports, and for ports that went quiet a minute
+rollup scan on top (~300 ms at 1,000 nodes). Here it is a read of one small table.
+
+* ``<raw>_latest`` has the raw table's columns and its primary key without ``sampled_at``
+  (:func:`latest_table`).
+* The ingest writes it in the same transaction as the raw rows (:func:`upsert_sql` inside the
+  staged move on Postgres, :func:`upsert_rows` elsewhere): a reading replaces the stored one
+  only when it is newer, so a late or replayed batch never takes the state back, and on a tie
+  the first stored wins, as for the raw rows.
+* Retention drops rows older than the raw retention (:func:`prune`); a node's delete cascades.
+
+The row equals the newest raw row of its key as long as that row is within retention (a test
+compares both on either backend).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    CursorResult,
+    ForeignKey,
+    Integer,
+    Row,
+    Table,
+    delete,
+    false,
+    select,
+)
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from app.db import Base
+from app.nics.models import NicPortSample
+from app.storage.models import DiskSample, MountSample, NfsSample
+
+
+def latest_table(raw: Table, keys: tuple[str, ...]) -> Table:
+    """``<raw>_latest`` for a node-owned raw table keyed (``node_id``, ``keys``…,
+    ``sampled_at``): every column of ``raw``, primary key (``node_id``, ``keys``…)."""
+    columns: list[Column[Any]] = [
+        Column("node_id", Integer, ForeignKey("node.id", ondelete="CASCADE"), primary_key=True),
+        *(Column(k, raw.c[k].type, primary_key=True) for k in keys),
+    ]
+    for column in raw.columns:
+        if column.name in {"node_id", *keys}:
+            continue
+        columns.append(Column(column.name, column.type, nullable=column.name != "sampled_at"))
+    return Table(f"{raw.name}_latest", Base.metadata, *columns)
+
+
+@dataclass(frozen=True)
+class LatestSpec:
+    """A raw host table and its current-state table.
+
+    Attributes:
+        raw: the raw table, primary key (``node_id``, ``keys``…, ``sampled_at``).
+        table: ``<raw>_latest``, primary key (``node_id``, ``keys``…).
+        keys: the entity key after ``node_id`` (``device``; ``device``, ``port`` …).
+    """
+
+    raw: Table
+    table: Table
+    keys: tuple[str, ...]
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """``node_id`` and the entity key."""
+        return ("node_id", *self.keys)
+
+
+def _spec(model: type[Any], keys: tuple[str, ...]) -> LatestSpec:
+    raw: Table = model.__table__
+    return LatestSpec(raw, latest_table(raw, keys), keys)
+
+
+DISK = _spec(DiskSample, ("device",))
+MOUNT = _spec(MountSample, ("mountpoint",))
+NFS = _spec(NfsSample, ("mountpoint",))
+NIC = _spec(NicPortSample, ("device", "port"))
+SPECS: tuple[LatestSpec, ...] = (DISK, MOUNT, NFS, NIC)
+BY_RAW: dict[str, LatestSpec] = {s.raw.name: s for s in SPECS}
+
+
+def upsert_sql(spec: LatestSpec, source: str, columns: Sequence[str]) -> str:
+    """One Postgres ``INSERT … ON CONFLICT DO UPDATE`` taking the newest row of each key among
+    ``source``'s rows (a table or CTE with ``columns``, which hold the key and
+    ``sampled_at``) into ``spec.table``; a stored row is replaced only by a newer one. The
+    table's columns missing from ``columns`` become NULL, as in the raw row."""
+    names = ", ".join(columns)
+    keys = ", ".join(spec.key_columns)
+    target = spec.table.name
+    updates = ", ".join(
+        f"{c.name} = EXCLUDED.{c.name}" for c in spec.table.columns if not c.primary_key
+    )
+    return (
+        f"INSERT INTO {target} ({names}) "
+        f"SELECT DISTINCT ON ({keys}) {names} FROM {source} "
+        f"ORDER BY {keys}, sampled_at DESC "
+        f"ON CONFLICT ({keys}) DO UPDATE SET {updates} "
+        f"WHERE {target}.sampled_at < EXCLUDED.sampled_at"
+    )
+
+
+def upsert_rows(
+    session: Session, spec: LatestSpec, columns: Sequence[str], rows: Collection[Sequence[Any]]
+) -> None:
+    """:func:`upsert_sql` for a backend without it (SQLite): the newest of ``rows`` (tuples in
+    ``columns`` order) per key, then one ``INSERT … ON CONFLICT DO UPDATE … WHERE`` each."""
+    at = list(columns).index("sampled_at")
+    key_at = [list(columns).index(k) for k in spec.key_columns]
+    newest: dict[tuple[Any, ...], Sequence[Any]] = {}
+    for row in rows:
+        key = tuple(row[i] for i in key_at)
+        held = newest.get(key)
+        if held is None or row[at] > held[at]:
+            newest[key] = row
+    if not newest:
+        return
+    table = spec.table
+    values = [
+        {c.name: None for c in table.columns} | dict(zip(columns, row, strict=True))
+        for row in newest.values()
+    ]
+    stmt = sqlite_insert(table)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=list(spec.key_columns),
+        set_={c.name: stmt.excluded[c.name] for c in table.columns if not c.primary_key},
+        where=table.c.sampled_at < stmt.excluded.sampled_at,
+    )
+    session.execute(stmt, values)
+
+
+def read(
+    session: Session,
+    spec: LatestSpec,
+    *,
+    since: datetime | None = None,
+    node_ids: Collection[int] | None = None,
+    where: Sequence[ColumnElement[bool]] = (),
+    columns: Sequence[str] | None = None,
+) -> Sequence[Row[Any]]:
+    """The current rows of ``spec`` read at ``since`` or later, of ``node_ids`` (every node
+    when None), matching ``where`` (conditions on ``spec.table``'s columns), with ``columns``
+    (default every column) as attributes."""
+    table = spec.table
+    picked = [table.c[c] for c in columns] if columns is not None else [table]
+    conditions: list[ColumnElement[bool]] = [*where]
+    if since is not None:
+        conditions.append(table.c.sampled_at >= since)
+    if node_ids is not None:
+        conditions.append(table.c.node_id.in_(list(node_ids)) if node_ids else false())
+    return session.execute(select(*picked).where(*conditions)).all()
+
+
+def prune(session: Session, *, cutoff: datetime) -> dict[str, int]:
+    """Delete current rows read before ``cutoff`` (entities gone longer than the retention);
+    rows deleted per table."""
+    deleted: dict[str, int] = {}
+    for spec in SPECS:
+        result = session.execute(delete(spec.table).where(spec.table.c.sampled_at < cutoff))
+        deleted[spec.table.name] = int(cast(CursorResult[Any], result).rowcount or 0)
+    return deleted

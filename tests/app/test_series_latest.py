@@ -1,0 +1,217 @@
+"""The host entities' current state (``<raw>_latest``, :mod:`app.series.latest`): kept by the
+ingest in the batch's transaction, equal to the newest raw row of every key whatever order
+batches arrive in, read by the storage page's "now" tables, filled by the 0013 upgrade."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from alembic import command
+from sqlalchemy import delete, func, insert, select, tuple_
+from sqlalchemy.engine import Engine
+
+from app.db import make_engine, make_session_factory, session_scope
+from app.fleet.models import Node
+from app.migrate import alembic_config, upgrade
+from app.nics.models import NicPortSample
+from app.series import latest
+from app.storage import fleet_now
+from app.storage import fleet_service as fs
+from app.storage.models import DiskSample
+from tests.app.helpers import post_batch
+from tests.app.section_factories import disk, mount, nfs_mount, nic_port
+from tests.dbs import postgres_database
+from tests.factories import batch, create_token
+from tests.live_server import LiveServer
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def _newest_raw(engine: Engine, spec: latest.LatestSpec) -> list[tuple[Any, ...]]:
+    """The newest raw row of every key, as the reference the current state must equal."""
+    raw = spec.raw
+    keys = [raw.c[k] for k in spec.key_columns]
+    newest = select(*keys, func.max(raw.c.sampled_at)).group_by(*keys)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(raw).where(tuple_(*keys, raw.c.sampled_at).in_(newest)).order_by(*keys)
+        )
+        return [tuple(r._mapping[c.name] for c in spec.table.columns) for r in rows]
+
+
+def _current(engine: Engine, spec: latest.LatestSpec) -> list[tuple[Any, ...]]:
+    table = spec.table
+    with engine.connect() as conn:
+        order = [table.c[k] for k in spec.key_columns]
+        return [tuple(r) for r in conn.execute(select(table).order_by(*order))]
+
+
+def _host_batch(
+    at: datetime, hostname: str = "node-a", **sections: list[dict[str, Any]]
+) -> dict[str, Any]:
+    payload = batch(hostname, samples_per_gpu=1, start=at)
+    payload.update(sections)
+    return payload
+
+
+def test_the_current_state_is_the_newest_reading_whatever_order_batches_arrive_in(
+    server: LiveServer, db_url: str
+) -> None:
+    token = create_token(db_url, "node-a")
+    t0, t1, t2 = NOW - timedelta(seconds=120), NOW - timedelta(seconds=60), NOW
+    first = _host_batch(
+        t1,
+        disks=[disk(t1, "nvme0n1", busy_pct=10.0), disk(t1, "sda", busy_pct=1.0)],
+        mounts=[mount(t1, "/data")],
+        nfs_mounts=[nfs_mount(t1, retransmits=5)],
+        nic_ports=[nic_port(t1, "mlx5_0"), nic_port(t1, "mlx5_1", state="DOWN")],
+    )
+    assert post_batch(server.url, token, first).status_code == 200
+    # Newer readings for some entities, a late (older) one for others, and a reading of the
+    # same time as a stored one with other values (the first stored wins, as for raw rows).
+    second = _host_batch(
+        t2,
+        disks=[
+            disk(t2, "nvme0n1", busy_pct=20.0),
+            disk(t0, "sda", busy_pct=99.0),
+            disk(t0, "sdb", busy_pct=3.0),
+        ],
+        mounts=[mount(t1, "/data", used_bytes=1)],
+        nfs_mounts=[nfs_mount(t2, retransmits=6, avg_rtt_s=None)],
+        nic_ports=[nic_port(t2, "mlx5_0", state="INIT", phys_state="LinkUp"), nic_port(t0)],
+    )
+    assert post_batch(server.url, token, second).status_code == 200
+    assert post_batch(server.url, token, first).status_code == 200  # a replay changes nothing
+    engine = make_engine(db_url)
+    try:
+        for spec in latest.SPECS:
+            assert _current(engine, spec) == _newest_raw(engine, spec), spec.table.name
+        by_device = {r[1]: r for r in _current(engine, latest.DISK)}
+        at = [c.name for c in latest.DISK.table.columns].index("busy_pct")
+        assert {d: r[at] for d, r in by_device.items()} == {"nvme0n1": 20.0, "sda": 1.0, "sdb": 3.0}
+        ports = {r[1]: r for r in _current(engine, latest.NIC)}
+        state = [c.name for c in latest.NIC.table.columns].index("state")
+        assert {d: r[state] for d, r in ports.items()} == {"mlx5_0": "INIT", "mlx5_1": "DOWN"}
+        (nfs,) = _current(engine, latest.NFS)
+        names = [c.name for c in latest.NFS.table.columns]
+        assert nfs[names.index("retransmits")] == 6
+        assert nfs[names.index("avg_rtt_s")] is None  # a null in the newest reading stays null
+        assert nfs[names.index("read_bytes")] == 18446744073709551000  # exact above 2**63
+        (data,) = _current(engine, latest.MOUNT)
+        assert data[[c.name for c in latest.MOUNT.table.columns].index("used_bytes")] != 1
+    finally:
+        engine.dispose()
+
+
+def test_the_now_tables_read_the_current_state_within_the_window(
+    server: LiveServer, db_url: str
+) -> None:
+    token = create_token(db_url, "node-a")
+    other = create_token(db_url, "node-b")
+    old = NOW - timedelta(seconds=900)  # beyond the 10-minute window: gone
+    post_batch(
+        server.url,
+        token,
+        _host_batch(
+            NOW,
+            disks=[
+                disk(NOW, "nvme0n1", read_bytes_per_s=9e8),
+                disk(NOW - timedelta(seconds=400), "sdy"),  # quiet for 400 s: still there
+                disk(old, "sdz"),
+            ],
+            nic_ports=[
+                nic_port(NOW, "mlx5_0", state="DOWN"),
+                nic_port(old, "mlx5_9", state="DOWN"),
+            ],
+        ),
+    )
+    payload = _host_batch(NOW, "node-b", disks=[disk(NOW, "nvme0n1", read_bytes_per_s=1e8)])
+    post_batch(server.url, other, payload)
+    engine = make_engine(db_url)
+    factory = make_session_factory(engine)
+    try:
+        with session_scope(factory) as session:
+            everyone = fs.select_nodes(session, labels={}, search="")
+            busiest = fleet_now.busiest_devices(session, everyone, NOW)
+            assert [(h, d.device) for h, d in busiest] == [
+                ("node-a", "nvme0n1"),
+                ("node-a", "sdy"),
+                ("node-b", "nvme0n1"),
+            ]
+            ports = fleet_now.port_problems(session, everyone, NOW, [])
+            assert [(p.hostname, p.port, p.state) for p in ports] == [
+                ("node-a", "mlx5_0/1", "DOWN")
+            ]
+            only_b = fs.select_nodes(session, labels={}, search="node-b")
+            assert [h for h, _ in fleet_now.busiest_devices(session, only_b, NOW)] == ["node-b"]
+            assert fleet_now.port_problems(session, only_b, NOW, []) == []
+    finally:
+        engine.dispose()
+
+
+def test_deleting_a_node_deletes_its_current_state(server: LiveServer, db_url: str) -> None:
+    token = create_token(db_url, "node-a")
+    post_batch(server.url, token, _host_batch(NOW, disks=[disk(NOW)], nic_ports=[nic_port(NOW)]))
+    engine = make_engine(db_url)
+    factory = make_session_factory(engine)
+    try:
+        with session_scope(factory) as session:
+            session.execute(delete(Node))
+        for spec in latest.SPECS:
+            assert _current(engine, spec) == []
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def at_0012(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    """An empty database of either backend at revision 0012."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'old.db'}"
+        upgrade(url)
+        command.downgrade(alembic_config(url), "0012")
+        yield url
+        return
+    with postgres_database() as url:
+        command.downgrade(alembic_config(url), "0012")
+        yield url
+
+
+def test_the_upgrade_fills_the_current_state_from_the_raw_rows(at_0012: str) -> None:
+    engine = make_engine(at_0012)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                insert(Node.__table__).values(id=1, hostname="old-node", labels={}, created_at=NOW)
+            )
+            conn.execute(
+                insert(DiskSample.__table__),
+                [
+                    {
+                        "node_id": 1,
+                        "device": "nvme0n1",
+                        "sampled_at": NOW - timedelta(seconds=s),
+                        "busy_pct": b,
+                    }
+                    for s, b in ((60, 1.0), (0, 2.0), (120, 3.0))
+                ],
+            )
+            conn.execute(
+                insert(NicPortSample.__table__).values(
+                    node_id=1, device="mlx5_0", port=1, sampled_at=NOW, state="ACTIVE"
+                )
+            )
+        upgrade(at_0012)
+        assert _current(engine, latest.DISK) == _newest_raw(engine, latest.DISK)
+        (row,) = _current(engine, latest.DISK)
+        assert row[[c.name for c in latest.DISK.table.columns].index("busy_pct")] == 2.0
+        assert len(_current(engine, latest.NIC)) == 1
+        assert _current(engine, latest.MOUNT) == _current(engine, latest.NFS) == []
+        command.downgrade(alembic_config(at_0012), "0012")
+        upgrade(at_0012)
+        assert len(_current(engine, latest.DISK)) == 1
+    finally:
+        engine.dispose()
