@@ -13,6 +13,7 @@ from app.fleet import service as fleet_service
 from app.fleet.service import NodeView
 from app.health import checks
 from app.health.evidence import Evidence, load_evidence
+from app.health.held import hold_since
 from app.health.rules import HealthRules, State, worst
 from app.health.schemas import (
     GpuHealthOut,
@@ -76,7 +77,9 @@ def evaluate_node(
     statements)."""
     if evidence is None:
         evidence = load_evidence(session, views=[view], rules=rules, now=now)
-    return apply_freshness(evaluate_fresh(view, rules, evidence), view=view, rules=rules)
+    fresh = evaluate_fresh(view, rules, evidence)
+    hold_since(session, [(view.node.id, fresh)])
+    return apply_freshness(fresh, view=view, rules=rules)
 
 
 def evaluate_fresh(view: NodeView, rules: HealthRules, evidence: Evidence) -> NodeHealthOut:
@@ -152,12 +155,12 @@ def evaluate_views(
     session: Session, *, views: list[NodeView], rules: HealthRules, now: datetime
 ) -> dict[str, NodeHealthOut]:
     """Health of each of ``views``, by hostname: six statements for the whole fleet
-    (:func:`~app.health.evidence.load_evidence`), whatever its size or freshness."""
+    (:func:`~app.health.evidence.load_evidence`), whatever its size or freshness, and one for
+    the stored ``since`` of reasons read off the newest values (:mod:`app.health.held`)."""
     evidence = load_evidence(session, views=views, rules=rules, now=now)
-    return {
-        v.node.hostname: evaluate_node(session, view=v, rules=rules, now=now, evidence=evidence)
-        for v in views
-    }
+    fresh = [(v, evaluate_fresh(v, rules, evidence)) for v in views]
+    hold_since(session, ((v.node.id, answer) for v, answer in fresh))
+    return {v.node.hostname: apply_freshness(answer, view=v, rules=rules) for v, answer in fresh}
 
 
 def get_node_health(

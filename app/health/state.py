@@ -28,6 +28,7 @@ from app.fleet.service import NodeView
 from app.health import checks
 from app.health import service as health_service
 from app.health.evidence import load_evidence
+from app.health.held import hold_since
 from app.health.models import NodeHealthState
 from app.health.rules import HealthRules
 
@@ -159,8 +160,9 @@ def _refresh_chunk(
     inserts: list[dict[str, Any]] = []
     changes: list[dict[str, Any]] = []
     touches: list[dict[str, Any]] = []
-    for view in views:
-        health = health_service.evaluate_fresh(view, rules, evidence)
+    answers = [(view, health_service.evaluate_fresh(view, rules, evidence)) for view in views]
+    hold_since(session, ((view.node.id, health) for view, health in answers))
+    for view, health in answers:
         doc = orjson.dumps(health.model_dump(mode="json"))
         digest = _digest(doc)
         row = stored.get(view.node.id)

@@ -20,7 +20,7 @@ from app.health.jobs import REFRESH_KEY, HealthRefresher
 from app.health.models import NodeHealthState
 from app.health.rules import HealthRules, rules_from_settings
 from tests.app.test_health_query_count import seed
-from tests.factories import batch, create_token, gpu, iso, store_payload
+from tests.factories import batch, create_token, gpu, iso, sample, store_payload
 
 
 def _rules(url: str) -> HealthRules:
@@ -214,3 +214,40 @@ def test_an_answer_changed_since_listed_is_shown_but_not_filed_under_the_old_dig
         assert listed is not None and shown[0].digest is None
     finally:
         engine.dispose()
+
+
+def _pending_batch(gpus: list[dict[str, Any]], at: datetime, *, pending: bool) -> dict[str, Any]:
+    """GPU 0 sampled at ``at`` with remapped rows pending (or not) and a PCIe link at gen 4
+    of 5 (while pending)."""
+    payload = batch("n-01", gpus=gpus, samples_per_gpu=0)
+    degraded = {"remapped_rows_pending": 1, "pcie_link_gen": 4, "pcie_link_gen_max": 5}
+    payload["samples"] = [sample(gpus[0], at, **(degraded if pending else {}))]
+    return payload
+
+
+def test_reasons_read_off_the_newest_values_keep_the_time_first_seen(db_url: str) -> None:
+    """Remapped rows pending and a downtrained PCIe link show in every new sample; their
+    ``since`` is when the node was first evaluated with them, not the newest sample's time, so
+    the stored answer (and the overview's version) does not change with every batch."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    gpus = [gpu(0, hostname="n-01")]
+    times = [now - timedelta(seconds=s) for s in (40, 30, 20, 10)]
+    store_payload(db_url, _pending_batch(gpus, times[0], pending=True), received_at=times[0])
+    first = _stored(db_url, times[0])["n-01"]
+    assert {r["code"]: r["since"] for r in first["reasons"]} == {
+        "remapped_rows_pending": iso(times[0]),
+        "pcie_downtrained": iso(times[0]),
+    }
+    rows = _rows(db_url)
+
+    store_payload(db_url, _pending_batch(gpus, times[1], pending=True), received_at=times[1])
+    assert _stored(db_url, times[1])["n-01"] == first  # the same answer: not rewritten
+    assert _rows(db_url) == rows
+    assert _direct(db_url, times[1])["n-01"] == first  # the node page says the same
+
+    # Cleared, then seen again: since starts from the new reading.
+    store_payload(db_url, _pending_batch(gpus, times[2], pending=False), received_at=times[2])
+    assert _stored(db_url, times[2])["n-01"]["reasons"] == []
+    store_payload(db_url, _pending_batch(gpus, times[3], pending=True), received_at=times[3])
+    again = _stored(db_url, times[3])["n-01"]
+    assert {r["since"] for r in again["reasons"]} == {iso(times[3])}
