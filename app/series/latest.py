@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -160,6 +160,18 @@ def read(
     if node_ids is not None:
         conditions.append(table.c.node_id.in_(list(node_ids)) if node_ids else false())
     return session.execute(select(*picked).where(*conditions)).all()
+
+
+def of_node(session: Session, spec: LatestSpec, node_id: int, *, window_s: float) -> list[Row[Any]]:
+    """The node's current rows of ``spec`` read within ``window_s`` of its newest one (an
+    entity quiet for longer is gone: unmounted, removed), as the raw table's newest rows per
+    key would give them."""
+    table = spec.table
+    rows = session.execute(select(table).where(table.c.node_id == node_id)).all()
+    if not rows:
+        return []
+    oldest = max(r.sampled_at for r in rows) - timedelta(seconds=window_s)
+    return [r for r in rows if r.sampled_at >= oldest]
 
 
 def prune(session: Session, *, cutoff: datetime) -> dict[str, int]:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
+from app.series import latest
 from app.storage.models import DiskSample, MountSample, NfsSample
-from app.timeseries import latest_per_key, natural_key
+from app.timeseries import LATEST_WINDOW_S, natural_key
+
+Reading = TypeVar("Reading", DiskSample, MountSample, NfsSample)
 
 
 @dataclass
@@ -25,28 +29,16 @@ class NodeStorage:
 
 
 def get_node_storage(session: Session, *, node_id: int) -> NodeStorage:
-    """The node's current disks, mounts and NFS mounts."""
-    disks = latest_per_key(
-        session,
-        DiskSample,
-        owner=DiskSample.node_id,
-        owner_ids=[node_id],
-        keys=[DiskSample.device],
-    )
-    mounts = latest_per_key(
-        session,
-        MountSample,
-        owner=MountSample.node_id,
-        owner_ids=[node_id],
-        keys=[MountSample.mountpoint],
-    )
-    nfs = latest_per_key(
-        session,
-        NfsSample,
-        owner=NfsSample.node_id,
-        owner_ids=[node_id],
-        keys=[NfsSample.mountpoint],
-    )
+    """The node's current disks, mounts and NFS mounts (:mod:`app.series.latest`), as
+    detached model objects."""
+
+    def current(spec: latest.LatestSpec, model: type[Reading]) -> list[Reading]:
+        rows = latest.of_node(session, spec, node_id, window_s=LATEST_WINDOW_S)
+        return [model(**row._mapping) for row in rows]
+
+    disks = current(latest.DISK, DiskSample)
+    mounts = current(latest.MOUNT, MountSample)
+    nfs = current(latest.NFS, NfsSample)
     return NodeStorage(
         disks=sorted(disks, key=lambda d: natural_key(d.device)),
         mounts=sorted(mounts, key=lambda m: m.mountpoint),
