@@ -428,15 +428,21 @@ def counter_chart(
         if len(metric.columns) == 1
         else next(f.name for f in _spec(metric).fields if f.parts == metric.columns)
     )
-    whole = _parts(session, metric, q, [(moved_field, "max"), (moved_field, "min")], whole=True)
-    keys = [whole.c[k] for k in metric.keys]
-    moved = or_(
-        func.max(whole.c[f"{moved_field}_max"]) != func.min(whole.c[f"{moved_field}_min"]), false()
-    )
-    changed_stmt = select(whole.c.node_id, *keys).group_by(whole.c.node_id, *keys).having(moved)
-    changed = {(r[0], item_label(r[1:])) for r in session.execute(changed_stmt)}
-    changed = {k for k in changed if k[0] in q.scope.hostnames}
+    extremes = [(moved_field, "max"), (moved_field, "min")]
     empty = ChartData(metric.name, q.start, q.end, q.step_s, [])
+    looked_at = q
+    if q.source_s is None and q.end - q.start < RANK_BY_HOURS_FROM:
+        # A series that moved in the window moved in the hours around it: those (one rollup
+        # row per series and hour) name the few nodes whose rows are read exactly.
+        hours = _overlapping_hours(session, metric, q, extremes)
+        if hours is not None:
+            maybe = {k[0] for k in _moved(session, hours, metric, moved_field)}
+            maybe &= set(q.scope.hostnames)
+            if not maybe:
+                return empty, []
+            looked_at = replace(q, scope=NodeScope({n: "" for n in maybe}, filtered=True))
+    whole = _parts(session, metric, looked_at, extremes, whole=True)
+    changed = {k for k in _moved(session, whole, metric, moved_field) if k[0] in q.scope.hostnames}
     if not changed:
         return empty, []
     nodes = replace(q, scope=NodeScope({k[0]: "" for k in changed}, filtered=True))
@@ -467,6 +473,15 @@ def counter_chart(
         metric.name, q.start, q.end, q.step_s, [built[k][0] for k in top], rest, len(others)
     )
     return chart, totals
+
+
+def _moved(session: Session, parts: Subquery, metric: Metric, field: str) -> set[SeriesKey]:
+    """The series of ``parts`` whose ``field`` (its ``_max`` and ``_min`` parts) is not the
+    same over all their rows."""
+    keys = [parts.c[k] for k in metric.keys]
+    moved = or_(func.max(parts.c[f"{field}_max"]) != func.min(parts.c[f"{field}_min"]), false())
+    stmt = select(parts.c.node_id, *keys).group_by(parts.c.node_id, *keys).having(moved)
+    return {(r[0], item_label(r[1:])) for r in session.execute(stmt)}
 
 
 def _counter_series(

@@ -130,6 +130,26 @@ def test_storage_charts_from_rollups_equal_those_from_raw_rows(session: Session,
         assert picked == raw, step
 
 
+def test_a_counter_that_moved_only_in_the_hours_around_a_short_window_is_not_listed(
+    session: Session,
+) -> None:
+    """Short windows find the series to read exactly through the hours around them: st-1's
+    port 2 symbol errors rise at 4:26:40 and then stay flat, so a window from 4:30 lists no
+    series, and one from 4:20 lists it with the one error — as the raw rows say."""
+    seed(session)
+    scope = fs.select_nodes(session, labels={}, search="")
+    metric = fs.METRICS["ib_errors"]
+    end = T0 + timedelta(hours=4, minutes=59)
+    for start, expected in (
+        (T0 + timedelta(hours=4, minutes=30), []),
+        (T0 + timedelta(hours=4, minutes=20), [("st-1", "mlx5_0/2", 1, 0)]),
+    ):
+        picked = fs.counter_chart(session, metric, fs.Query(scope, start, end, 60))
+        raw = fs.counter_chart(session, metric, fs.Query(scope, start, end, 60, source_s=0))
+        assert picked == raw
+        assert [(t.hostname, t.item, t.total, t.gaps) for t in picked[1]] == expected
+
+
 def test_counter_totals_are_exact_near_two_to_the_64(session: Session) -> None:
     seed(session)
     scope = fs.select_nodes(session, labels={}, search="")
