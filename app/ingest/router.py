@@ -80,7 +80,10 @@ async def ingest(
 
     def _store() -> IngestResult:
         with session_scope(factory) as session:
-            node = session.get_one(Node, node_id)
+            # The node row is locked first (FOR NO KEY UPDATE: the lock the batch's update of
+            # it takes at the end anyway), so concurrent batches of one node queue here instead
+            # of deadlocking over the current-state rows they upsert and that update.
+            node = session.get_one(Node, node_id, with_for_update={"key_share": True})
             stored = ingest_service.store_batch(
                 session,
                 node=node,

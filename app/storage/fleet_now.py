@@ -41,11 +41,11 @@ def latest_rows(
     """The current reading (:mod:`app.series.latest`) of each entity of ``model`` on the scope's
     nodes, read within :data:`~app.timeseries.LATEST_WINDOW_S` before ``now`` (older ones are
     gone or stale) and matching ``where``, as rows with ``model``'s columns as attributes (not
-    ORM objects). Results are kept on the session for the same arguments (the disk table feeds
-    two tables of one page)."""
+    ORM objects). Without ``where``, results are kept on the session for the same arguments
+    (the disk table feeds two tables of one page)."""
     cache: dict[Any, list[Any]] = session.info.setdefault("fleet_now.latest_rows", {})
-    cache_key = (model, id(scope), now, tuple(str(w) for w in where))
-    if cache_key not in cache:
+    cache_key = (model, id(scope), now)
+    if where or cache_key not in cache:
         rows = latest_store.read(
             session,
             _LATEST[model],
@@ -53,7 +53,10 @@ def latest_rows(
             node_ids=list(scope.hostnames) if scope.filtered else None,
             where=where,
         )
-        cache[cache_key] = [r for r in rows if r.node_id in scope.hostnames]
+        found = [r for r in rows if r.node_id in scope.hostnames]
+        if where:
+            return found
+        cache[cache_key] = found
     return cache[cache_key]
 
 

@@ -5,6 +5,7 @@ batches arrive in, read by the storage page's "now" tables, filled by the 0013 u
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -124,6 +125,7 @@ def test_the_now_tables_read_the_current_state_within_the_window(
             ],
             nic_ports=[
                 nic_port(NOW, "mlx5_0", state="DOWN"),
+                nic_port(NOW, "mlx5_1"),
                 nic_port(old, "mlx5_9", state="DOWN"),
             ],
         ),
@@ -144,6 +146,13 @@ def test_the_now_tables_read_the_current_state_within_the_window(
             ports = fleet_now.port_problems(session, everyone, NOW, [])
             assert [(p.hostname, p.port, p.state) for p in ports] == [
                 ("node-a", "mlx5_0/1", "DOWN")
+            ]
+            # The same session asked again with an active port whose errors rose: read anew.
+            rising = [fs.CounterTotal("node-a", "mlx5_1/1", 3, 0)]
+            ports = fleet_now.port_problems(session, everyone, NOW, rising)
+            assert [(p.port, p.state, p.phys_state, p.errors) for p in ports] == [
+                ("mlx5_0/1", "DOWN", "LinkUp", 0),
+                ("mlx5_1/1", "ACTIVE", "LinkUp", 3),
             ]
             only_b = fs.select_nodes(session, labels={}, search="node-b")
             assert [h for h, _ in fleet_now.busiest_devices(session, only_b, NOW)] == ["node-b"]
@@ -213,5 +222,34 @@ def test_the_upgrade_fills_the_current_state_from_the_raw_rows(at_0012: str) -> 
         command.downgrade(alembic_config(at_0012), "0012")
         upgrade(at_0012)
         assert len(_current(engine, latest.DISK)) == 1
+    finally:
+        engine.dispose()
+
+
+def test_concurrent_batches_of_one_node_bringing_a_new_gpu_all_store(
+    server: LiveServer, db_url: str
+) -> None:
+    """Batches of one node arriving together, each with a GPU the server has not seen and the
+    same 40 disks at other times, all answer 200 (before the node row was locked first, one in
+    four deadlocked on Postgres: one batch held the node row and waited for a current-state
+    row, another held that row and waited for the node), and the current state is still the
+    newest raw row of every key."""
+    token = create_token(db_url, "node-a")
+    start = NOW - timedelta(seconds=300)
+    first = _host_batch(start, disks=[disk(start, f"nvme{d}n1") for d in range(40)])
+    first["gpus"] = first["gpus"][:1]
+    first["samples"] = [s for s in first["samples"] if s["gpu_uuid"] == first["gpus"][0]["uuid"]]
+    assert post_batch(server.url, token, first).status_code == 200
+    payloads = []
+    for i in range(24):
+        at = NOW - timedelta(seconds=(i * 37) % 100)
+        disks = [disk(at - timedelta(seconds=(i * d) % 50), f"nvme{d}n1") for d in range(40)]
+        payloads.append(_host_batch(at, disks=disks))
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda p: post_batch(server.url, token, p).status_code, payloads))
+    assert statuses == [200] * 24
+    engine = make_engine(db_url)
+    try:
+        assert _current(engine, latest.DISK) == _newest_raw(engine, latest.DISK)
     finally:
         engine.dispose()
