@@ -78,7 +78,7 @@ def evaluate_node(
     if evidence is None:
         evidence = load_evidence(session, views=[view], rules=rules, now=now)
     fresh = evaluate_fresh(view, rules, evidence)
-    hold_since(session, [(view.node.id, fresh)])
+    hold_since(session, [(view, fresh)], evidence)
     return apply_freshness(fresh, view=view, rules=rules)
 
 
@@ -159,7 +159,7 @@ def evaluate_views(
     the stored ``since`` of reasons read off the newest values (:mod:`app.health.held`)."""
     evidence = load_evidence(session, views=views, rules=rules, now=now)
     fresh = [(v, evaluate_fresh(v, rules, evidence)) for v in views]
-    hold_since(session, ((v.node.id, answer) for v, answer in fresh))
+    hold_since(session, fresh, evidence)
     return {v.node.hostname: apply_freshness(answer, view=v, rules=rules) for v, answer in fresh}
 
 

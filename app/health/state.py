@@ -161,7 +161,7 @@ def _refresh_chunk(
     changes: list[dict[str, Any]] = []
     touches: list[dict[str, Any]] = []
     answers = [(view, health_service.evaluate_fresh(view, rules, evidence)) for view in views]
-    hold_since(session, ((view.node.id, health) for view, health in answers))
+    hold_since(session, answers, evidence)
     for view, health in answers:
         doc = orjson.dumps(health.model_dump(mode="json"))
         digest = _digest(doc)

@@ -19,6 +19,7 @@ from app.health import service as health_service
 from app.health.jobs import REFRESH_KEY, HealthRefresher
 from app.health.models import NodeHealthState
 from app.health.rules import HealthRules, rules_from_settings
+from tests.app.section_factories import nvlinks
 from tests.app.test_health_query_count import seed
 from tests.factories import batch, create_token, gpu, iso, sample, store_payload
 
@@ -251,3 +252,73 @@ def test_reasons_read_off_the_newest_values_keep_the_time_first_seen(db_url: str
     store_payload(db_url, _pending_batch(gpus, times[3], pending=True), received_at=times[3])
     again = _stored(db_url, times[3])["n-01"]
     assert {r["since"] for r in again["reasons"]} == {iso(times[3])}
+
+
+def test_a_clear_reading_the_refresh_did_not_see_restarts_the_since(db_url: str) -> None:
+    """One batch carries a sample without pending rows and a newer one with them again: the
+    evaluation sees only the newest, but the held time is dropped for the newest reading's."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    gpus = [gpu(0, hostname="n-01")]
+    t0 = now - timedelta(seconds=60)
+    store_payload(db_url, _pending_batch(gpus, t0, pending=True), received_at=t0)
+    assert {r["since"] for r in _stored(db_url, t0)["n-01"]["reasons"]} == {iso(t0)}
+    payload = batch("n-01", gpus=gpus, samples_per_gpu=0)
+    pending = {"remapped_rows_pending": 1, "pcie_link_gen": 4, "pcie_link_gen_max": 5}
+    clear = {"remapped_rows_pending": 0, "pcie_link_gen": 5, "pcie_link_gen_max": 5}
+    times = [t0 + timedelta(seconds=s) for s in (10, 20, 30)]
+    payload["samples"] = [
+        sample(gpus[0], times[0], **pending),
+        sample(gpus[0], times[1], **clear),
+        sample(gpus[0], times[2], **pending),
+    ]
+    store_payload(db_url, payload, received_at=times[2])
+    answer = _stored(db_url, times[2])["n-01"]
+    assert {r["code"]: r["since"] for r in answer["reasons"]} == {
+        "remapped_rows_pending": iso(times[2]),
+        "pcie_downtrained": iso(times[2]),
+    }
+    assert _direct(db_url, times[2])["n-01"] == answer
+
+
+def test_a_replaced_gpu_does_not_inherit_the_since_of_the_one_before(db_url: str) -> None:
+    """GPU index 0 is a new card (another UUID) with pending rows too: its reason starts at
+    its own reading, not at the old card's."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    old_card = [gpu(0, hostname="n-01")]
+    t0, t1 = now - timedelta(seconds=60), now
+    store_payload(db_url, _pending_batch(old_card, t0, pending=True), received_at=t0)
+    _stored(db_url, t0)
+    new_card = [gpu(0, hostname="n-01", uuid="GPU-00000000-0000-4000-8000-00000000beef")]
+    store_payload(db_url, _pending_batch(new_card, t1, pending=True), received_at=t1)
+    answer = _stored(db_url, t1)["n-01"]
+    (card,) = [g for g in answer["gpus"] if g["uuid"] == new_card[0]["uuid"]]
+    assert {r["code"]: r["since"] for r in card["reasons"]} == {
+        "remapped_rows_pending": iso(t1),
+        "pcie_downtrained": iso(t1),
+    }
+
+
+def test_an_nvlink_back_up_in_between_restarts_the_since(db_url: str) -> None:
+    """Link 3 down, then (in one batch) up and down again: held while down, new after."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    gpus = [gpu(0, hostname="n-01")]
+
+    def links_batch(*readings: tuple[datetime, str]) -> dict[str, Any]:
+        payload = batch("n-01", gpus=gpus, samples_per_gpu=0)
+        payload["samples"] = [sample(gpus[0], readings[-1][0])]
+        payload["nvlinks"] = [
+            entry
+            for at, state in readings
+            for entry in nvlinks(gpus[0], at, links=4)
+            if entry["link"] != 3 or state == "up"
+        ] + [nvlinks(gpus[0], at, links=4, state="down")[3] for at, s in readings if s == "down"]
+        return payload
+
+    t0, t1, t2, t3 = (now - timedelta(seconds=s) for s in (60, 40, 30, 20))
+    store_payload(db_url, links_batch((t0, "down")), received_at=t0)
+    assert [r["since"] for r in _stored(db_url, t0)["n-01"]["reasons"]] == [iso(t0)]
+    store_payload(db_url, links_batch((t1, "down")), received_at=t1)
+    assert [r["since"] for r in _stored(db_url, t1)["n-01"]["reasons"]] == [iso(t0)]
+    store_payload(db_url, links_batch((t2, "up"), (t3, "down")), received_at=t3)
+    answer = _stored(db_url, t3)["n-01"]
+    assert [(r["code"], r["since"]) for r in answer["reasons"]] == [("nvlink_down", iso(t3))]
