@@ -10,7 +10,7 @@ from sqlalchemy import Table, func, select, text
 from sqlalchemy.orm import Session
 
 from app.db import Base, utcnow
-from app.series import minute_blocks
+from app.series import latest, minute_blocks
 from app.series.blocks import SPECS
 
 #: Rollup tiers: table name suffix → tier label.
@@ -18,6 +18,8 @@ ROLLUP_TIERS = {"_1m": "1 min", "_1h": "1 h"}
 ROLLED_UP = ("gpu_sample", "disk_sample", "nfs_sample", "nic_port_sample")
 #: Tier labels of block widths, seconds.
 BLOCK_TIERS = {3600: "hour blocks", 86400: "day blocks"}
+#: The tier of the host entities' current readings (:mod:`app.series.latest`).
+CURRENT_TIER = "current"
 #: Window of the recent ingest rate, seconds.
 RATE_WINDOW_S = 300.0
 
@@ -48,7 +50,8 @@ def table_stats(
 ) -> list[TableStats]:
     """Every sample table by tier (Postgres): GPU, NVLink, disk, mount, NFS and IB port raw
     rows and blocks, the packed 1-minute rollups (day blocks; ``samples`` are minute
-    buckets), then the 1-minute and 1-hour rollup tables.
+    buckets), the 1-minute and 1-hour rollup tables, then the host entities' current readings
+    (``current``: one row per entity).
 
     Row counts of tables without blocks are the planner's estimate (``pg_class.reltuples``,
     kept by autovacuum) unless ``exact`` or the table was never analysed (then a ``count(*)``,
@@ -81,6 +84,7 @@ def table_stats(
         out.append(TableStats(packed.name, "1 min, days", size, rows, buckets, buckets * width))
     for suffix, tier in ROLLUP_TIERS.items():
         out.extend(_plain(session, tables[name + suffix], tier, exact, None) for name in ROLLED_UP)
+    out.extend(_plain(session, spec.table, CURRENT_TIER, exact, None) for spec in latest.SPECS)
     return out
 
 
@@ -98,7 +102,7 @@ def _plain(
         if estimate is None or estimate < 0:  # never analysed yet: no estimate, count
             estimate = session.scalar(select(func.count()).select_from(table))
         rows = max(0, int(estimate or 0))
-    keys = {c.name for c in table.primary_key.columns} | {"received_at"}
+    keys = {c.name for c in table.primary_key.columns} | {"received_at", "sampled_at"}
     width = len([c for c in table.columns if c.name not in keys])
     rate = None
     if since is not None:

@@ -72,5 +72,9 @@ def test_the_store_page_shows_each_tier_with_its_samples(server: LiveServer, db_
     assert float(block[5]) > 0  # bytes per value
     raw = row_of(page.text, "gpu_sample")
     assert raw[1] == "raw"
-    for table, tier in [("gpu_sample_1m", "1 min"), ("nic_port_sample_1h", "1 h")]:
+    for table, tier in [
+        ("gpu_sample_1m", "1 min"),
+        ("nic_port_sample_1h", "1 h"),
+        ("nic_port_sample_latest", "current"),
+    ]:
         assert row_of(page.text, table)[1] == tier
