@@ -31,7 +31,8 @@ from app.health.sql import before, latest_rows
 from app.metrics.models import gpu_sample
 from app.nics import models as nic_models
 from app.nvlinks import models as nvlink_models
-from app.storage import models as storage_models
+from app.series import latest
+from app.timeseries import LATEST_WINDOW_S
 
 # Core tables, not ORM entities: the statements compile in about half the time (the first
 # request of a process compiles them).
@@ -40,8 +41,12 @@ Node = fleet_models.Node.__table__.c
 Gpu = fleet_models.Gpu.__table__.c
 NicPortSample = nic_models.NicPortSample.__table__
 NvlinkSample = nvlink_models.NvlinkSample.__table__.c
-DiskSample = storage_models.DiskSample.__table__.c
-NfsSample = storage_models.NfsSample.__table__.c
+
+
+def _window(newest: Any) -> Any:
+    """The start of a node's current window: its newest reading minus
+    :data:`~app.timeseries.LATEST_WINDOW_S` (an entity quiet for longer is gone)."""
+    return before(newest, LATEST_WINDOW_S)
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,8 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
     """The statements for the ``dialect`` (its name) and these windows (seconds)."""
     nodes = select(Node.id.label("id")).where(_of_ids(Node.id, dialect)).subquery("owners")
     gpus = select(Gpu.id.label("id")).where(_of_ids(Gpu.node_id, dialect)).subquery("owners")
-    d, n = DiskSample, NfsSample
+    d, n = latest.DISK.table.c, latest.NFS.table.c
+    d_cols, n_cols = ["node_id", "device", "sampled_at"], ["node_id", "mountpoint", "sampled_at"]
     return Statements(
         events=select(
             NodeEvent.node_id,
@@ -97,19 +103,11 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
         .where(NvlinkSample.state == "down")
         .order_by(NvlinkSample.gpu_id, NvlinkSample.link),
         ports=_ports(nodes, event_window_s),
-        disks=latest_rows(
-            d,
-            owner=d.node_id,
-            owners=nodes,
-            keys=[d.device],
-            columns=[d.node_id, d.device, d.avg_wait_s, d.sampled_at],
+        disks=latest.current_of(
+            latest.DISK, owners=nodes, columns=[*d_cols, "avg_wait_s"], window_start=_window
         ).where(d.avg_wait_s > bindparam("disk_wait_s")),
-        nfs=latest_rows(
-            n,
-            owner=n.node_id,
-            owners=nodes,
-            keys=[n.mountpoint],
-            columns=[n.node_id, n.mountpoint, n.avg_rtt_s, n.sampled_at],
+        nfs=latest.current_of(
+            latest.NFS, owners=nodes, columns=[*n_cols, "avg_rtt_s"], window_start=_window
         ).where(n.avg_rtt_s > bindparam("nfs_rtt_s")),
     )
 

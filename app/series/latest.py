@@ -19,7 +19,7 @@ compares both on either backend).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -29,11 +29,14 @@ from sqlalchemy import (
     ColumnElement,
     CursorResult,
     ForeignKey,
+    FromClause,
     Integer,
     Row,
+    Select,
     Table,
     delete,
     false,
+    func,
     select,
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -172,6 +175,29 @@ def of_node(session: Session, spec: LatestSpec, node_id: int, *, window_s: float
         return []
     oldest = max(r.sampled_at for r in rows) - timedelta(seconds=window_s)
     return [r for r in rows if r.sampled_at >= oldest]
+
+
+def current_of(
+    spec: LatestSpec,
+    *,
+    owners: FromClause,
+    columns: Sequence[str],
+    window_start: Callable[[ColumnElement[Any]], ColumnElement[Any]],
+) -> Select[Any]:
+    """``SELECT columns`` of the current rows of ``spec`` whose node id is in ``owners.c.id``
+    and that were read at or after ``window_start(newest)``, ``newest`` being the node's newest
+    current row of ``spec`` (a correlated ``max``): the rows :func:`of_node` gives, for any
+    number of nodes in one statement. The caller adds its own conditions with ``.where``."""
+    table = spec.table
+    other = table.alias(f"{table.name}_newest")
+    newest = (
+        select(func.max(other.c.sampled_at))
+        .where(other.c.node_id == table.c.node_id)
+        .scalar_subquery()
+    )
+    return select(*(table.c[c] for c in columns)).where(
+        table.c.node_id.in_(select(owners.c.id)), table.c.sampled_at >= window_start(newest)
+    )
 
 
 def prune(session: Session, *, cutoff: datetime) -> dict[str, int]:
