@@ -30,7 +30,6 @@ from app.health.rules import LOST_EVENT_KINDS, POWER_BITS, THERMAL_BITS
 from app.health.sql import before, latest_rows
 from app.metrics.models import gpu_sample
 from app.nics import models as nic_models
-from app.nvlinks import models as nvlink_models
 from app.series import latest
 from app.timeseries import LATEST_WINDOW_S
 
@@ -40,7 +39,6 @@ NodeEvent = event_models.NodeEvent.__table__.c
 Node = fleet_models.Node.__table__.c
 Gpu = fleet_models.Gpu.__table__.c
 NicPortSample = nic_models.NicPortSample.__table__
-NvlinkSample = nvlink_models.NvlinkSample.__table__.c
 
 
 def _window(newest: Any) -> Any:
@@ -75,7 +73,7 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
     """The statements for the ``dialect`` (its name) and these windows (seconds)."""
     nodes = select(Node.id.label("id")).where(_of_ids(Node.id, dialect)).subquery("owners")
     gpus = select(Gpu.id.label("id")).where(_of_ids(Gpu.node_id, dialect)).subquery("owners")
-    d, n = latest.DISK.table.c, latest.NFS.table.c
+    d, n, nvl = latest.DISK.table.c, latest.NFS.table.c, latest.NVLINK.table.c
     d_cols, n_cols = ["node_id", "device", "sampled_at"], ["node_id", "mountpoint", "sampled_at"]
     return Statements(
         events=select(
@@ -93,15 +91,14 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
         )
         .order_by(NodeEvent.occurred_at, NodeEvent.id),
         throttle=_throttle(throttle_window_s, dialect),
-        links=latest_rows(
-            NvlinkSample,
-            owner=NvlinkSample.gpu_id,
+        links=latest.current_of(
+            latest.NVLINK,
             owners=gpus,
-            keys=[NvlinkSample.link],
-            columns=[NvlinkSample.gpu_id, NvlinkSample.link, NvlinkSample.sampled_at],
+            columns=["gpu_id", "link", "sampled_at"],
+            window_start=_window,
         )
-        .where(NvlinkSample.state == "down")
-        .order_by(NvlinkSample.gpu_id, NvlinkSample.link),
+        .where(nvl.state == "down")
+        .order_by(nvl.gpu_id, nvl.link),
         ports=_ports(nodes, event_window_s),
         disks=latest.current_of(
             latest.DISK, owners=nodes, columns=[*d_cols, "avg_wait_s"], window_start=_window

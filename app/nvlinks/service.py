@@ -10,19 +10,17 @@ from sqlalchemy.orm import Session
 
 from app.fleet.models import Gpu
 from app.nvlinks.models import NvlinkSample
-from app.timeseries import latest_per_key
+from app.series import latest
+from app.timeseries import LATEST_WINDOW_S
 
 
 def list_latest_links(session: Session, *, gpus: Sequence[Gpu]) -> list[NvlinkSample]:
-    """The newest reading of each link of ``gpus``, ordered by GPU index and link number."""
+    """The current reading (:mod:`app.series.latest`) of each link of ``gpus`` (links within
+    :data:`~app.timeseries.LATEST_WINDOW_S` of their GPU's newest), as detached model objects,
+    ordered by GPU index and link number."""
     index = {g.id: g.index for g in gpus}
-    links = latest_per_key(
-        session,
-        NvlinkSample,
-        owner=NvlinkSample.gpu_id,
-        owner_ids=list(index),
-        keys=[NvlinkSample.link],
-    )
+    rows = latest.of_owners(session, latest.NVLINK, list(index), window_s=LATEST_WINDOW_S)
+    links = [NvlinkSample(**row._mapping) for row in rows]
     return sorted(links, key=lambda s: (index[s.gpu_id], s.link))
 
 

@@ -1,12 +1,14 @@
-"""Current state of the host entities: the newest reading of every disk, mount, NFS mount and
-IB port, one row per (node, entity), kept current as batches are stored.
+"""Current state of the host entities and NVLinks: the newest reading of every disk, mount, NFS
+mount and IB port, one row per (node, entity), and of every GPU's NVLink, one row per (GPU,
+link), kept current as batches are stored.
 
 The fleet pages ask "what does every port say now": read from the raw tables that is a
 ``DISTINCT ON`` over the newest rows of 8,000 ports, and for ports that went quiet a minute
 rollup scan on top (~300 ms at 1,000 nodes). Here it is a read of one small table.
 
 * ``<raw>_latest`` has the raw table's columns and its primary key without ``sampled_at``
-  (:func:`latest_table`).
+  (:func:`latest_table`). NVLinks: the node page, the health check and topology drift read
+  each link's newest reading (the agent sends a changed link alone between full rounds).
 * The ingest writes it in the same transaction as the raw rows (:func:`upsert_sql` inside the
   staged move on Postgres, :func:`upsert_rows` elsewhere): a reading replaces the stored one
   only when it is newer, so a late or replayed batch never takes the state back, and on a tie
@@ -44,18 +46,21 @@ from sqlalchemy.orm import Session
 
 from app.db import Base
 from app.nics.models import NicPortSample
+from app.nvlinks.models import NvlinkSample
 from app.storage.models import DiskSample, MountSample, NfsSample
 
 
-def latest_table(raw: Table, keys: tuple[str, ...]) -> Table:
-    """``<raw>_latest`` for a node-owned raw table keyed (``node_id``, ``keys``…,
-    ``sampled_at``): every column of ``raw``, primary key (``node_id``, ``keys``…)."""
+def latest_table(raw: Table, keys: tuple[str, ...], owner: str = "node_id") -> Table:
+    """``<raw>_latest`` for a raw table keyed (``owner``, ``keys``…, ``sampled_at``), the owner
+    a node (``node_id``) or a GPU (``gpu_id``): every column of ``raw``, primary key
+    (``owner``, ``keys``…), deleted with its owner."""
+    target = "node.id" if owner == "node_id" else "gpu.id"
     columns: list[Column[Any]] = [
-        Column("node_id", Integer, ForeignKey("node.id", ondelete="CASCADE"), primary_key=True),
+        Column(owner, Integer, ForeignKey(target, ondelete="CASCADE"), primary_key=True),
         *(Column(k, raw.c[k].type, primary_key=True) for k in keys),
     ]
     for column in raw.columns:
-        if column.name in {"node_id", *keys}:
+        if column.name in {owner, *keys}:
             continue
         columns.append(Column(column.name, column.type, nullable=column.name != "sampled_at"))
     return Table(f"{raw.name}_latest", Base.metadata, *columns)
@@ -63,34 +68,37 @@ def latest_table(raw: Table, keys: tuple[str, ...]) -> Table:
 
 @dataclass(frozen=True)
 class LatestSpec:
-    """A raw host table and its current-state table.
+    """A raw table and its current-state table.
 
     Attributes:
-        raw: the raw table, primary key (``node_id``, ``keys``…, ``sampled_at``).
-        table: ``<raw>_latest``, primary key (``node_id``, ``keys``…).
-        keys: the entity key after ``node_id`` (``device``; ``device``, ``port`` …).
+        raw: the raw table, primary key (``owner``, ``keys``…, ``sampled_at``).
+        table: ``<raw>_latest``, primary key (``owner``, ``keys``…).
+        keys: the entity key after the owner (``device``; ``device``, ``port``; ``link`` …).
+        owner: ``node_id``, or ``gpu_id`` for a GPU's NVLinks.
     """
 
     raw: Table
     table: Table
     keys: tuple[str, ...]
+    owner: str = "node_id"
 
     @property
     def key_columns(self) -> tuple[str, ...]:
-        """``node_id`` and the entity key."""
-        return ("node_id", *self.keys)
+        """The owner and the entity key."""
+        return (self.owner, *self.keys)
 
 
-def _spec(model: type[Any], keys: tuple[str, ...]) -> LatestSpec:
+def _spec(model: type[Any], keys: tuple[str, ...], owner: str = "node_id") -> LatestSpec:
     raw: Table = model.__table__
-    return LatestSpec(raw, latest_table(raw, keys), keys)
+    return LatestSpec(raw, latest_table(raw, keys, owner), keys, owner)
 
 
 DISK = _spec(DiskSample, ("device",))
 MOUNT = _spec(MountSample, ("mountpoint",))
 NFS = _spec(NfsSample, ("mountpoint",))
 NIC = _spec(NicPortSample, ("device", "port"))
-SPECS: tuple[LatestSpec, ...] = (DISK, MOUNT, NFS, NIC)
+NVLINK = _spec(NvlinkSample, ("link",), owner="gpu_id")
+SPECS: tuple[LatestSpec, ...] = (DISK, MOUNT, NFS, NIC, NVLINK)
 BY_RAW: dict[str, LatestSpec] = {s.raw.name: s for s in SPECS}
 
 
@@ -152,9 +160,9 @@ def read(
     where: Sequence[ColumnElement[bool]] = (),
     columns: Sequence[str] | None = None,
 ) -> Sequence[Row[Any]]:
-    """The current rows of ``spec`` read at ``since`` or later, of ``node_ids`` (every node
-    when None), matching ``where`` (conditions on ``spec.table``'s columns), with ``columns``
-    (default every column) as attributes."""
+    """The current rows of ``spec`` (a node-owned one) read at ``since`` or later, of
+    ``node_ids`` (every node when None), matching ``where`` (conditions on ``spec.table``'s
+    columns), with ``columns`` (default every column) as attributes."""
     table = spec.table
     picked = [table.c[c] for c in columns] if columns is not None else [table]
     conditions: list[ColumnElement[bool]] = [*where]
@@ -165,16 +173,29 @@ def read(
     return session.execute(select(*picked).where(*conditions)).all()
 
 
-def of_node(session: Session, spec: LatestSpec, node_id: int, *, window_s: float) -> list[Row[Any]]:
-    """The node's current rows of ``spec`` read within ``window_s`` of its newest one (an
-    entity quiet for longer is gone: unmounted, removed), as the raw table's newest rows per
-    key would give them."""
-    table = spec.table
-    rows = session.execute(select(table).where(table.c.node_id == node_id)).all()
-    if not rows:
+def of_owners(
+    session: Session, spec: LatestSpec, owner_ids: Collection[int], *, window_s: float
+) -> list[Row[Any]]:
+    """The current rows of ``spec`` of each of ``owner_ids`` (nodes, or GPUs for NVLinks) read
+    within ``window_s`` of that owner's newest one (an entity quiet for longer is gone:
+    unmounted, removed), as the raw table's newest rows per key would give them."""
+    if not owner_ids:
         return []
-    oldest = max(r.sampled_at for r in rows) - timedelta(seconds=window_s)
-    return [r for r in rows if r.sampled_at >= oldest]
+    table = spec.table
+    owner = table.c[spec.owner]
+    rows = session.execute(select(table).where(owner.in_(sorted(owner_ids)))).all()
+    newest: dict[int, datetime] = {}
+    for row in rows:
+        held = newest.get(row[0])
+        if held is None or row.sampled_at > held:
+            newest[row[0]] = row.sampled_at
+    window = timedelta(seconds=window_s)
+    return [r for r in rows if r.sampled_at >= newest[r[0]] - window]
+
+
+def of_node(session: Session, spec: LatestSpec, node_id: int, *, window_s: float) -> list[Row[Any]]:
+    """:func:`of_owners` of one node."""
+    return of_owners(session, spec, [node_id], window_s=window_s)
 
 
 def current_of(
@@ -184,19 +205,19 @@ def current_of(
     columns: Sequence[str],
     window_start: Callable[[ColumnElement[Any]], ColumnElement[Any]],
 ) -> Select[Any]:
-    """``SELECT columns`` of the current rows of ``spec`` whose node id is in ``owners.c.id``
-    and that were read at or after ``window_start(newest)``, ``newest`` being the node's newest
-    current row of ``spec`` (a correlated ``max``): the rows :func:`of_node` gives, for any
-    number of nodes in one statement. The caller adds its own conditions with ``.where``."""
+    """``SELECT columns`` of the current rows of ``spec`` whose owner id is in ``owners.c.id``
+    and that were read at or after ``window_start(newest)``, ``newest`` being the owner's
+    newest current row of ``spec`` (a correlated ``max``): the rows :func:`of_owners` gives,
+    in one statement. The caller adds its own conditions with ``.where``."""
     table = spec.table
     other = table.alias(f"{table.name}_newest")
     newest = (
         select(func.max(other.c.sampled_at))
-        .where(other.c.node_id == table.c.node_id)
+        .where(other.c[spec.owner] == table.c[spec.owner])
         .scalar_subquery()
     )
     return select(*(table.c[c] for c in columns)).where(
-        table.c.node_id.in_(select(owners.c.id)), table.c.sampled_at >= window_start(newest)
+        table.c[spec.owner].in_(select(owners.c.id)), table.c.sampled_at >= window_start(newest)
     )
 
 

@@ -13,16 +13,15 @@ range of its links' newest rows) and ``ix_nic_port_sample_sampled_at`` with
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from app.fleet.models import Gpu, Node
-from app.health.sql import latest_rows
+from app.health.sql import before
 from app.metrics.models import gpu_sample
-from app.nics.models import NicPortSample
-from app.nvlinks.models import NvlinkSample
+from app.series import latest
 from app.timeseries import LATEST_WINDOW_S
 from app.topology.models import TopologyChange, TopologySnapshot
 from app.topology.signature import GpuFacts, NodeSignature, build_signature
@@ -30,7 +29,6 @@ from app.topology.signature import GpuFacts, NodeSignature, build_signature
 #: NVLink and NIC readings older than this before ``now`` say nothing about the node now.
 READING_MAX_AGE_S = 900.0
 
-_END_OF_TIME = datetime(9999, 12, 31, tzinfo=UTC)
 _PCIE = ("pcie_link_gen", "pcie_link_gen_max", "pcie_link_width", "pcie_link_width_max")
 
 
@@ -100,17 +98,15 @@ def nvlinks_up(session: Session, *, oldest: datetime) -> dict[int, dict[int, int
     newest (its links no longer reported: lost, removed) is left out, and so is a node with no
     reading since ``oldest``.
 
-    One statement (:func:`app.health.sql.latest_rows`): each GPU's newest time is a backward
-    probe of ``ix_nvlink_sample_gpu_id_sampled_at``, its links' newest rows a range of it."""
-    link = NvlinkSample.__table__.c
+    One statement over the links' current readings (:func:`app.series.latest.current_of`)."""
     owners = select(Gpu.id.label("id")).subquery("owners")
+    link = latest.NVLINK.table.c
     newest = (
-        latest_rows(
-            link,
-            owner=link.gpu_id,
+        latest.current_of(
+            latest.NVLINK,
             owners=owners,
-            keys=[link.link],
-            columns=[link.gpu_id, link.sampled_at, link.state],
+            columns=["gpu_id", "sampled_at", "state"],
+            window_start=lambda at: before(at, LATEST_WINDOW_S),
         )
         .where(link.sampled_at >= oldest)
         .subquery("newest_links")
@@ -140,27 +136,11 @@ def nic_port_states(
     the node's newest port reading (older ports are gone, as on the node page). One statement;
     the window is applied here, since a port reported since ``oldest`` makes the node's newest
     reading one of these rows."""
-    port = NicPortSample
-    newest = (
-        select(port.node_id, port.device, port.port, func.max(port.sampled_at).label("at"))
-        # Bounded on both sides (the upper bound is always true): SQLite, which has no
-        # statistics, then reads the window through ix_nic_port_sample_sampled_at instead of
-        # scanning every stored row through the primary key.
-        .where(port.sampled_at.between(oldest, _END_OF_TIME))
-        .group_by(port.node_id, port.device, port.port)
-        .subquery()
-    )
-    rows = session.execute(
-        select(port.node_id, port.device, port.sampled_at, port.state).join(
-            newest,
-            and_(
-                port.node_id == newest.c.node_id,
-                port.device == newest.c.device,
-                port.port == newest.c.port,
-                port.sampled_at == newest.c.at,
-            ),
-        )
-    ).all()
+    columns = ["node_id", "device", "sampled_at", "state"]
+    rows = [
+        (r.node_id, r.device, r.sampled_at, r.state)
+        for r in latest.read(session, latest.NIC, since=oldest, columns=columns)
+    ]
     node_newest: dict[int, datetime] = {}
     for node_id, _, sampled_at, _ in rows:
         node_newest[node_id] = max(sampled_at, node_newest.get(node_id, sampled_at))

@@ -1,5 +1,6 @@
-"""host current state: the newest reading of every disk, mount, NFS mount and IB port, one row
-per (node, entity), kept current by the ingest
+"""host and NVLink current state: the newest reading of every disk, mount, NFS mount and IB
+port, one row per (node, entity), and of every NVLink, one row per (GPU, link), kept current by
+the ingest
 
 Revision ID: 0013
 Revises: 0012
@@ -9,8 +10,10 @@ The fleet's storage page read the newest row of 8,000 IB ports, 3,000 disks and 
 from the raw tables on every request (``DISTINCT ON`` plus a minute-rollup scan for entities
 that went quiet: ~300 ms of a 400 ms page at 1,000 nodes). ``<raw>_latest`` holds each
 entity's newest row; the upgrade fills it from the raw rows (the newest per key; entities only
-in packed day blocks are older than any reader's window). Columns are the raw tables' at this
-revision (frozen below).
+in packed day blocks are older than any reader's window). NVLinks likewise: the node page, the
+health check and topology drift read each link's newest reading (a changed link comes alone
+between full rounds), a newest-row-per-key scan of ``nvlink_sample`` per read. Columns are the
+raw tables' at this revision (frozen below).
 """
 
 from collections.abc import Sequence
@@ -25,7 +28,7 @@ depends_on: str | Sequence[str] | None = None
 
 COUNTER = sa.Numeric(20, 0).with_variant(sa.String(20), "sqlite")
 Columns = tuple[tuple[str, sa.types.TypeEngine], ...]
-#: Raw table → (key columns after node_id, value columns), at 0013.
+#: Raw table → (key columns after the owner, value columns), at 0013.
 TABLES_0013: dict[str, tuple[Columns, Columns]] = {
     "disk_sample": (
         (("device", sa.String(64)),),
@@ -79,23 +82,40 @@ TABLES_0013: dict[str, tuple[Columns, Columns]] = {
             ("port_xmit_discards_count", sa.BigInteger()),
         ),
     ),
+    "nvlink_sample": (
+        (("link", sa.Integer()),),
+        (
+            ("state", sa.String(16)),
+            ("speed_gbps", sa.Double()),
+            ("remote_pci_bus_id", sa.String(32)),
+            ("remote_device_type", sa.String(16)),
+            ("tx_bytes_per_s", sa.Double()),
+            ("rx_bytes_per_s", sa.Double()),
+            ("crc_errors", sa.BigInteger()),
+            ("replay_errors", sa.BigInteger()),
+            ("recovery_errors", sa.BigInteger()),
+        ),
+    ),
 }
+#: The owner column of each raw table (a node's, but a GPU's NVLinks).
+OWNERS = {"nvlink_sample": ("gpu_id", "gpu")}
 
 
 def _fill(raw: str, keys: Sequence[str], values: Sequence[str], postgres: bool) -> str:
     """The newest raw row of each key into ``<raw>_latest``."""
-    key_cols = ", ".join(("node_id", *keys))
+    owner, _ = OWNERS.get(raw, ("node_id", "node"))
+    key_cols = ", ".join((owner, *keys))
     names = ", ".join((*keys, "sampled_at", *values))
     if postgres:
         return (
-            f"INSERT INTO {raw}_latest (node_id, {names}) "
-            f"SELECT DISTINCT ON ({key_cols}) node_id, {names} FROM {raw} "
+            f"INSERT INTO {raw}_latest ({owner}, {names}) "
+            f"SELECT DISTINCT ON ({key_cols}) {owner}, {names} FROM {raw} "
             f"ORDER BY {key_cols}, sampled_at DESC"
         )
-    on = " AND ".join(f"r.{k} = n.{k}" for k in ("node_id", *keys))
+    on = " AND ".join(f"r.{k} = n.{k}" for k in (owner, *keys))
     return (
-        f"INSERT INTO {raw}_latest (node_id, {names}) "
-        f"SELECT {', '.join(f'r.{c}' for c in ('node_id', *keys, 'sampled_at', *values))} "
+        f"INSERT INTO {raw}_latest ({owner}, {names}) "
+        f"SELECT {', '.join(f'r.{c}' for c in (owner, *keys, 'sampled_at', *values))} "
         f"FROM {raw} r JOIN (SELECT {key_cols}, max(sampled_at) AS newest FROM {raw} "
         f"GROUP BY {key_cols}) n ON {on} AND r.sampled_at = n.newest"
     )
@@ -105,18 +125,20 @@ def upgrade() -> None:
     postgres = op.get_bind().dialect.name == "postgresql"
     for raw, (keys, values) in TABLES_0013.items():
         table = f"{raw}_latest"
+        owner, parent = OWNERS.get(raw, ("node_id", "node"))
         op.create_table(
             table,
-            sa.Column("node_id", sa.Integer(), nullable=False),
+            sa.Column(owner, sa.Integer(), nullable=False),
             *(sa.Column(name, kind, nullable=False) for name, kind in keys),
             sa.Column("sampled_at", sa.DateTime(timezone=True), nullable=False),
             *(sa.Column(name, kind, nullable=True) for name, kind in values),
             sa.ForeignKeyConstraint(
-                ["node_id"], ["node.id"], name=op.f(f"fk_{table}_node_id_node"), ondelete="CASCADE"
+                [owner],
+                [f"{parent}.id"],
+                name=op.f(f"fk_{table}_{owner}_{parent}"),
+                ondelete="CASCADE",
             ),
-            sa.PrimaryKeyConstraint(
-                "node_id", *(name for name, _ in keys), name=op.f(f"pk_{table}")
-            ),
+            sa.PrimaryKeyConstraint(owner, *(name for name, _ in keys), name=op.f(f"pk_{table}")),
         )
         op.execute(_fill(raw, [k for k, _ in keys], [v for v, _ in values], postgres))
 

@@ -26,8 +26,8 @@ def test_prune_deletes_samples_sections_events_and_batch_ids_past_retention(
     with session_scope(factory) as session:
         kept = prune(session, retention_days=1)
     blocks = {f"{raw}_block": 0 for raw in ("gpu_sample", *sections)}  # nothing compacted here
-    # Each host entity's current state goes with its last reading (one per entity here).
-    latest = {f"{raw}_latest": sections[raw] for raw in sections if raw != "nvlink_sample"}
+    # Each entity's current state goes with its last reading (one per entity here).
+    latest = {f"{raw}_latest": sections[raw] for raw in sections}
     assert kept == {"gpu_sample": 0, "node_event": 0, "ingest_batch": 0} | blocks | dict.fromkeys(
         [*sections, *latest], 0
     )

@@ -15,15 +15,16 @@ from sqlalchemy import delete, func, insert, select, tuple_
 from sqlalchemy.engine import Engine
 
 from app.db import make_engine, make_session_factory, session_scope
-from app.fleet.models import Node
+from app.fleet.models import Gpu, Node
 from app.migrate import alembic_config, upgrade
 from app.nics.models import NicPortSample
+from app.nvlinks.models import NvlinkSample
 from app.series import latest
 from app.storage import fleet_now
 from app.storage import fleet_service as fs
 from app.storage.models import DiskSample
 from tests.app.helpers import post_batch
-from tests.app.section_factories import disk, mount, nfs_mount, nic_port
+from tests.app.section_factories import disk, mount, nfs_mount, nic_port, nvlinks
 from tests.dbs import postgres_database
 from tests.factories import batch, create_token
 from tests.live_server import LiveServer
@@ -70,6 +71,7 @@ def test_the_current_state_is_the_newest_reading_whatever_order_batches_arrive_i
         nfs_mounts=[nfs_mount(t1, retransmits=5)],
         nic_ports=[nic_port(t1, "mlx5_0"), nic_port(t1, "mlx5_1", state="DOWN")],
     )
+    first["nvlinks"] = nvlinks(first["gpus"][0], t1, links=2)
     assert post_batch(server.url, token, first).status_code == 200
     # Newer readings for some entities, a late (older) one for others, and a reading of the
     # same time as a stored one with other values (the first stored wins, as for raw rows).
@@ -84,6 +86,11 @@ def test_the_current_state_is_the_newest_reading_whatever_order_batches_arrive_i
         nfs_mounts=[nfs_mount(t2, retransmits=6, avg_rtt_s=None)],
         nic_ports=[nic_port(t2, "mlx5_0", state="INIT", phys_state="LinkUp"), nic_port(t0)],
     )
+    # Link 0 read again later (down), link 1 only earlier: each link keeps its newest.
+    second["nvlinks"] = (
+        nvlinks(second["gpus"][0], t2, links=1, state="down")
+        + nvlinks(second["gpus"][0], t0, links=2)[1:]
+    )
     assert post_batch(server.url, token, second).status_code == 200
     assert post_batch(server.url, token, first).status_code == 200  # a replay changes nothing
     engine = make_engine(db_url)
@@ -96,6 +103,9 @@ def test_the_current_state_is_the_newest_reading_whatever_order_batches_arrive_i
         ports = {r[1]: r for r in _current(engine, latest.NIC)}
         state = [c.name for c in latest.NIC.table.columns].index("state")
         assert {d: r[state] for d, r in ports.items()} == {"mlx5_0": "INIT", "mlx5_1": "DOWN"}
+        links = {r[1]: r for r in _current(engine, latest.NVLINK)}
+        state = [c.name for c in latest.NVLINK.table.columns].index("state")
+        assert {k: r[state] for k, r in links.items()} == {0: "down", 1: "up"}
         (nfs,) = _current(engine, latest.NFS)
         names = [c.name for c in latest.NFS.table.columns]
         assert nfs[names.index("retransmits")] == 6
@@ -213,11 +223,38 @@ def test_the_upgrade_fills_the_current_state_from_the_raw_rows(at_0012: str) -> 
                     node_id=1, device="mlx5_0", port=1, sampled_at=NOW, state="ACTIVE"
                 )
             )
+            conn.execute(
+                insert(Gpu.__table__).values(
+                    id=7,
+                    node_id=1,
+                    uuid="GPU-x",
+                    index=0,
+                    state="ok",
+                    first_seen_at=NOW,
+                    last_seen_at=NOW,
+                )
+            )
+            conn.execute(
+                insert(NvlinkSample.__table__),
+                [
+                    {
+                        "gpu_id": 7,
+                        "link": link,
+                        "sampled_at": NOW - timedelta(seconds=s),
+                        "state": st,
+                    }
+                    for link in (0, 1)
+                    for s, st in ((0, "up" if link else "down"), (60, "up"))
+                ],
+            )
         upgrade(at_0012)
         assert _current(engine, latest.DISK) == _newest_raw(engine, latest.DISK)
         (row,) = _current(engine, latest.DISK)
         assert row[[c.name for c in latest.DISK.table.columns].index("busy_pct")] == 2.0
         assert len(_current(engine, latest.NIC)) == 1
+        assert _current(engine, latest.NVLINK) == _newest_raw(engine, latest.NVLINK)
+        states = [c.name for c in latest.NVLINK.table.columns].index("state")
+        assert [r[states] for r in _current(engine, latest.NVLINK)] == ["down", "up"]
         assert _current(engine, latest.MOUNT) == _current(engine, latest.NFS) == []
         command.downgrade(alembic_config(at_0012), "0012")
         upgrade(at_0012)

@@ -4,12 +4,13 @@ newest NVLink reading, NIC ports within the window, fresh PCIe samples only)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, event, select, update
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from app.db import make_engine, make_session_factory, session_scope, utcnow
@@ -17,8 +18,6 @@ from app.fleet import service as fleet_service
 from app.fleet.models import Gpu, Node
 from app.ingest import service as ingest_service
 from app.ingest.schemas import IngestBatchIn
-from app.nics.models import NicPortSample
-from app.nvlinks.models import NvlinkSample
 from app.topology.drift import find_drift
 from app.topology.drift_source import (
     gpu_facts,
@@ -27,10 +26,13 @@ from app.topology.drift_source import (
     nvlinks_up,
 )
 from app.topology.signature import GpuFacts
+from tests.app.section_factories import nic_port, nvlinks
 from tests.app.topology_drift_data import A100, node_payload, set_link
 from tests.dbs import wipe
+from tests.factories import iso
 
 POD = {"ib_pod": "pod-01"}
+SECTION_KEYS = ("topology", "nvlinks", "disks", "mounts", "nfs_mounts", "nic_ports")
 
 
 @contextmanager
@@ -102,37 +104,36 @@ def test_statement_count_does_not_grow_with_the_node_count(db_url: str) -> None:
     ]
 
 
+def _dated(entries: list[dict[str, Any]], at: datetime, **only: Any) -> list[dict[str, Any]]:
+    """``entries`` (payload section items) matching ``only`` re-dated to ``at``."""
+    for entry in entries:
+        if all(entry.get(k) == v for k, v in only.items()):
+            entry["sampled_at"] = iso(at)
+    return entries
+
+
+def _sections_batch(payload: dict[str, Any], **sections: list[dict[str, Any]]) -> dict[str, Any]:
+    """A later batch of ``payload``'s node carrying only ``sections`` (no samples, events or
+    topology), as an agent sends a changed NVLink or port between full rounds."""
+    kept = {k: v for k, v in payload.items() if k not in SECTION_KEYS}
+    return {**kept, "batch_id": str(uuid.uuid4()), "samples": [], "events": [], **sections}
+
+
 def test_nvlinks_are_counted_from_each_links_newest_reading(db_url: str) -> None:
-    store(
-        db_url,
-        node_payload("a", nvlinks_up=12),
-        node_payload("b"),
-        node_payload("c"),
-        node_payload("d", nvlinks_up=12),
-    )
     now = utcnow()
-    with session_on(db_url) as (session, _):
-        a, b, d = gpu_ids(session, "a"), gpu_ids(session, "b"), gpu_ids(session, "d")
-        later = now + timedelta(seconds=5)
-        # Node a's agent sends GPU1's link 0 alone (it went down) between two full rounds, as
-        # agents/nvlink_thinner.py does: GPU1 has 11 links up, the other GPUs still 12.
-        session.add(NvlinkSample(gpu_id=a[1], link=0, sampled_at=later, state="down"))
-        # Node b's only readings are older than the 900 s freshness window.
-        session.execute(delete(NvlinkSample).where(NvlinkSample.gpu_id.in_(b)))
-        session.add_all(
-            NvlinkSample(gpu_id=g, link=0, sampled_at=now - timedelta(seconds=901), state="up")
-            for g in b
-        )
-        # Node d's GPU2 stopped reporting NVLinks 11 minutes before its node's newest reading.
-        session.execute(delete(NvlinkSample).where(NvlinkSample.gpu_id == d[2]))
-        session.add_all(
-            NvlinkSample(gpu_id=d[2], link=k, sampled_at=now - timedelta(minutes=11), state="up")
-            for k in range(18)
-        )
+    a, b, c, d = (node_payload(h, nvlinks_up=12) for h in "abcd")
+    # Node b's only readings are older than the 900 s freshness window.
+    _dated(b["nvlinks"], now - timedelta(seconds=901))
+    # Node d's GPU2 stopped reporting NVLinks 11 minutes before its node's newest reading.
+    _dated(d["nvlinks"], now - timedelta(minutes=11), gpu_uuid=d["gpus"][2]["uuid"])
+    # Node a's agent sends GPU1's link 0 alone (it went down) between two full rounds, as
+    # agents/nvlink_thinner.py does: GPU1 has 11 links up, the other GPUs still 12.
+    gone = nvlinks(a["gpus"][1], now - timedelta(seconds=5), links=1, state="down")
+    store(db_url, a, b, c, d, _sections_batch(a, nvlinks=gone))
     with session_on(db_url) as (session, _):
         found = nvlinks_up(session, oldest=now - timedelta(seconds=900))
         ids = {h: node_id(session, h) for h in "abcd"}
-        signatures = load_signatures(session, now=now)
+        signatures = load_signatures(session, now=utcnow())
 
     assert found[ids["a"]] == {i: 11 if i == 1 else 12 for i in range(8)}
     assert ids["b"] not in found
@@ -143,32 +144,32 @@ def test_nvlinks_are_counted_from_each_links_newest_reading(db_url: str) -> None
 
 
 def test_nic_ports_gone_from_the_window_or_too_old_are_left_out(db_url: str) -> None:
-    store(db_url, node_payload("a", down_nics=("mlx5_3",)), node_payload("b"))
     now = utcnow()
+    a, b = node_payload("a", down_nics=("mlx5_3",)), node_payload("b")
+    newest = datetime.fromisoformat(a["nic_ports"][0]["sampled_at"])
+    # Ports last read 700 s (gone) and 300 s (still there) before the node's newest reading.
+    a["nic_ports"] += [
+        nic_port(newest - timedelta(seconds=age_s), device, state=state)
+        for device, age_s, state in (("mlx5_20", 700, "DOWN"), ("mlx5_21", 300, "INIT"))
+    ]
+    # Node b's ports were last read before the 900 s window.
+    _dated(b["nic_ports"], now - timedelta(seconds=901))
+    # An older, different reading of a port whose newest reading is ACTIVE does not count.
+    old = newest - timedelta(seconds=10)
+    late = [
+        nic_port(old, "mlx5_0", state="DOWN"),
+        nic_port(old, "mlx5_0", port=2, state="DOWN"),
+    ]
+    store(db_url, a, b, _sections_batch(a, nic_ports=late))
     with session_on(db_url) as (session, _):
-        a, b = node_id(session, "a"), node_id(session, "b")
-        newest = session.scalar(select(NicPortSample.sampled_at).where(NicPortSample.node_id == a))
-        assert newest is not None
-        for device, age_s, state in (("mlx5_20", 700, "DOWN"), ("mlx5_21", 300, "INIT")):
-            at = newest - timedelta(seconds=age_s)
-            session.add(NicPortSample(node_id=a, device=device, port=1, sampled_at=at, state=state))
-        # An older, different reading of a port whose newest row is ACTIVE does not count.
-        old = newest - timedelta(seconds=10)
-        session.add(NicPortSample(node_id=a, device="mlx5_0", port=1, sampled_at=old, state="DOWN"))
-        session.add(NicPortSample(node_id=a, device="mlx5_0", port=2, sampled_at=old, state="DOWN"))
-        session.execute(
-            update(NicPortSample)
-            .where(NicPortSample.node_id == b)
-            .values(sampled_at=now - timedelta(seconds=901))
-        )
-    with session_on(db_url) as (session, _):
+        a_id, b_id = node_id(session, "a"), node_id(session, "b")
         found = nic_port_states(session, oldest=now - timedelta(seconds=900))
-        signatures = load_signatures(session, now=now)
+        signatures = load_signatures(session, now=utcnow())
 
     expected: dict[str, list[str | None]] = {f"mlx5_{i}": ["ACTIVE"] for i in range(10)}
     expected |= {"mlx5_0": ["ACTIVE", "DOWN"], "mlx5_3": ["DOWN"], "mlx5_21": ["INIT"]}
-    assert {d: sorted(v, key=str) for d, v in found[a].items()} == expected
-    assert b not in found
+    assert {d: sorted(v, key=str) for d, v in found[a_id].items()} == expected
+    assert b_id not in found
     assert signatures["a"].nic_states["mlx5_0"] == "DOWN"
     assert signatures["a"].nic_states["mlx5_21"] == "INIT"
     assert "mlx5_20" not in signatures["a"].nic_states
@@ -196,8 +197,9 @@ def test_a_topology_received_after_now_is_not_used(db_url: str) -> None:
 
 
 def test_sqlite_reads_the_sample_tables_through_their_indexes(sqlite_url: str) -> None:
-    """Every access to ``nvlink_sample``, ``nic_port_sample`` and ``gpu_sample`` is an index
-    search: a full scan would read every row kept for the retention period on each call."""
+    """Every access to ``gpu_sample`` is an index search (a full scan would read every row kept
+    for the retention period on each call); NVLinks and NIC ports come from their current
+    readings."""
     store(sqlite_url, node_payload("a"), node_payload("b"))
     engine = make_engine(sqlite_url)
     captured: list[tuple[str, Any]] = []
@@ -223,5 +225,9 @@ def test_sqlite_reads_the_sample_tables_through_their_indexes(sqlite_url: str) -
 
     assert len(loads) == 5
     samples = [p for p in plans if "_sample" in p]
-    assert {p.split()[1] for p in samples} == {"gpu_sample", "nvlink_sample", "nic_port_sample"}
-    assert [p for p in samples if not p.startswith("SEARCH")] == []
+    # Raw readings are searched through an index; the current readings (one row per link or
+    # port, not per reading: app.series.latest) are read whole.
+    raw = [p for p in samples if "_latest" not in p]
+    assert {p.split()[1] for p in raw} == {"gpu_sample"}
+    assert [p for p in raw if not p.startswith("SEARCH")] == []
+    assert {"nvlink_sample_latest", "nic_port_sample_latest"} <= {p.split()[1] for p in samples}
