@@ -96,15 +96,24 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
             owners=gpus,
             columns=["gpu_id", "link", "sampled_at"],
             window_start=_window,
+            few=True,
         )
         .where(nvl.state == "down")
         .order_by(nvl.gpu_id, nvl.link),
         ports=_ports(nodes, event_window_s),
         disks=latest.current_of(
-            latest.DISK, owners=nodes, columns=[*d_cols, "avg_wait_s"], window_start=_window
+            latest.DISK,
+            owners=nodes,
+            columns=[*d_cols, "avg_wait_s"],
+            window_start=_window,
+            few=True,
         ).where(d.avg_wait_s > bindparam("disk_wait_s")),
         nfs=latest.current_of(
-            latest.NFS, owners=nodes, columns=[*n_cols, "avg_rtt_s"], window_start=_window
+            latest.NFS,
+            owners=nodes,
+            columns=[*n_cols, "avg_rtt_s"],
+            window_start=_window,
+            few=True,
         ).where(n.avg_rtt_s > bindparam("nfs_rtt_s")),
     )
 

@@ -204,20 +204,38 @@ def current_of(
     owners: FromClause,
     columns: Sequence[str],
     window_start: Callable[[ColumnElement[Any]], ColumnElement[Any]],
+    few: bool = False,
 ) -> Select[Any]:
     """``SELECT columns`` of the current rows of ``spec`` whose owner id is in ``owners.c.id``
     and that were read at or after ``window_start(newest)``, ``newest`` being the owner's
-    newest current row of ``spec`` (a correlated ``max``): the rows :func:`of_owners` gives,
-    in one statement. The caller adds its own conditions with ``.where``."""
+    newest current row of ``spec``: the rows :func:`of_owners` gives, in one statement. The
+    caller adds its own conditions with ``.where``; when they keep ``few`` rows (links that
+    are down), each kept row looks its owner's newest up (a correlated ``max``: 21 ms for
+    1,000 nodes' 144,000 links, where grouping every owner takes 64 ms); otherwise every
+    owner's newest is grouped once and joined back (125 ms for all their links, where the
+    correlated form takes 650 ms)."""
     table = spec.table
-    other = table.alias(f"{table.name}_newest")
+    owner = table.c[spec.owner]
+    of_owners = owner.in_(select(owners.c.id))
+    picked = [table.c[c] for c in columns]
+    if few:
+        other = table.alias(f"{table.name}_newest")
+        newest_at: Any = (
+            select(func.max(other.c.sampled_at))
+            .where(other.c[spec.owner] == owner)
+            .scalar_subquery()
+        )
+        return select(*picked).where(of_owners, table.c.sampled_at >= window_start(newest_at))
     newest = (
-        select(func.max(other.c.sampled_at))
-        .where(other.c[spec.owner] == table.c[spec.owner])
-        .scalar_subquery()
+        select(owner.label("owner_id"), func.max(table.c.sampled_at).label("newest_at"))
+        .where(of_owners)
+        .group_by(owner)
+        .subquery("owner_newest")
     )
-    return select(*(table.c[c] for c in columns)).where(
-        table.c[spec.owner].in_(select(owners.c.id)), table.c.sampled_at >= window_start(newest)
+    return (
+        select(*picked)
+        .join(newest, newest.c.owner_id == owner)
+        .where(of_owners, table.c.sampled_at >= window_start(newest.c.newest_at))
     )
 
 
