@@ -7,10 +7,11 @@ forever, and a stored answer (:mod:`app.health.state`) that changes with every b
 version for the whole fleet's refresh, the overview's ``204 No Content`` defeated).
 
 The reason was there when the node was last evaluated if its stored answer has it for the same
-GPU (by UUID: a replaced card or a renumbered GPU does not inherit it): its ``since`` is the
-earlier of the two — unless a reading after that time shows the condition clear (a batch can
-carry a clear sample and a newer one showing it again, and the evaluation sees only the newest):
-then it starts again from the newest reading. Readings are looked for among the raw rows, which
+GPU (by UUID: a replaced card or a renumbered GPU does not inherit it) with the same text (the
+same links down, the same PCIe gen and width): its ``since`` is the earlier of the two — unless
+a reading after that time shows the condition clear (a batch can carry a clear sample and a
+newer one showing it again, and the evaluation sees only the newest): then it starts again
+from the newest reading. Readings are looked for among the raw rows, which
 cover far more than the time between two evaluations (a minute at most).
 """
 
@@ -76,9 +77,12 @@ def hold_since(
         ids = {g.gpu.uuid: g.gpu.id for g in view.gpus}
         for gh in answer.gpus:
             for reason in gh.reasons:
-                since = earlier.get((gh.uuid, reason.code))
+                since, text = earlier.get((gh.uuid, reason.code), (None, None))
+                # Another text is another condition (other links down, another PCIe gen):
+                # it starts from its own reading.
+                same = text == reason.text
                 earliest = since is not None and (reason.since is None or since < reason.since)
-                if gh.uuid in ids and since is not None and earliest:
+                if gh.uuid in ids and since is not None and same and earliest:
                     candidates.append((ids[gh.uuid], reason.code, reason, since))
     cleared = _cleared_since(session, candidates, evidence)
     for gpu_id, code, reason, since in candidates:
@@ -90,8 +94,9 @@ def _cleared_since(
     session: Session, candidates: list[Candidate], evidence: Evidence
 ) -> set[tuple[int, str]]:
     """The (GPU id, code) of ``candidates`` with a raw reading after their stored ``since``
-    that shows the condition clear: a GPU sample for the sample codes, a reading of one of the
-    links now down that is not ``down`` for ``nvlink_down``. One statement per code present."""
+    that shows the condition clear: a GPU sample for the sample codes, an ``up`` reading of one
+    of the links now down for ``nvlink_down`` (``unknown`` tells nothing). One statement per
+    code present."""
     cleared: set[tuple[int, str]] = set()
     for code in sorted({c[1] for c in candidates}):
         mine = [c for c in candidates if c[1] == code]
@@ -99,8 +104,7 @@ def _cleared_since(
         if code == "nvlink_down":
             link = NvlinkSample.__table__.c
             stmt = select(link.gpu_id).where(
-                link.state.is_not(None),
-                link.state != "down",
+                link.state == "up",
                 or_(
                     *(
                         and_(
@@ -124,12 +128,13 @@ def _cleared_since(
     return cleared
 
 
-def _held(doc: str | bytes) -> dict[Key, datetime]:
-    """(GPU UUID, code) → ``since`` of the held reasons of a stored answer's GPUs."""
-    held: dict[Key, datetime] = {}
+def _held(doc: str | bytes) -> dict[Key, tuple[datetime, str]]:
+    """(GPU UUID, code) → (``since``, text) of the held reasons of a stored answer's GPUs."""
+    held: dict[Key, tuple[datetime, str]] = {}
     for gh in orjson.loads(doc).get("gpus", ()):
         for reason in gh.get("reasons", ()):
             since = reason.get("since")
             if reason.get("code") in HELD_CODES and since:
-                held[(gh.get("uuid"), reason["code"])] = datetime.fromisoformat(since)
+                key = (gh.get("uuid"), reason["code"])
+                held[key] = (datetime.fromisoformat(since), str(reason.get("text")))
     return held

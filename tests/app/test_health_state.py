@@ -322,3 +322,33 @@ def test_an_nvlink_back_up_in_between_restarts_the_since(db_url: str) -> None:
     store_payload(db_url, links_batch((t2, "up"), (t3, "down")), received_at=t3)
     answer = _stored(db_url, t3)["n-01"]
     assert [(r["code"], r["since"]) for r in answer["reasons"]] == [("nvlink_down", iso(t3))]
+
+
+def test_another_nvlink_down_or_an_unknown_reading_is_judged_as_the_links_say(db_url: str) -> None:
+    """Link 1 down, then (one batch) link 1 back up and link 2 down: another condition, from
+    link 2's reading. A link read ``unknown`` in between tells nothing: the time is held."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    gpus = [gpu(0, hostname="n-01")]
+    t = [now - timedelta(seconds=s) for s in (100, 90, 85, 82, 70, 65, 60)]
+
+    def links_batch(*readings: tuple[datetime, int, str]) -> dict[str, Any]:
+        payload = batch("n-01", gpus=gpus, samples_per_gpu=0)
+        payload["samples"] = [sample(gpus[0], max(at for at, _, _ in readings))]
+        payload["nvlinks"] = [
+            nvlinks(gpus[0], at, links=4, state=state)[link] for at, link, state in readings
+        ]
+        return payload
+
+    def since_of(at: datetime) -> list[tuple[str, str]]:
+        return [(r["text"], r["since"]) for r in _stored(db_url, at)["n-01"]["reasons"]]
+
+    full = [(t[0], link, "up") for link in range(4)]
+    store_payload(db_url, links_batch(*full), received_at=t[0])
+    store_payload(db_url, links_batch((t[1], 1, "down")), received_at=t[1])
+    assert since_of(t[1]) == [("NVLink down: link 1", iso(t[1]))]
+    store_payload(db_url, links_batch((t[2], 1, "up"), (t[3], 2, "down")), received_at=t[3])
+    assert since_of(t[3]) == [("NVLink down: link 2", iso(t[3]))]
+    store_payload(db_url, links_batch((t[4], 2, "down")), received_at=t[4])
+    assert since_of(t[4]) == [("NVLink down: link 2", iso(t[3]))]
+    store_payload(db_url, links_batch((t[5], 2, "unknown"), (t[6], 2, "down")), received_at=t[6])
+    assert since_of(t[6]) == [("NVLink down: link 2", iso(t[3]))]
