@@ -11,13 +11,15 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+from alembic import command
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from app.db import make_engine
-from app.migrate import upgrade
+from app.migrate import alembic_config, upgrade
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -57,6 +59,21 @@ def postgres_database() -> Iterator[str]:
         with engine.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         engine.dispose()
+
+
+@contextmanager
+def database_at(backend: str, revision: str, tmp_path: Path) -> Iterator[str]:
+    """An empty database of ``backend`` (``postgres`` or ``sqlite``, a file under
+    ``tmp_path``) migrated to head and back down to ``revision``; yields its URL."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'old.db'}"
+        upgrade(url)
+        command.downgrade(alembic_config(url), revision)
+        yield url
+        return
+    with postgres_database() as url:
+        command.downgrade(alembic_config(url), revision)
+        yield url
 
 
 TABLES = (

@@ -7,15 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from app.db import Base, make_engine
-from app.migrate import alembic_config, is_up_to_date, upgrade
+from app.migrate import is_up_to_date, upgrade
 from app.models import __all__ as _tables  # noqa: F401
-from tests.dbs import postgres_database
+from tests.dbs import database_at
 
 
 def test_migrations_build_every_table_the_models_declare(db_url: str) -> None:
@@ -43,14 +42,7 @@ def test_timestamps_are_timezone_aware_in_postgres(postgres_url: str) -> None:
 @pytest.fixture(params=["postgres", "sqlite"])
 def old_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty database of either backend, migrated to head and back down to 0001."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'old.db'}"
-        upgrade(url)
-        command.downgrade(alembic_config(url), "0001")
-        yield url
-        return
-    with postgres_database() as url:
-        command.downgrade(alembic_config(url), "0001")
+    with database_at(request.param, "0001", tmp_path) as url:
         yield url
 
 

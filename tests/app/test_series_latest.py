@@ -25,7 +25,7 @@ from app.storage import fleet_service as fs
 from app.storage.models import DiskSample
 from tests.app.helpers import post_batch
 from tests.app.section_factories import disk, mount, nfs_mount, nic_port, nvlinks
-from tests.dbs import postgres_database
+from tests.dbs import database_at
 from tests.factories import batch, create_token
 from tests.live_server import LiveServer
 
@@ -188,14 +188,7 @@ def test_deleting_a_node_deletes_its_current_state(server: LiveServer, db_url: s
 @pytest.fixture(params=["postgres", "sqlite"])
 def at_0012(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     """An empty database of either backend at revision 0012."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'old.db'}"
-        upgrade(url)
-        command.downgrade(alembic_config(url), "0012")
-        yield url
-        return
-    with postgres_database() as url:
-        command.downgrade(alembic_config(url), "0012")
+    with database_at(request.param, "0012", tmp_path) as url:
         yield url
 
 
