@@ -1,6 +1,6 @@
 """Helpers shared by the per-node time-series tables (``gpu_sample``, ``disk_sample`` …): an
-idempotent bulk insert (portable, and a COPY-based one for Postgres) and the "latest row per
-key" read.
+idempotent bulk insert (portable, and a COPY-based one for Postgres) that also keeps their
+current-state tables (:mod:`app.series.latest`), and the window of "current" readings.
 
 Every such table has a primary key of (owner, natural key…, ``sampled_at``), so a re-sent row is
 a conflict that is skipped, never a second row.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
@@ -23,16 +23,14 @@ from sqlalchemy import (
     Numeric,
     String,
     Table,
-    and_,
     bindparam,
-    func,
     select,
     text,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm import Session
 
 from app.series import latest as latest_store
 from app.series.latest import LatestSpec
@@ -243,43 +241,6 @@ def _to_named(sql: str) -> str:
 _PYFORMAT = re.compile(
     r"%\((\w+)\)s(?:::[A-Z][A-Z0-9_]*(?: [A-Z][A-Z0-9_]*)*(?:\(\d+(?:, ?\d+)?\))?)?"
 )
-
-
-def latest_per_key(
-    session: Session,
-    model: type[Row],
-    *,
-    owner: InstrumentedAttribute[int],
-    owner_ids: Sequence[int],
-    keys: Sequence[InstrumentedAttribute[Any]],
-    window_s: float = LATEST_WINDOW_S,
-) -> list[Row]:
-    """The newest row of each (owner, key…) among ``owner_ids``, limited to keys reported within
-    ``window_s`` of that owner's newest row. ``model`` must have a ``sampled_at`` column and an
-    index on (owner, ``sampled_at``).
-
-    One owner at a time: ``max(sampled_at)`` for a single owner is a backward index probe,
-    where an ``IN`` list would scan every row the owners ever stored.
-    """
-    sampled_at: InstrumentedAttribute[Any] = model.sampled_at  # type: ignore[attr-defined]
-    rows: list[Row] = []
-    for owner_id in owner_ids:
-        newest = session.scalar(select(func.max(sampled_at)).where(owner == owner_id))
-        if newest is None:
-            continue
-        newest_per_key = (
-            select(*keys, func.max(sampled_at).label("newest_at"))
-            .where(owner == owner_id, sampled_at >= newest - timedelta(seconds=window_s))
-            .group_by(*keys)
-            .subquery()
-        )
-        join_on = and_(
-            *(column == newest_per_key.c[column.key] for column in keys),
-            sampled_at == newest_per_key.c.newest_at,
-        )
-        stmt = select(model).join(newest_per_key, join_on).where(owner == owner_id)
-        rows.extend(session.scalars(stmt))
-    return rows
 
 
 def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:

@@ -27,7 +27,7 @@ from app.db import UTCDateTime
 from app.events import models as event_models
 from app.fleet import models as fleet_models
 from app.health.rules import LOST_EVENT_KINDS, POWER_BITS, THERMAL_BITS
-from app.health.sql import before, latest_rows
+from app.health.sql import before
 from app.metrics.models import gpu_sample
 from app.nics import models as nic_models
 from app.series import latest
@@ -168,16 +168,17 @@ def _throttle(window_s: float, dialect: str) -> Select[Any]:
 
 
 def _ports(nodes: Any, event_window_s: float) -> Select[Any]:
-    """Newest reading of each port not ACTIVE, the last ACTIVE reading within the event window
-    before it, and the first reading after that one (when the port went down)."""
-    p = NicPortSample.c
+    """Current reading of each port not ACTIVE (:mod:`app.series.latest`), the last ACTIVE
+    reading within the event window before it, and the first reading after that one (when the
+    port went down), from the port's raw readings."""
+    p = latest.NIC.table.c
     down = (
-        latest_rows(
-            p,
-            owner=p.node_id,
+        latest.current_of(
+            latest.NIC,
             owners=nodes,
-            keys=[p.device, p.port],
-            columns=[p.node_id, p.device, p.port, p.state, p.sampled_at],
+            columns=["node_id", "device", "port", "state", "sampled_at"],
+            window_start=_window,
+            few=True,
         )
         .where(or_(p.state.is_(None), func.upper(p.state) != "ACTIVE"))
         .subquery("down")

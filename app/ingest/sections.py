@@ -76,7 +76,7 @@ SECTIONS: tuple[Section, ...] = (
 )
 
 _TABLES = {s.name: s.table.name for s in SECTIONS}
-#: Raw table name → its current-state table, kept current with the raw rows (host sections).
+#: Raw table name → its current-state table, kept current with the raw rows.
 _LATEST = latest_store.BY_RAW
 
 

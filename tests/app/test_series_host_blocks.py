@@ -20,12 +20,13 @@ from app.rollups import fold
 from app.rollups import specs as rollup_specs
 from app.rollups.jobs import rebuild
 from app.series import jobs as series_jobs
-from app.series import minute_blocks
+from app.series import latest, minute_blocks
 from app.series.blocks import DISK, HOST_SPECS, MOUNT, NFS, NIC, BlockSpec
 from app.series.compact import compact
 from app.series.read import rows_between
 from app.storage import fleet_service
 from app.storage.models import DiskSample, MountSample, NfsSample
+from app.timeseries import StagedRows, insert_staged
 from tests.app.series_helpers import store_factory
 from tests.factories import add_rules
 
@@ -440,12 +441,18 @@ def silent_node(session: Session, gone_at: datetime) -> Node:
                 "rate_gbps": 400.0,
             }
         )
-    session.execute(NicPortSample.__table__.insert(), rows)  # type: ignore[attr-defined]
     disks = [
         {"node_id": node.id, "device": "nvme0n1", "sampled_at": r["sampled_at"], "busy_pct": 1.0}
         for r in rows
     ]
-    session.execute(DiskSample.__table__.insert(), disks)  # type: ignore[attr-defined]
+    # Through the ingest's write path, which keeps the current readings too.
+    insert_staged(
+        session,
+        [
+            StagedRows(spec.raw, tuple(dicts[0]), [tuple(d.values()) for d in dicts], latest=spec)
+            for spec, dicts in ((latest.NIC, rows), (latest.DISK, disks))
+        ],
+    )
     return node
 
 
