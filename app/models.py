@@ -18,6 +18,7 @@ from app.nics.models import NicPortSample
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyDestination, NotifyRoute
 from app.nvlinks.models import NvlinkSample
 from app.rollups.models import rollup_watermark  # and the *_1m / *_1h rollup tables
+from app.series.arrivals import sample_arrival
 from app.series.blocks import gpu_sample_block, nvlink_sample_block
 from app.series.latest import SPECS as LATEST_SPECS  # the <raw>_latest tables
 from app.series.minute_blocks import gpu_sample_1m_block
@@ -55,4 +56,5 @@ __all__ = [
     "gpu_sample_block",
     "nvlink_sample_block",
     "rollup_watermark",
+    "sample_arrival",
 ]

@@ -32,6 +32,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from app.series import arrivals
 from app.series import latest as latest_store
 from app.series.latest import LatestSpec
 
@@ -86,6 +87,8 @@ class StagedRows:
             among the rows whose key was not stored before.
         latest: the table's current-state form (:mod:`app.series.latest`), kept current in
             the same transaction: the newest of ``rows`` per key replaces an older stored one.
+        feed: with ``newest_per``, append to :mod:`app.series.arrivals` one row per owner of
+            the rows that went in (Postgres; its reader reloads whole elsewhere).
     """
 
     table: Table
@@ -95,6 +98,7 @@ class StagedRows:
     inserted: int = 0
     newest: dict[Any, datetime] = field(default_factory=dict)
     latest: LatestSpec | None = None
+    feed: bool = False
 
 
 def insert_staged(session: Session, batches: Sequence[StagedRows]) -> None:
@@ -162,6 +166,10 @@ def _move_statement(stages: list[str], batches: list[StagedRows]) -> str:
         if batch.latest is not None:
             upsert = latest_store.upsert_sql(batch.latest, stage, batch.columns)
             ctes.append(f"latest_{position} AS ({upsert})")
+        if batch.feed and batch.newest_per is not None:
+            ctes.append(
+                arrivals.record_cte(f"fed_{position}", batch.table.name, f"moved_{position}")
+            )
         ctes.append(f"emptied_{position} AS (DELETE FROM {stage})")
         counts.append(
             f"SELECT {position}, owner, count(*), max(sampled_at) "

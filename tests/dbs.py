@@ -87,6 +87,7 @@ TABLES = (
     "disk_sample_fleet_1m",  # fleet-wide sums: no node, no cascade
     "nfs_sample_fleet_1m",
     "nic_port_sample_fleet_1m",
+    "sample_arrival",  # the ingest's feed to the alert evaluator: no foreign key either
 )
 
 

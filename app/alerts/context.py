@@ -19,6 +19,7 @@ from app.alerts.spec import Scope
 from app.fleet.models import Gpu, Node
 from app.health.rules import HealthRules
 from app.health.schemas import NodeHealthOut
+from app.series.recent_gpu import RecentGpuSamples
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ class EvalContext:
     #: empty scope means them, not every node.
     only_nodes: frozenset[int] | None = None
     cache: dict[str, Any] = field(default_factory=dict)
+    #: Every GPU's recent samples kept between evaluations (the scheduler's, reading the
+    #: arrival feed); None: a fresh one is loaded when a rule needs it.
+    recent_gpu: RecentGpuSamples | None = None
     _scopes: dict[str, set[int] | None] = field(default_factory=dict)
     _scope_keys: dict[int, tuple[Scope, str]] = field(default_factory=dict)
     _gpu_scopes: dict[str, set[int] | None] = field(default_factory=dict)

@@ -23,6 +23,7 @@ from app.alerts.silences import active_silences, is_silenced
 from app.alerts.spec import RuleSpec
 from app.health.rules import HealthRules
 from app.notify import outbox as notify_outbox
+from app.series.recent_gpu import RecentGpuSamples
 
 log = logging.getLogger(__name__)
 Item = TypeVar("Item", bound=tuple[Any, ...])
@@ -334,6 +335,7 @@ def evaluate(
     read_session: Session | None = None,
     only: Callable[[RuleSpec], bool] | None = None,
     nodes: Collection[int] | None = None,
+    recent_gpu: RecentGpuSamples | None = None,
 ) -> EvaluationReport:
     """Evaluate every enabled rule (with ``only``: those it accepts) at ``now``: first every
     rule's observations (reads only, in ``read_session`` when given), then the transitions in
@@ -358,6 +360,7 @@ def evaluate(
         # disk. For this transaction only.
         reader.execute(text(f"SET LOCAL work_mem = '{EVAL_WORK_MEM}'"))
     ctx = load_context(reader, now=now, health_rules=health_rules, node_ids=nodes)
+    ctx.recent_gpu = recent_gpu
     rules = reader.execute(
         select(AlertRule.id, AlertRule.name, AlertRule.spec)
         .where(AlertRule.enabled)
@@ -381,6 +384,8 @@ def evaluate(
 
     # A failed query must not abort the others' snapshot: isolated in savepoints.
     observed = _each_guarded(reader, specs, observe_one, report)
+    if recent_gpu is not None and not ctx.cache.get("recent_gpu_used"):
+        recent_gpu.release(session)
     if read_session is not None:
         read_session.rollback()  # end the read snapshot before writing
     silences = active_silences(session, now=now)

@@ -41,6 +41,7 @@ from app.alerts.spec import RuleSpec
 from app.alerts.triggers import MAX_WAKE_NODES, is_event_driven, parse_wake_payload, wake_payload
 from app.db import make_session_factory, session_scope, utcnow
 from app.health.rules import HealthRules
+from app.series.recent_gpu import RecentGpuSamples
 from app.wakeups import ALERTS_CHANNEL, notify_now
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,9 @@ class AlertEvaluator:
         shared = threading.Lock()
         self._lane_locks = {lane: (threading.Lock() if self.postgres else shared) for lane in LANES}
         self.last_report: EvaluationReport | None = None
+        # The timer lane's GPU samples between ticks; it reads the arrival feed only while
+        # this process leads (Postgres), and starts over whenever it becomes leader again.
+        self.recent_gpu = RecentGpuSamples(consume_feed=self.postgres)
         self.debounce_s = debounce_s
         self._woken = threading.Event()
         self._woken_here = False
@@ -123,6 +127,7 @@ class AlertEvaluator:
             return False
         log.info("this process now evaluates alert rules")
         self._conn = conn
+        self.recent_gpu.reset()  # another leader may have taken the feed meanwhile
         return True
 
     def _release(self) -> None:
@@ -171,7 +176,12 @@ class AlertEvaluator:
                 if self.postgres:
                     session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
                     return evaluate(
-                        session, now=at, health_rules=self.health_rules, only=only, nodes=nodes
+                        session,
+                        now=at,
+                        health_rules=self.health_rules,
+                        only=only,
+                        nodes=nodes,
+                        recent_gpu=self._recent_for(lane, nodes),
                     )
                 with session_scope(self.read_factory) as reader:
                     return evaluate(
@@ -181,7 +191,13 @@ class AlertEvaluator:
                         read_session=reader,
                         only=only,
                         nodes=nodes,
+                        recent_gpu=self._recent_for(lane, nodes),
                     )
+
+    def _recent_for(self, lane: str, nodes: Collection[int] | None) -> RecentGpuSamples | None:
+        """The kept GPU samples for a whole-fleet pass of the timer lane (the windowed
+        rules), else None."""
+        return self.recent_gpu if lane == "timer" and nodes is None else None
 
     def job(self) -> None:
         """Scheduler wrapper: errors are logged, never raised into the scheduler."""

@@ -53,7 +53,7 @@ def plan_samples(
     rows: dict[tuple[int, datetime], tuple[Any, ...]] = {}
     plan = SamplePlan(
         received=len(samples),
-        staged=StagedRows(gpu_sample, _COLUMNS, rows.values(), newest_per="gpu_id"),
+        staged=StagedRows(gpu_sample, _COLUMNS, rows.values(), newest_per="gpu_id", feed=True),
         rows=rows,
     )
     ids = {uuid: gpu.id for uuid, gpu in gpus.items()}

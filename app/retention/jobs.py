@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import session_scope, utcnow
 from app.events.models import NodeEvent
 from app.ingest.models import IngestBatch
-from app.series import latest
+from app.series import arrivals, latest
 from app.series.blocks import SPECS
 
 log = logging.getLogger(__name__)
@@ -27,12 +27,14 @@ def prune(
 
     Batch ids are kept as long as samples, so an agent replaying an old spool within the window
     still gets its replay answer instead of a double store. A host entity's current state
-    (:mod:`app.series.latest`) goes when its newest reading is older.
+    (:mod:`app.series.latest`) goes when its newest reading is older. The arrival feed
+    (:mod:`app.series.arrivals`) keeps an hour, whatever the retention.
 
     Returns:
         rows deleted per table.
     """
-    cutoff = (now or utcnow()) - timedelta(days=retention_days)
+    at = now or utcnow()
+    cutoff = at - timedelta(days=retention_days)
     statements: dict[str, Any] = {}
     for spec in SPECS:
         statements[spec.raw.name] = delete(spec.raw).where(spec.raw.c.sampled_at < cutoff)
@@ -48,6 +50,7 @@ def prune(
         result = cast(CursorResult[Any], session.execute(statement))
         deleted[table] = int(result.rowcount or 0)
     deleted |= latest.prune(session, cutoff=cutoff)
+    deleted["sample_arrival"] = arrivals.prune(session, now=at)
     return deleted
 
 

@@ -11,16 +11,20 @@ entity, never histories.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Float, and_, case, cast, func, select
 
 from app.alerts.context import EvalContext
 from app.alerts.kinds import scans
+from app.alerts.kinds.entity_values import EntityValues
 from app.alerts.kinds.samples import entity_columns, windowed
 from app.alerts.spec import RateCondition, RuleSpec, Scope, ThresholdCondition
 from app.alerts.targets import GPU_STATE_METRICS, TARGETS
 from app.db import epoch_s
+from app.series import recent_gpu
 from app.timeseries import LATEST_WINDOW_S
 
 #: (owner id, node id, *keys): a GPU is (gpu_id, node_id); a disk (node_id, node_id, device).
@@ -53,24 +57,73 @@ def plan(ctx: EvalContext, specs: Iterable[RuleSpec]) -> None:
             wanted.setdefault(slot, set()).add(need)
 
 
-def values(
-    ctx: EvalContext, cond: ThresholdCondition | RateCondition
-) -> dict[EntityKey, float | None]:
+def values(ctx: EvalContext, cond: ThresholdCondition | RateCondition) -> EntityValues:
     """The condition's aggregate for every entity of every fresh node (None: no data); rate
-    conditions get the rise per second. Window slots of one target are computed together
-    (:func:`app.alerts.kinds.scans.windows`)."""
+    conditions get the rise per second. GPU windows up to :data:`recent_gpu.MAX_SPAN_S` come
+    from the GPUs' recent samples in memory (:func:`_recent_gpu_windows`); other window slots
+    of one target are computed together (:func:`app.alerts.kinds.scans.windows`)."""
     slot, need = _slot(cond)
-    cache: dict[tuple[str, str, float], dict[Need, dict[EntityKey, float | None]]]
+    cache: dict[tuple[str, str, float], dict[Need, EntityValues]]
     cache = ctx.cache.setdefault(_CACHE, {})
     if need not in cache.get(slot, {}):
         planned: dict[tuple[str, str, float], set[Need]] = ctx.cache.setdefault(_PLAN, {})
         planned.setdefault(slot, set()).add(need)
         if slot[1] == "window":
-            group = {s: sorted(n) for s, n in planned.items() if s[:2] == slot[:2]}
-            cache.update(scans.windows(ctx, slot[0], group))
+            recent = _is_recent_gpu(slot)
+            group = {
+                s: sorted(n)
+                for s, n in planned.items()
+                if s[:2] == slot[:2] and _is_recent_gpu(s) == recent
+            }
+            if recent:
+                cache.update(_recent_gpu_windows(ctx, group))
+            else:
+                for s, columns in scans.windows(ctx, slot[0], group).items():
+                    cache[s] = {n: EntityValues.of(v) for n, v in columns.items()}
         else:
-            cache[slot] = _compute(ctx, slot, sorted(planned[slot]))
+            computed = _compute(ctx, slot, sorted(planned[slot]))
+            cache[slot] = {n: EntityValues.of(v) for n, v in computed.items()}
     return cache[slot][need]
+
+
+def _is_recent_gpu(slot: tuple[str, str, float]) -> bool:
+    return slot[0] == "gpu" and slot[1] == "window" and slot[2] <= recent_gpu.MAX_SPAN_S
+
+
+def _recent_gpu_windows(
+    ctx: EvalContext, group: dict[tuple[str, str, float], list[Need]]
+) -> dict[tuple[str, str, float], dict[Need, EntityValues]]:
+    """Every slot of ``group`` (GPU windows up to :data:`recent_gpu.MAX_SPAN_S`) for every GPU
+    of every fresh node, from the recent samples (``ctx.recent_gpu``, refreshed once per
+    evaluation; a fresh one when the context has none), each window ending at the GPU's
+    node's newest sample. A GPU with no sample in a window is left out of it."""
+    recent = ctx.recent_gpu
+    if recent is None:
+        recent = ctx.cache.setdefault("recent_gpu", recent_gpu.RecentGpuSamples())
+    target = TARGETS["gpu"]
+    metrics = {m: target.metrics[m] for needs in group.values() for m, _ in needs}
+    node_ids = None if ctx.only_nodes is None else sorted(ctx.only_nodes)
+    recent.refresh(ctx.session, metrics=metrics, span_s=max(s[2] for s in group), node_ids=node_ids)
+    ctx.cache["recent_gpu_used"] = True
+    gpus = [
+        g
+        for g in ctx.gpus.values()
+        if g.node_id in ctx.fresh_node_ids and ctx.nodes[g.node_id].last_sample_at is not None
+    ]
+    ends = [ctx.nodes[g.node_id].last_sample_at or datetime.min for g in gpus]
+    slots = sorted(group.items())
+    computed = recent.windows(
+        [g.id for g in gpus],
+        ends,
+        [(slot[2], needs) for slot, needs in slots],
+    )
+    keys = [(g.id, g.node_id) for g in gpus]
+    out: dict[tuple[str, str, float], dict[Need, EntityValues]] = {}
+    for (slot, needs), windows in zip(slots, computed, strict=True):
+        kept = np.flatnonzero(windows.present)
+        in_window = [keys[i] for i in kept.tolist()]
+        out[slot] = {n: EntityValues(in_window, windows.values[n][kept]) for n in needs}
+    return out
 
 
 def _compute(

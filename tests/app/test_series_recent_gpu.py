@@ -1,0 +1,247 @@
+"""The GPUs' recent samples kept in memory for the alert rules' short windows
+(``app.series.recent_gpu``) and the ingest's arrival feed behind them (``app.series.arrivals``):
+windows equal to the database's own aggregates on both backends, whatever the arrival order;
+only what arrived is read between refreshes; nothing is lost to a late commit or a rollback."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import func, insert, select
+
+from app.alerts.context import load_context
+from app.alerts.kinds import scans, shared
+from app.alerts.targets import TARGETS
+from app.db import make_engine, make_session_factory, session_scope
+from app.health.rules import DEFAULT_RULES
+from app.series import arrivals
+from app.series.recent_gpu import RecentGpuSamples
+from tests.factories import batch, gpu, sample, store_payload
+
+NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+METRICS = ("temp_c", "power_w", "thermal_throttled", "ecc_corrected_volatile_count")
+WINDOWS = (15.0, 30.0, 60.0, 300.0)
+Group = dict[tuple[str, str, float], list[tuple[str, str]]]
+GROUP: Group = {
+    ("gpu", "window", w): [(m, a) for m in METRICS for a in ("avg", "min", "max")] for w in WINDOWS
+}
+
+
+@pytest.fixture
+def session_of(db_url: str) -> Iterator[Any]:
+    """A function giving a session on ``db_url`` (one transaction per ``with``)."""
+    engine = make_engine(db_url)
+    factory = make_session_factory(engine)
+    yield lambda: session_scope(factory)
+    engine.dispose()
+
+
+def random_batch(rng: random.Random, hostname: str, ages: list[float]) -> dict[str, Any]:
+    """A batch of ``hostname``'s 3 GPUs with one sample per age (seconds before NOW) and
+    random values, some missing."""
+    gpus = [gpu(i, hostname=hostname) for i in range(3)]
+    payload = batch(hostname, gpus=gpus, samples_per_gpu=0)
+
+    def value(low: float, high: float) -> float | None:
+        return None if rng.random() < 0.15 else round(rng.uniform(low, high), 2)
+
+    payload["samples"] = [
+        sample(
+            g,
+            NOW - timedelta(seconds=age),
+            temp_c=value(30, 95),
+            power_w=value(50, 700),
+            clocks_event_reasons=rng.choice([None, 0, 0x20, 0x4]),
+            ecc_corrected_volatile_count=rng.choice([None, 0, 3, 2**40 + rng.randint(0, 9)]),
+        )
+        for g in gpus
+        for age in ages
+    ]
+    return payload
+
+
+def by_database(session: Any) -> dict[Any, dict[Any, float | None]]:
+    """Every slot and need of GROUP from the database scan, keyed (slot, need) → GPU → value."""
+    ctx = load_context(session, now=NOW, health_rules=DEFAULT_RULES)
+    got = scans.windows(ctx, "gpu", {s: sorted(n) for s, n in GROUP.items()})
+    return {(s, n): dict(values) for s, needs in got.items() for n, values in needs.items()}
+
+
+def by_memory(session: Any, recent: RecentGpuSamples | None) -> dict[Any, dict[Any, float | None]]:
+    """The same from the samples in memory (``recent``, or a fresh one)."""
+    ctx = load_context(session, now=NOW, health_rules=DEFAULT_RULES)
+    ctx.recent_gpu = recent
+    got = shared._recent_gpu_windows(ctx, GROUP)
+    return {(s, n): dict(values) for s, needs in got.items() for n, values in needs.items()}
+
+
+def same(a: dict[Any, dict[Any, float | None]], b: dict[Any, dict[Any, float | None]]) -> None:
+    """Equal keys per (slot, need), values equal to 1e-9 relative (sums may add in another
+    order), None for None."""
+    assert a.keys() == b.keys()
+    for part in a:
+        assert a[part].keys() == b[part].keys(), part
+        for key, value in a[part].items():
+            other = b[part][key]
+            if value is None or other is None:
+                assert value is None and other is None, (part, key, value, other)
+            else:
+                assert math.isclose(value, other, rel_tol=1e-9), (part, key, value, other)
+
+
+def test_windows_from_memory_equal_the_database_scan(db_url: str, session_of: Any) -> None:
+    rng = random.Random(7)
+    for n, hostname in enumerate(("node-a", "node-b", "node-c")):
+        # node-c's newest sample is 20 s old: its windows end there, not at NOW.
+        ages = sorted({rng.choice(range(0, 400, 5)) + 20 * (n == 2) for _ in range(40)})
+        store_payload(db_url, random_batch(rng, hostname, ages), received_at=NOW)
+    # A window edge exactly on a sample (15 s before the newest) is inside, as in SQL.
+    store_payload(db_url, random_batch(rng, "node-a", [15.0, 30.0]), received_at=NOW)
+    with session_of() as session:
+        expected = by_database(session)
+        assert any(len(v) == 9 for v in expected.values())
+        same(by_memory(session, None), expected)
+
+
+def test_the_feed_reader_reads_only_what_arrived_and_misses_nothing(
+    db_url: str, session_of: Any
+) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("the arrival feed is Postgres's; SQLite reloads every time (tested above)")
+    rng = random.Random(11)
+    store_payload(db_url, random_batch(rng, "node-a", [60, 50, 40]), received_at=NOW)
+    recent = RecentGpuSamples(consume_feed=True)
+    with session_of() as session:
+        by_memory(session, recent)
+    assert recent.loads == 1
+    # New samples; a late batch with samples older than those already read; a batch re-sent
+    # whole (its rows are duplicates: nothing new goes in, nothing is fed).
+    store_payload(db_url, random_batch(rng, "node-a", [10, 0]), received_at=NOW)
+    store_payload(db_url, random_batch(rng, "node-a", [45, 35]), received_at=NOW)
+    replay = random_batch(rng, "node-b", [5])
+    store_payload(db_url, replay, received_at=NOW)
+    store_payload(db_url, {**replay, "batch_id": "0" * 8 + replay["batch_id"][8:]}, received_at=NOW)
+    with session_of() as session:
+        fed = session.execute(
+            select(arrivals.sample_arrival.c.owner_id, func.count()).group_by("owner_id")
+        ).all()
+        assert sorted(count for _, count in fed) == [1, 1, 1, 2, 2, 2]  # one per GPU and batch
+        got = by_memory(session, recent)
+        same(got, by_database(session))
+        assert session.scalar(select(func.count()).select_from(arrivals.sample_arrival)) == 0
+    assert recent.loads == 1
+    assert recent.samples == 3 * 7 + 3
+
+
+def test_a_take_rolled_back_is_taken_again_without_counting_twice(
+    db_url: str, session_of: Any
+) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("the arrival feed is Postgres's")
+    rng = random.Random(3)
+    store_payload(db_url, random_batch(rng, "node-a", [30, 20]), received_at=NOW)
+    recent = RecentGpuSamples(consume_feed=True)
+    with session_of() as session:
+        by_memory(session, recent)
+    store_payload(db_url, random_batch(rng, "node-a", [10]), received_at=NOW)
+    with pytest.raises(RuntimeError), session_of() as session:
+        by_memory(session, recent)  # takes the feed …
+        raise RuntimeError("the evaluation failed")  # … and the transaction rolls back
+    with session_of() as session:
+        assert session.scalar(select(func.count()).select_from(arrivals.sample_arrival)) == 3
+        got = by_memory(session, recent)
+        same(got, by_database(session))
+    assert recent.loads == 1 and recent.samples == 9
+
+
+def test_a_reader_with_new_metrics_or_a_wider_span_reloads(db_url: str, session_of: Any) -> None:
+    rng = random.Random(5)
+    store_payload(db_url, random_batch(rng, "node-a", [200, 100, 0]), received_at=NOW)
+    recent = RecentGpuSamples(consume_feed=db_url.startswith("postgresql"))
+    metric = {"temp_c": TARGETS["gpu"].metrics["temp_c"]}
+    with session_of() as session:
+        recent.refresh(session, metrics=metric, span_s=60)
+        assert recent.samples == 3  # only the newest is within 60 s
+        recent.refresh(session, metrics=metric, span_s=300)
+        assert recent.samples == 9
+        both = {**metric, "power_w": TARGETS["gpu"].metrics["power_w"]}
+        recent.refresh(session, metrics=both, span_s=60)
+        assert recent.loads == 3
+        assert recent.samples == 3  # loaded again for the span asked
+
+
+def test_the_ingest_feeds_one_row_per_gpu_and_batch_and_retention_bounds_it(
+    db_url: str, session_of: Any
+) -> None:
+    rng = random.Random(1)
+    store_payload(db_url, random_batch(rng, "node-a", [30, 20, 10]), received_at=NOW)
+    with session_of() as session:
+        rows = session.execute(select(arrivals.sample_arrival)).all()
+        if not db_url.startswith("postgresql"):
+            assert rows == []  # SQLite's reader reloads: nothing is fed
+            return
+        assert len(rows) == 3
+        assert {(r.series, r.first_at, r.last_at) for r in rows} == {
+            ("gpu_sample", NOW - timedelta(seconds=30), NOW - timedelta(seconds=10))
+        }
+        session.execute(
+            insert(arrivals.sample_arrival).values(
+                series="gpu_sample",
+                owner_id=rows[0].owner_id,
+                first_at=NOW,
+                last_at=NOW,
+                arrived_at=datetime.now(UTC) - timedelta(hours=2),
+            )
+        )
+        assert arrivals.prune(session, now=datetime.now(UTC)) == 1
+        RecentGpuSamples(consume_feed=True).release(session)
+        assert session.scalar(select(func.count()).select_from(arrivals.sample_arrival)) == 0
+
+
+def test_the_schedulers_timer_lane_keeps_its_samples_and_sees_each_new_batch(
+    db_url: str, session_of: Any
+) -> None:
+    from app.alerts.scheduler import AlertEvaluator
+    from tests.factories import add_rules, alert_states, wipe_alerts
+
+    hot = {
+        "name": "hot-gpu",
+        "condition": {
+            "kind": "threshold",
+            "target": "gpu",
+            "metric": "temp_c",
+            "aggregation": "avg",
+            "window": "30s",
+            "op": ">",
+            "threshold": 85,
+        },
+    }
+    add_rules(db_url, hot)
+    gpus = [gpu(0)]
+    cool = batch("node-a", gpus=gpus, samples_per_gpu=0)
+    cool["samples"] = [sample(gpus[0], NOW - timedelta(seconds=a), temp_c=60) for a in (20, 10)]
+    store_payload(db_url, cool, received_at=NOW)
+    engine = make_engine(db_url)
+    evaluator = AlertEvaluator(engine, make_session_factory(engine), health_rules=DEFAULT_RULES)
+    try:
+        evaluator.run_once(now=NOW)
+        assert alert_states(db_url) == {}
+        heat = batch("node-a", gpus=gpus, samples_per_gpu=0)
+        heat["samples"] = [
+            sample(gpus[0], NOW + timedelta(seconds=a), temp_c=99) for a in (0, 10, 20)
+        ]
+        store_payload(db_url, heat, received_at=NOW + timedelta(seconds=20))
+        evaluator.run_once(now=NOW + timedelta(seconds=20))
+        # The 30-s window ending at the newest sample: 99 × 3 and the 60 taken 10 s before NOW.
+        assert alert_states(db_url) == {("hot-gpu", "node-a/0"): ("firing", (3 * 99 + 60) / 4)}
+        postgres = db_url.startswith("postgresql")
+        assert evaluator.recent_gpu.loads == (1 if postgres else 2)  # SQLite reloads each tick
+    finally:
+        evaluator.close()
+        engine.dispose()
+        wipe_alerts(db_url)
