@@ -159,22 +159,33 @@ class RecentGpuSamples:
         times = np.full((n, width), EMPTY, dtype=np.int64)
         times[known] = self._times[rows[known]]
         end_us = np.fromiter((to_us(e) for e in ends), dtype=np.int64, count=n)
-        counts = [(times >= (end_us - round(w * 1_000_000))[:, None]).sum(axis=1) for w, _ in slots]
-        out = [Windows(c > 0, {}) for c in counts]
+        held = times != EMPTY
+        spans = []  # per slot: (present, the length of the prefix holding the window)
+        for window_s, _ in slots:
+            cutoff = (end_us - round(window_s * 1_000_000))[:, None]
+            older = held & (times < cutoff)
+            first_older = np.where(older.any(axis=1), older.argmax(axis=1), width)
+            spans.append((np.asarray((times >= cutoff).any(axis=1)), first_older))
+        out = [Windows(present, {}) for present, _ in spans]
         wanted = sorted({m for _, needs in slots for m, _ in needs})
         for metric in wanted:
             column = self._metrics.index(metric)
             values = np.full((n, width), np.nan)
             values[known] = self._values[column][rows[known]]
             prefix = _Prefix(values)
-            for (_, needs), count, result in zip(slots, counts, out, strict=True):
+            for (_, needs), (_, length), result in zip(slots, spans, out, strict=True):
                 for need in needs:
                     if need[0] == metric:
-                        result.values[need] = prefix.of(need[1], count)
+                        result.values[need] = prefix.of(need[1], length)
         return out
 
     def _merge(self, gpu_ids: np.ndarray, times: np.ndarray, values: np.ndarray) -> None:
-        """Add samples (``values``: metrics × samples), drop repeats and those past the span."""
+        """Add samples (``values``: metrics × samples), drop repeats and those past the span.
+
+        Each GPU's row keeps its times strictly decreasing, with :data:`EMPTY` holes (NaN
+        values) anywhere. New samples all newer than their GPU's newest held (a live fleet's
+        tick) go in front of the rows, one copy of the arrays; anything else (a late or
+        repeated sample, too many holes) sorts every row again."""
         if len(gpu_ids) == 0:
             return
         for gpu_id in np.unique(gpu_ids).tolist():
@@ -182,40 +193,49 @@ class RecentGpuSamples:
                 self._row_of[gpu_id] = len(self._row_of)
         gpus = len(self._row_of)
         rows = np.fromiter((self._row_of[g] for g in gpu_ids.tolist()), np.int64, len(gpu_ids))
-        order = np.lexsort((times, rows))
+        order = np.lexsort((-times, rows))  # per GPU, newest first
         rows, times, values = rows[order], times[order], values[:, order]
+        repeat = np.zeros(len(rows), dtype=bool)
+        repeat[1:] = (rows[1:] == rows[:-1]) & (times[1:] == times[:-1])
+        if repeat.any():
+            rows, times, values = rows[~repeat], times[~repeat], values[:, ~repeat]
         first = np.searchsorted(rows, rows, side="left")
         rank = np.arange(len(rows)) - first
-        width = int(rank.max()) + 1
-        new_times = np.full((gpus, width), EMPTY, dtype=np.int64)
-        new_values = np.full((len(self._metrics), gpus, width), np.nan)
+        old_gpus, old_width = self._times.shape
+        new_times = np.full((gpus, int(rank.max()) + 1), EMPTY, dtype=np.int64)
+        new_values = np.full((len(self._metrics), *new_times.shape), np.nan)
         new_times[rows, rank] = times
         new_values[:, rows, rank] = values
-        old_gpus = self._times.shape[0]
-        old_times = np.full((gpus, self._times.shape[1]), EMPTY, dtype=np.int64)
-        old_times[:old_gpus] = self._times
-        old_values = np.full((len(self._metrics), gpus, self._times.shape[1]), np.nan)
-        old_values[:, :old_gpus] = self._values
-        all_times = np.concatenate([old_times, new_times], axis=1)
-        all_values = np.concatenate([old_values, new_values], axis=2)
-        all_times, all_values = _newest_first(all_times, all_values)
-        repeat = np.zeros_like(all_times, dtype=bool)
-        repeat[:, 1:] = (all_times[:, 1:] == all_times[:, :-1]) & (all_times[:, 1:] != EMPTY)
-        newest = all_times[:, :1]
-        expired = (all_times != EMPTY) & (all_times < newest - self._span_us)
-        drop = repeat | expired
-        all_times[drop] = EMPTY
-        if drop.any():
-            all_times, all_values = _newest_first(all_times, all_values)
-        held = int((all_times != EMPTY).sum(axis=1).max(initial=0))
-        self._times = np.ascontiguousarray(all_times[:, :held])
-        self._values = np.ascontiguousarray(all_values[:, :, :held])
-        self._values[:, self._times == EMPTY] = np.nan
+        old_times, old_values = self._times, self._values
+        if gpus > old_gpus:
+            grow = gpus - old_gpus
+            old_times = np.concatenate([old_times, np.full((grow, old_width), EMPTY)], axis=0)
+            pad = np.full((len(self._metrics), grow, old_width), np.nan)
+            old_values = np.concatenate([old_values, pad], axis=1)
+        held_newest = old_times.max(axis=1, initial=EMPTY)
+        last_of_gpu = np.r_[first[1:] != first[:-1], True]  # each GPU's oldest new sample
+        in_order = bool((times[last_of_gpu] > held_newest[rows[last_of_gpu]]).all())
+        all_times = np.concatenate([new_times, old_times], axis=1)
+        all_values = np.concatenate([new_values, old_values], axis=2)
+        if not in_order:
+            all_times, all_values = _sorted_unique(all_times, all_values)
+        newest = all_times.max(axis=1)
+        cut = np.where(newest == EMPTY, np.iinfo(np.int64).max, newest - self._span_us)
+        keep = all_times >= cut[:, None]
+        last = np.where(keep.any(axis=1), keep.shape[1] - keep[:, ::-1].argmax(axis=1), 0)
+        width, held = int(last.max(initial=0)), int(keep.sum(axis=1).max(initial=0))
+        if width > 2 * held + 8:  # mostly holes: pack the rows
+            all_times[~keep] = EMPTY
+            all_values[:, ~keep] = np.nan
+            all_times, all_values = _sorted_unique(all_times, all_values)
+            width = held
+        self._times = np.ascontiguousarray(all_times[:, :width])
+        self._values = np.ascontiguousarray(all_values[:, :, :width])
 
 
 class _Prefix:
     """Prefix aggregates over each row of ``values`` (rows newest first): the aggregate of a
-    window holding the first ``count`` samples is the prefix's at ``count − 1``."""
+    window within the first ``length`` entries is the prefix's at ``length − 1``."""
 
     def __init__(self, values: np.ndarray) -> None:
         valid = ~np.isnan(values)
@@ -233,16 +253,18 @@ class _Prefix:
             }[aggregation]()
         return self._cache[aggregation]
 
-    def of(self, aggregation: str, count: np.ndarray) -> np.ndarray:
-        """The aggregate per row over its first ``count`` samples (NaN: no value among them).
+    def of(self, aggregation: str, length: np.ndarray) -> np.ndarray:
+        """The aggregate per row over its first ``length`` entries (holes hold no value; NaN:
+        no value among them).
 
         Raises:
             KeyError: an aggregation other than avg, min, max."""
-        at = np.maximum(count - 1, 0)[:, None]
         if self.n.shape[1] == 0:
-            return np.full(len(count), np.nan)
-        n = np.where(count > 0, np.take_along_axis(self.n, at, axis=1)[:, 0], 0)
-        got = np.take_along_axis(self._prefix(aggregation), at, axis=1)[:, 0]
+            return np.full(len(length), np.nan)
+        at = np.maximum(length - 1, 0)
+        each = np.arange(len(length))
+        n = np.where(length > 0, self.n[each, at], 0)
+        got = self._prefix(aggregation)[each, at]
         if aggregation == "avg":
             with np.errstate(invalid="ignore", divide="ignore"):
                 got = got / n
@@ -254,6 +276,19 @@ def _newest_first(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np
     order = np.argsort(times, axis=1, kind="stable")[:, ::-1]
     sorted_values = np.take_along_axis(values, order[None, :, :], axis=2)
     return np.take_along_axis(times, order, axis=1), sorted_values
+
+
+def _sorted_unique(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row newest first without repeated times (a sample read twice is one sample: the
+    first stored wins in the table, so both copies hold the same values) and no holes."""
+    times, values = _newest_first(times, values)
+    repeat = np.zeros_like(times, dtype=bool)
+    repeat[:, 1:] = (times[:, 1:] == times[:, :-1]) & (times[:, 1:] != EMPTY)
+    if repeat.any():
+        times[repeat] = EMPTY
+        values[:, repeat] = np.nan
+        times, values = _newest_first(times, values)
+    return times, values
 
 
 def _columns(exprs: Sequence[MetricExpr], t: Any, postgres: bool) -> list[Any]:

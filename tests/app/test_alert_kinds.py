@@ -400,3 +400,31 @@ def test_drift_kind_fires_on_the_node_that_differs_from_its_group(url: str) -> N
     evaluate_at(url, NOW)
 
     assert list(alert_states(url)) == [("drift", "hgx-2")]
+
+
+def test_a_host_last_value_is_the_entitys_current_reading_within_ten_minutes(url: str) -> None:
+    payload = node_batch("node-a", [gpu(0)])
+    payload["nic_ports"] = [
+        nic_port(NOW - timedelta(seconds=30), "mlx5_0", state="DOWN"),
+        nic_port(NOW - timedelta(seconds=700), "mlx5_1", state="DOWN"),  # gone quiet: not seen
+    ]
+    store_payload(url, payload, received_at=NOW)
+    # A late batch with an older reading of mlx5_0: its current reading stays the newer one.
+    late = node_batch("node-a", [gpu(0)], at=NOW - timedelta(seconds=60))
+    late["nic_ports"] = [nic_port(NOW - timedelta(seconds=90), "mlx5_0", state="ACTIVE")]
+    store_payload(url, late, received_at=NOW)
+    add_rules(
+        url,
+        rule(
+            "port-down",
+            {
+                "kind": "threshold",
+                "target": "nic",
+                "metric": "port_active",
+                "op": "==",
+                "threshold": 0,
+            },
+        ),
+    )
+    evaluate_at(url, NOW)
+    assert alert_states(url) == {("port-down", "node-a/mlx5_0/1"): ("firing", 0.0)}

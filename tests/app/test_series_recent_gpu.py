@@ -245,3 +245,60 @@ def test_the_schedulers_timer_lane_keeps_its_samples_and_sees_each_new_batch(
         evaluator.close()
         engine.dispose()
         wipe_alerts(db_url)
+
+
+def test_merging_in_any_order_equals_aggregating_every_sample_kept() -> None:
+    """Live ticks (in front of the rows), late and repeated samples (rows sorted again), GPUs
+    appearing later, samples past the span: windows equal a plain aggregate of the distinct
+    samples within the span of each GPU's newest."""
+    import numpy as np
+
+    rng = random.Random(2)
+    for _ in range(60):
+        recent = RecentGpuSamples()
+        recent._metrics, recent._span_us = ("m",), 120_000_000
+        recent._values = np.full((1, 0, 0), np.nan)
+        stored: dict[int, dict[int, float]] = {}
+        clock = 0
+        for _ in range(rng.randint(1, 12)):
+            clock += rng.choice([5, 10, 10, 30]) * 1_000_000
+            batch_rows = []
+            for gpu_id in rng.sample(range(1, 9), rng.randint(1, 8)):
+                ages = [0] if rng.random() < 0.7 else rng.sample(range(0, 200), 3)
+                for age in ages:
+                    at = clock - age * 1_000_000
+                    value = math.nan if rng.random() < 0.1 else float(rng.randint(0, 99))
+                    batch_rows.append((gpu_id, at, stored.get(gpu_id, {}).get(at, value)))
+            if rng.random() < 0.2 and batch_rows:  # a repeat of a sample read before
+                batch_rows.append(batch_rows[0])
+            for gpu_id, at, value in batch_rows:
+                stored.setdefault(gpu_id, {}).setdefault(at, value)
+            ids, ats, vals = zip(*batch_rows, strict=True)
+            recent._merge(np.array(ids), np.array(ats), np.array([vals], dtype=float))
+        gpu_ids = sorted(stored)
+        ends = [
+            datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=max(stored[g]))
+            for g in gpu_ids
+        ]
+        windows = [(w, [("m", a) for a in ("avg", "min", "max")]) for w in (10.0, 60.0, 120.0)]
+        got = recent.windows(gpu_ids, ends, windows)
+        for (window_s, _), result in zip(windows, got, strict=True):
+            for i, gpu_id in enumerate(gpu_ids):
+                newest = max(stored[gpu_id])
+                inside = [v for t, v in stored[gpu_id].items() if t >= newest - window_s * 1e6]
+                assert bool(result.present[i]) == bool(inside)
+                values = [v for v in inside if not math.isnan(v)]
+                expected = {
+                    "avg": sum(values) / len(values) if values else math.nan,
+                    "min": min(values, default=math.nan),
+                    "max": max(values, default=math.nan),
+                }
+                for aggregation, want in expected.items():
+                    value = float(result.values[("m", aggregation)][i])
+                    assert (math.isnan(want) and math.isnan(value)) or math.isclose(value, want), (
+                        window_s,
+                        gpu_id,
+                        aggregation,
+                        value,
+                        want,
+                    )
