@@ -4,6 +4,7 @@ without samples), scope resolution, and the lazily computed fleet health and dri
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 import re
@@ -266,8 +267,10 @@ def load_context(
     return EvalContext(session, now, health_rules, nodes, gpus, fresh, only)
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def fingerprint(rule_name: str, identity: tuple[str, ...]) -> str:
     """A stable 16-hex-digit id of (rule, entity): SHA-256 of the rule name and the entity's
-    identity (hostname, GPU UUID, device …), independent of values and label order."""
+    identity (hostname, GPU UUID, device …), independent of values and label order. Kept for
+    the 262,144 most recent pairs (a fleet's firing instances are the same every tick)."""
     raw = json.dumps([rule_name, *identity], separators=(",", ":"))
     return hashlib.sha256(raw.encode()).hexdigest()[:16]

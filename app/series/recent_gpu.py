@@ -140,17 +140,24 @@ class RecentGpuSamples:
     def windows(
         self,
         gpu_ids: Sequence[int],
+        owners: Sequence[int],
         ends: Sequence[datetime],
         slots: Sequence[tuple[float, Sequence[Need]]],
     ) -> list[Windows]:
         """Per slot ``(window seconds, needs)``: the aggregates over each GPU's samples with
-        ``sampled_at ≥ end − window``, ``ends`` given per GPU (its node's newest sample).
+        ``sampled_at ≥ end − window``; ``owners`` (node ids) and ``ends`` (the node's newest
+        sample as the caller read it) given per GPU.
+
+        A window ends at the later of ``end`` and the owner's newest sample held: a batch
+        committed after the caller read ``end`` (Postgres reads each statement's own snapshot)
+        is then in every window of its node, as if both were read together, never in a window
+        that ends before it.
 
         ``avg`` is the sum of the values present over their count; ``min``/``max`` of the
         values present; NaN when the window has samples but no value.
 
         Raises:
-            KeyError: a metric that was not refreshed.
+            ValueError: a metric that was not refreshed.
         """
         n = len(gpu_ids)
         rows = np.fromiter((self._row_of.get(g, -1) for g in gpu_ids), dtype=np.int64, count=n)
@@ -159,12 +166,21 @@ class RecentGpuSamples:
         times = np.full((n, width), EMPTY, dtype=np.int64)
         times[known] = self._times[rows[known]]
         end_us = np.fromiter((to_us(e) for e in ends), dtype=np.int64, count=n)
+        if n and width:
+            _, owner = np.unique(np.asarray(owners, dtype=np.int64), return_inverse=True)
+            newest = np.full(int(owner.max()) + 1, EMPTY, dtype=np.int64)
+            np.maximum.at(newest, owner, times.max(axis=1))
+            end_us = np.maximum(end_us, newest[owner])
         held = times != EMPTY
         spans = []  # per slot: (present, the length of the prefix holding the window)
         for window_s, _ in slots:
             cutoff = (end_us - round(window_s * 1_000_000))[:, None]
             older = held & (times < cutoff)
-            first_older = np.where(older.any(axis=1), older.argmax(axis=1), width)
+            first_older = (
+                np.where(older.any(axis=1), older.argmax(axis=1), width)
+                if width
+                else np.zeros(n, dtype=np.int64)
+            )
             spans.append((np.asarray((times >= cutoff).any(axis=1)), first_older))
         out = [Windows(present, {}) for present, _ in spans]
         wanted = sorted({m for _, needs in slots for m, _ in needs})

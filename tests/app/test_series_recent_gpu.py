@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,7 +41,7 @@ def session_of(db_url: str) -> Iterator[Any]:
     engine.dispose()
 
 
-def random_batch(rng: random.Random, hostname: str, ages: list[float]) -> dict[str, Any]:
+def random_batch(rng: random.Random, hostname: str, ages: Sequence[float]) -> dict[str, Any]:
     """A batch of ``hostname``'s 3 GPUs with one sample per age (seconds before NOW) and
     random values, some missing."""
     gpus = [gpu(i, hostname=hostname) for i in range(3)]
@@ -281,7 +281,7 @@ def test_merging_in_any_order_equals_aggregating_every_sample_kept() -> None:
             for g in gpu_ids
         ]
         windows = [(w, [("m", a) for a in ("avg", "min", "max")]) for w in (10.0, 60.0, 120.0)]
-        got = recent.windows(gpu_ids, ends, windows)
+        got = recent.windows(gpu_ids, gpu_ids, ends, windows)  # a node per GPU here
         for (window_s, _), result in zip(windows, got, strict=True):
             for i, gpu_id in enumerate(gpu_ids):
                 newest = max(stored[gpu_id])
@@ -302,3 +302,70 @@ def test_merging_in_any_order_equals_aggregating_every_sample_kept() -> None:
                         value,
                         want,
                     )
+
+
+def test_a_batch_committed_during_an_evaluation_moves_its_nodes_window_end(
+    db_url: str, session_of: Any
+) -> None:
+    """Postgres reads each statement's own snapshot: the node's newest sample was read at the
+    start of the evaluation, the batch stored since is read from the feed. The window ends at
+    the newest sample read (the 99s are in, with the 60s of the 15 s before), never at the
+    older end with the newer samples counted on top."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite: the evaluation holds the write lock, no batch commits meanwhile")
+    g = gpu(0)
+
+    def put(ages: list[int], temp_c: float) -> None:
+        payload = batch("node-a", gpus=[g], samples_per_gpu=0)
+        payload["samples"] = [sample(g, NOW + timedelta(seconds=a), temp_c=temp_c) for a in ages]
+        store_payload(db_url, payload, received_at=NOW)
+
+    put([-20, -15, -10, -5, 0], 60)
+    group: Group = {("gpu", "window", 15.0): [("temp_c", "avg")]}
+    recent = RecentGpuSamples(consume_feed=db_url.startswith("postgresql"))
+    with session_of() as session:
+        ctx = load_context(session, now=NOW, health_rules=DEFAULT_RULES)
+        ctx.recent_gpu = recent
+        shared._recent_gpu_windows(ctx, group)  # the previous tick
+    with session_of() as session:
+        ctx = load_context(session, now=NOW, health_rules=DEFAULT_RULES)
+        ctx.recent_gpu = recent
+        put([5, 10, 15], 99)  # committed after the evaluation read the node's newest sample
+        got = shared._recent_gpu_windows(ctx, group)[("gpu", "window", 15.0)]
+        assert list(got[("temp_c", "avg")].values()) == [(60 + 3 * 99) / 4]
+
+
+def test_no_sample_held_gives_empty_windows(db_url: str) -> None:
+    from app.alerts.evaluator import evaluate
+    from tests.factories import add_rules, wipe_alerts
+
+    assert RecentGpuSamples().windows([], [], [], [(15.0, [])])[0].present.tolist() == []
+    recent = RecentGpuSamples()
+    engine = make_engine(db_url)
+    with session_scope(make_session_factory(engine)) as session:
+        recent.refresh(session, metrics={"temp_c": TARGETS["gpu"].metrics["temp_c"]}, span_s=60)
+    [empty] = recent.windows([1], [1], [NOW], [(15.0, [("temp_c", "avg")])])
+    assert empty.present.tolist() == [False]
+    assert math.isnan(empty.values[("temp_c", "avg")][0])
+    add_rules(
+        db_url,
+        {
+            "name": "hot",
+            "condition": {
+                "kind": "threshold",
+                "target": "gpu",
+                "metric": "temp_c",
+                "aggregation": "avg",
+                "window": "30s",
+                "op": ">",
+                "threshold": 85,
+            },
+        },
+    )
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            report = evaluate(session, now=NOW, health_rules=DEFAULT_RULES)
+        engine.dispose()
+        assert report.failed == {}
+    finally:
+        wipe_alerts(db_url)

@@ -114,6 +114,7 @@ def _recent_gpu_windows(
     slots = sorted(group.items())
     computed = recent.windows(
         [g.id for g in gpus],
+        [g.node_id for g in gpus],
         ends,
         [(slot[2], needs) for slot, needs in slots],
     )
