@@ -63,7 +63,9 @@ def step(
             if now - since >= timedelta(seconds=timing.for_s):
                 return _to(held, "firing", now, fired_at=now)
             return held, None
-        return replace(prev, last_active_at=now), None
+        # Not dataclasses.replace: this is the steady path of every firing instance each tick.
+        held = InstanceState(prev.state, prev.active_since, now, prev.fired_at, prev.resolved_at)
+        return held, None
     if prev.state == "pending":
         return _to(replace(prev, active_since=None), "inactive", now)
     if prev.state == "firing":

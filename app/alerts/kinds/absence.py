@@ -5,6 +5,7 @@ nodes counted from ``created_at``), a GPU of a fresh node missing from the batch
 
 from __future__ import annotations
 
+import bisect
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -16,37 +17,33 @@ from app.metrics.models import gpu_sample
 
 def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
     """Observations of an absence rule; ``value`` is the seconds since last received (None for a
-    metric never received within the bound scanned)."""
+    metric never received within the bound scanned). Ages are computed once per evaluation and
+    kept sorted, so a rule looks only at the entities older than its ``after``."""
     cond = spec.condition
     assert isinstance(cond, AbsenceCondition)
     now, out = ctx.now, []
     after = cond.after if cond.after is not None else ctx.stale_after_s
     if cond.target == "node":
-        for node in ctx.nodes.values():
-            if not ctx.node_in(spec.scope, node.id):
-                continue
-            age = (now - (node.last_seen_at or node.created_at)).total_seconds()
-            if age > after:
+        ages, ids = _sorted_ages(ctx, "node")
+        for i in range(bisect.bisect_right(ages, after), len(ages)):
+            node = ctx.nodes[ids[i]]
+            if ctx.node_in(spec.scope, node.id):
                 out.append(
                     Observation(
-                        ctx.node_labels(node.id), (node.hostname,), age, True, node.hostname
+                        ctx.node_labels(node.id), (node.hostname,), ages[i], True, node.hostname
                     )
                 )
         return out
-    in_scope = ctx.scoped_gpus(spec.scope)
-    fresh = ctx.fresh_node_ids
-    gpus = [
-        g
-        for g in ctx.gpus.values()
-        if g.node_id in fresh and (in_scope is None or g.id in in_scope)
-    ]
+    absent: dict[int, float | None]
     if cond.target == "gpu":
-        ages = {g.id: (now - g.last_seen_at).total_seconds() for g in gpus}
-        absent: dict[int, float | None] = {gid: age for gid, age in ages.items() if age > after}
+        ages, ids = _sorted_ages(ctx, "gpu")
+        start = bisect.bisect_right(ages, after)
+        absent = {ids[i]: ages[i] for i in range(start, len(ages))}
     else:
         assert cond.metric is not None
         since = now - timedelta(seconds=after)
-        skews = [abs(ctx.nodes[g.node_id].clock_skew_s or 0.0) for g in gpus]
+        fresh = _fresh_gpu_ids(ctx)
+        skews = [abs(ctx.nodes[n].clock_skew_s or 0.0) for n in ctx.fresh_node_ids]
         # sampled_at bounds the index scan; received_at (server time) decides. Rules asking
         # the same (metric, bounds) share one statement: it does not depend on the scope.
         lower = since - timedelta(seconds=max(skews, default=0.0) + 60.0)
@@ -65,9 +62,11 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
                     .distinct()
                 )
             )
-        present = cache[key]
-        absent = {g.id: None for g in gpus if g.id not in present}
+        absent = dict.fromkeys(fresh - cache[key])
+    in_scope = ctx.scoped_gpus(spec.scope)
     for gpu_id, seconds in sorted(absent.items()):
+        if in_scope is not None and gpu_id not in in_scope:
+            continue
         gpu = ctx.gpus[gpu_id]
         out.append(
             Observation(
@@ -79,3 +78,36 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
             )
         )
     return out
+
+
+def _fresh_gpu_ids(ctx: EvalContext) -> set[int]:
+    """Ids of the GPUs of fresh nodes (once per evaluation)."""
+    if "absence_fresh_gpus" not in ctx.cache:
+        fresh = ctx.fresh_node_ids
+        ctx.cache["absence_fresh_gpus"] = {g.id for g in ctx.gpus.values() if g.node_id in fresh}
+    ids: set[int] = ctx.cache["absence_fresh_gpus"]
+    return ids
+
+
+def _sorted_ages(ctx: EvalContext, target: str) -> tuple[list[float], list[int]]:
+    """Seconds since each node was last seen (never seen: since it was created), or each GPU of
+    a fresh node, ascending, with the ids in the same order (once per evaluation)."""
+    key = f"absence_ages_{target}"
+    if key not in ctx.cache:
+        now = ctx.now
+        if target == "node":
+            pairs = [
+                ((now - (n.last_seen_at or n.created_at)).total_seconds(), n.id)
+                for n in ctx.nodes.values()
+            ]
+        else:
+            fresh = _fresh_gpu_ids(ctx)
+            pairs = [
+                ((now - g.last_seen_at).total_seconds(), g.id)
+                for g in ctx.gpus.values()
+                if g.id in fresh
+            ]
+        pairs.sort()
+        ctx.cache[key] = ([age for age, _ in pairs], [i for _, i in pairs])
+    ages: tuple[list[float], list[int]] = ctx.cache[key]
+    return ages
