@@ -3,15 +3,16 @@ then only what the ingest stored since (:mod:`app.series.arrivals`), and aggrega
 
 At 1,000 nodes × 8 GPUs the widest rule window of 10 min is 480,000 raw rows; scanning and
 grouping them in Postgres every 10-s tick took ~1 s, turning the groups into Python ~0.3 s. Here
-a tick reads the ~8,000 rows that arrived (one binary ``COPY``), merges them, and computes every
-window's count, avg, min and max for every GPU from prefix sums over the rows sorted newest
-first (one pass per metric for all windows).
+a tick reads the ~8,000 rows that arrived (packed into one row of byte strings), merges them,
+and computes every window's count, avg, min and max for every GPU from prefix sums over the rows
+sorted newest first (one pass per metric for all windows).
 
 Layout: per metric a (GPUs × slots) float64 array (NaN: no value), and a (GPUs × slots) int64
-array of ``sampled_at`` in µs since the epoch, each GPU's row sorted newest first and padded
-with :data:`EMPTY`. A row re-read (feed ranges overlap, a take rolled back) is dropped as a
-duplicate of its ``(gpu, sampled_at)``; rows older than the span before their GPU's newest are
-dropped. Memory: 8 bytes × (metrics + 1) × samples held, ~40 MB at 1,000 nodes, 10 metrics and
+array of ``sampled_at`` in µs since the epoch; in each GPU's row the times decrease strictly,
+with :data:`EMPTY` holes (NaN values) where a tick brought it fewer samples than others (packed
+away when they outnumber the samples). A row re-read (feed ranges overlap, a take rolled back)
+is dropped as a duplicate of its ``(gpu, sampled_at)``; rows older than the span before their
+GPU's newest are cut off. Memory: 8 bytes × (metrics + 1) × samples held, ~40 MB at 1,000 nodes, 10 metrics and
 10-min windows of 10-s samples.
 
 Values are exact as stored: integer counters up to 2⁵³ as float64, as the SQL aggregates cast
@@ -28,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy import BigInteger, Float, and_, cast, func, literal, literal_column, select
+from sqlalchemy import Float, and_, cast, func, literal, literal_column, select
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
@@ -41,6 +42,8 @@ MAX_SPAN_S = 900.0
 #: Pads a GPU's row of sample times past its last sample.
 EMPTY = np.iinfo(np.int64).min
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: Postgres sends a timestamptz as µs since 2000-01-01 (PostgreSQL "Date/Time Types").
+_PG_EPOCH_US = 946_684_800_000_000
 SERIES = gpu_sample.name
 #: A metric: its SQL expression over ``gpu_sample`` (or an alias of it).
 MetricExpr = Callable[[Any], Any]
@@ -309,12 +312,11 @@ def _sorted_unique(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, n
 
 def _columns(exprs: Sequence[MetricExpr], t: Any, postgres: bool) -> list[Any]:
     if postgres:
-        stamp = cast(func.extract("epoch", t.c.sampled_at) * 1_000_000, BigInteger)
         nan: Any = literal_column("'NaN'::float8")
         return [
-            t.c.gpu_id,
-            stamp,
-            *(func.coalesce(cast(e(t), Float), nan) for e in exprs),
+            t.c.gpu_id.label("g"),
+            t.c.sampled_at.label("t"),
+            *(func.coalesce(cast(e(t), Float), nan).label(f"m{i}") for i, e in enumerate(exprs)),
         ]
     return [t.c.gpu_id, t.c.sampled_at, *(cast(e(t), Float) for e in exprs)]
 
@@ -348,7 +350,7 @@ def _read_whole(
         stmt = stmt.where(Node.id.in_(sorted(node_ids)))
     if not postgres:
         return _from_rows(session.execute(stmt).all(), len(exprs))
-    return _copy(session, stmt, len(exprs))
+    return _packed(session, stmt, len(exprs))
 
 
 def _read_arrived(
@@ -366,7 +368,7 @@ def _read_arrived(
         t.c.sampled_at >= taken.c.last_at - literal(span),
     )
     stmt = select(*_columns(exprs, t, True)).select_from(t.join(taken, on))
-    return _copy(session, stmt, len(exprs))
+    return _packed(session, stmt, len(exprs))
 
 
 def _empty(metrics: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -382,33 +384,26 @@ def _from_rows(rows: Sequence[Any], metrics: int) -> tuple[np.ndarray, np.ndarra
     return gpu_ids, times, np.ascontiguousarray(values)
 
 
-def _copy(session: Session, stmt: Any, metrics: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``stmt`` (gpu_id int4, µs int8, metrics float8, none NULL) through a binary ``COPY``,
-    parsed as fixed-width records (PostgreSQL "COPY", "Binary Format")."""
-    compiled = stmt.compile(dialect=session.get_bind().dialect)
-    fields = [("fields", ">i2"), ("n0", ">i4"), ("gpu", ">i4"), ("n1", ">i4"), ("at", ">i8")]
+def _packed(session: Session, stmt: Any, metrics: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of ``stmt`` (``g`` gpu id int4, ``t`` timestamptz, ``m0``… float8, none NULL)
+    as one row of one ``bytea`` per column, each the column's values in their binary send
+    form concatenated in one pass (``string_agg``: every aggregate of a query sees the rows in
+    the same order), unpacked with numpy. A row per sample through the driver, or a binary
+    ``COPY`` (one protocol message per row), spent more time in Python than Postgres spent
+    reading (0.9 s for 464,000 samples, 0.55 s this way)."""
+    rows = stmt.subquery("q")
+    empty: Any = literal_column("''::bytea")
+    packed = select(
+        func.string_agg(func.int4send(rows.c.g), empty),
+        func.string_agg(func.timestamptz_send(rows.c.t), empty),
+        *(func.string_agg(func.float8send(rows.c[f"m{m}"]), empty) for m in range(metrics)),
+    )
+    got = session.execute(packed).one()
+    if got[0] is None:
+        return _empty(metrics)
+    gpu_ids = np.frombuffer(got[0], dtype=">i4").astype(np.int64)
+    times = np.frombuffer(got[1], dtype=">i8").astype(np.int64) + _PG_EPOCH_US
+    values = np.empty((metrics, len(gpu_ids)))
     for m in range(metrics):
-        fields += [(f"n{m + 2}", ">i4"), (f"m{m}", ">f8")]
-    record = np.dtype(fields)
-    buffer = bytearray()
-    cursor = session.connection().connection.cursor()
-    try:
-        with cursor.copy(f"COPY ({compiled}) TO STDOUT (FORMAT BINARY)", compiled.params) as copy:
-            for chunk in copy:
-                buffer += chunk
-    finally:
-        cursor.close()
-    header = 19  # signature (11), flags (4), extension length (4, zero)
-    body = memoryview(buffer)[header : len(buffer) - 2]  # trailer: a field count of -1
-    if len(body) % record.itemsize:
-        raise ValueError(f"COPY of recent GPU samples: {len(body)} bytes, not whole records")
-    got = np.frombuffer(body, dtype=record)
-    widths = [("fields", 2 + metrics), ("n0", 4), ("n1", 8)]
-    widths += [(f"n{m + 2}", 8) for m in range(metrics)]
-    for name, expected in widths:
-        if len(got) and not (got[name] == expected).all():
-            raise ValueError(f"COPY of recent GPU samples: unexpected record layout ({name})")
-    values = np.empty((metrics, len(got)))
-    for m in range(metrics):
-        values[m] = got[f"m{m}"]
-    return got["gpu"].astype(np.int64), got["at"].astype(np.int64), values
+        values[m] = np.frombuffer(got[2 + m], dtype=">f8")
+    return gpu_ids, times, values
