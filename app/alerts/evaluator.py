@@ -15,12 +15,14 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import Table, bindparam, insert, select, text, update
 from sqlalchemy.orm import Session
 
+from app.alerts import bulk_writes
 from app.alerts.context import Observation, fingerprint, load_context
 from app.alerts.kinds import observe, shared
 from app.alerts.lifecycle import InstanceState, Timing, step
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import active_silences, is_silenced
 from app.alerts.spec import RuleSpec
+from app.db import utcnow
 from app.health.rules import HealthRules
 from app.notify import outbox as notify_outbox
 from app.series.recent_gpu import RecentGpuSamples
@@ -112,13 +114,6 @@ _READ = (
 )
 
 
-_VALUES_UPDATE = text(
-    "UPDATE alert_instance SET value = u.value"
-    " FROM unnest(CAST(:ids AS integer[]), CAST(:vals AS double precision[])) AS u(id, value)"
-    " WHERE alert_instance.id = u.id"
-)
-
-
 def apply_rule(
     session: Session,
     *,
@@ -128,6 +123,7 @@ def apply_rule(
     silences: list[AlertSilence],
     now: datetime,
     active: dict[str, Any],
+    notify: bool = True,
 ) -> int:
     """Step every instance of one rule with this evaluation's ``observations``, writing each
     transition and its event; returns the number of transitions written. ``active``: the
@@ -135,7 +131,9 @@ def apply_rule(
     observed ones not among them are read here. Instances are read as
     Core rows; new instances, changed instances (only the columns that changed, one
     executemany per set of columns) and events are written as one executemany each, so a rule
-    firing on 8,000 GPUs at once is not 16,000 round trips, and a steady one writes nothing."""
+    firing on 8,000 GPUs at once is not 16,000 round trips, and a steady one writes nothing
+    (on Postgres one statement per table, :mod:`app.alerts.bulk_writes`). ``notify`` False:
+    no notification route is active, the events are written as seen by the notifier."""
     session.flush()  # Core reads below do not autoflush pending ORM changes (acks, edits)
     observed = {fingerprint(spec.name, o.identity): o for o in observations}
     instances = dict(active)
@@ -176,16 +174,17 @@ def apply_rule(
                 updates.setdefault(keys, []).append({"k_id": inst.id, **params})
         if transition is not None:
             changes.append((fp, row, transition.from_state, transition.to_state))
-    if created:
+    postgres = session.get_bind().dialect.name == "postgresql"
+    if created and postgres:
+        ids.update(bulk_writes.insert_instances(session, created))
+    elif created:
         session.execute(insert(AlertInstance), created)
     for keys, batch in updates.items():
-        if keys == ("value",) and session.get_bind().dialect.name == "postgresql":
-            # The common steady change (an absence's age, a window's new value): one statement
-            # joining two arrays, not one UPDATE per instance.
-            session.execute(
-                _VALUES_UPDATE,
-                {"ids": [p["k_id"] for p in batch], "vals": [p["v_value"] for p in batch]},
-            )
+        if postgres:
+            # One statement joining one array per column (the common steady change is an
+            # absence's age or a window's new value; a mass transition thousands of states),
+            # not one UPDATE per instance.
+            bulk_writes.update_instances(session, keys, batch)
             continue
         stmt = (
             update(_T)
@@ -203,26 +202,30 @@ def apply_rule(
             )
         )
         ids.update((fp, instance_id) for fp, instance_id in found)
-    session.execute(
-        insert(AlertEvent),
-        [
-            {
-                "instance_id": ids[fp],
-                "rule_id": rule_id,
-                "at": now,
-                "from_state": from_state,
-                "to_state": to_state,
-                "value": row["value"],
-                "severity": spec.severity,
-                "labels": row["labels"],
-                "summary": row["summary"],
-                "silenced": row["silenced"],
-                "acked": row["acked"],
-            }
-            for fp, row, from_state, to_state in changes
-        ],
-    )
-    notify_outbox.enqueue_events(session, rule_id=rule_id, at=now)  # the outbox, same transaction
+    events = [
+        {
+            "instance_id": ids[fp],
+            "rule_id": rule_id,
+            "at": now,
+            "from_state": from_state,
+            "to_state": to_state,
+            "value": row["value"],
+            "severity": spec.severity,
+            "labels": row["labels"],
+            "summary": row["summary"],
+            "silenced": row["silenced"],
+            "acked": row["acked"],
+            # No route to tell: seen by the notifier as written (what it would mark them).
+            **({} if notify else {"notified_at": utcnow()}),
+        }
+        for fp, row, from_state, to_state in changes
+    ]
+    if postgres:
+        bulk_writes.insert_events(session, events)
+    else:
+        session.execute(insert(AlertEvent), events)
+    if notify:
+        notify_outbox.enqueue_events(session, rule_id=rule_id, at=now)  # same transaction
     return len(changes)
 
 
@@ -392,6 +395,7 @@ def evaluate(
     session.flush()
     hosts = None if nodes is None else sorted(node.hostname for node in ctx.nodes.values())
     active = active_instances(session, [rule_id for rule_id, _, _ in observed], hostnames=hosts)
+    notify = bool(notify_outbox.active_routes(session))
 
     def apply_one(item: tuple[int, RuleSpec, list[Observation]]) -> int:
         rule_id, spec, observations = item
@@ -403,6 +407,7 @@ def evaluate(
             silences=silences,
             now=now,
             active=active[rule_id],
+            notify=notify,
         )
 
     for changed in _each_guarded(session, observed, apply_one, report):
