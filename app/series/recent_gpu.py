@@ -12,8 +12,8 @@ array of ``sampled_at`` in µs since the epoch; in each GPU's row the times decr
 with :data:`EMPTY` holes (NaN values) where a tick brought it fewer samples than others (packed
 away when they outnumber the samples). A row re-read (feed ranges overlap, a take rolled back)
 is dropped as a duplicate of its ``(gpu, sampled_at)``; rows older than the span before their
-GPU's newest are cut off. Memory: 8 bytes × (metrics + 1) × samples held, ~40 MB at 1,000 nodes, 10 metrics and
-10-min windows of 10-s samples.
+GPU's newest are cut off. Memory: 8 bytes × (metrics + 1) × samples held, ~40 MB at 1,000
+nodes, 10 metrics and 10-min windows of 10-s samples.
 
 Values are exact as stored: integer counters up to 2⁵³ as float64, as the SQL aggregates cast
 them; a window holds the samples with ``sampled_at ≥ end − window`` (µs, exact on both
@@ -39,6 +39,8 @@ from app.series import arrivals
 
 #: The widest window kept in memory; a rule's wider GPU window is scanned in the database.
 MAX_SPAN_S = 900.0
+#: A reader loads whole again after this long, so GPUs gone from the fleet leave its memory.
+RELOAD_EVERY_S = 6 * 3600.0
 #: Pads a GPU's row of sample times past its last sample.
 EMPTY = np.iinfo(np.int64).min
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -85,6 +87,7 @@ class RecentGpuSamples:
         self._times = np.full((0, 0), EMPTY, dtype=np.int64)
         self._values = np.full((0, 0, 0), np.nan)
         self._taken_at: float | None = None
+        self._loaded_at: float | None = None
 
     @property
     def samples(self) -> int:
@@ -102,13 +105,20 @@ class RecentGpuSamples:
         """Bring the samples up to date with what ``session`` sees, for ``metrics`` and windows
         up to ``span_s``: what arrived since the last refresh, or everything (of ``node_ids``
         only, when given, which a feed reader never is) when this holds other metrics or a
-        shorter span, was never loaded, or last read the feed over ``KEEP_S / 2`` ago.
+        shorter span, was never loaded, last read the feed over ``KEEP_S / 2`` ago, or loaded
+        whole over :data:`RELOAD_EVERY_S` ago (so GPUs gone from the fleet are forgotten).
 
         On any error the samples are forgotten (the next refresh reloads) and it is raised.
         """
         names = tuple(sorted(metrics))
         span_us = round(span_s * 1_000_000)
-        stale = self._taken_at is None or (time.monotonic() - self._taken_at > arrivals.KEEP_S / 2)
+        clock = time.monotonic()
+        stale = (
+            self._taken_at is None
+            or self._loaded_at is None
+            or clock - self._taken_at > arrivals.KEEP_S / 2
+            or clock - self._loaded_at > RELOAD_EVERY_S
+        )
         whole = (
             not self.consume_feed
             or stale
@@ -125,6 +135,7 @@ class RecentGpuSamples:
                 self._values = np.full((len(names), 0, 0), np.nan)
                 gpu_ids, times, values = _read_whole(session, self._exprs, span_us, node_ids)
                 self.loads += 1
+                self._loaded_at = clock
             else:
                 gpu_ids, times, values = _read_arrived(session, self._exprs, self._span_us)
             self._merge(gpu_ids, times, values)

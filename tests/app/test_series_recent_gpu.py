@@ -369,3 +369,35 @@ def test_no_sample_held_gives_empty_windows(db_url: str) -> None:
         assert report.failed == {}
     finally:
         wipe_alerts(db_url)
+
+
+def test_a_feed_reader_loads_whole_again_after_hours_forgetting_gone_gpus(
+    db_url: str, session_of: Any
+) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("the arrival feed is Postgres's")
+    from app.series import recent_gpu
+
+    store_payload(db_url, random_batch(random.Random(4), "node-a", [10, 0]), received_at=NOW)
+    recent = RecentGpuSamples(consume_feed=True)
+    metric = {"temp_c": TARGETS["gpu"].metrics["temp_c"]}
+    with session_of() as session:
+        recent.refresh(session, metrics=metric, span_s=60)
+        recent.refresh(session, metrics=metric, span_s=60)
+        assert recent.loads == 1
+        recent._loaded_at = (recent._loaded_at or 0) - recent_gpu.RELOAD_EVERY_S - 1
+        recent.refresh(session, metrics=metric, span_s=60)
+        assert recent.loads == 2
+
+
+def test_huge_values_times_a_scale_compare_without_a_warning() -> None:
+    import warnings
+
+    import numpy as np
+
+    from app.alerts.kinds.entity_values import EntityValues
+
+    values = EntityValues([(1,), (2,), (3,)], np.array([1e308, -1e308, np.inf]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert values.breaching(">", 1e300, scale=3600.0) == [0, 2]

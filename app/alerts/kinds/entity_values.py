@@ -56,9 +56,9 @@ class EntityValues(Mapping[EntityKey, float | None]):
 
         Raises:
             KeyError: an unknown ``op``."""
-        scaled = self.array * scale if scale != 1.0 else self.array
-        missing = np.isnan(scaled)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):  # inf × scale is inf, as in Python
+            scaled = self.array * scale if scale != 1.0 else self.array
+            missing = np.isnan(scaled)
             met = _OPS[op](scaled, threshold) & ~missing
         if with_no_data:
             met |= missing
