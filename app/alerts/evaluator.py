@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, bindparam, insert, select, text, update
+from sqlalchemy import Table, Text, bindparam, insert, select, text, type_coerce, update
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
+from sqlalchemy.types import TypeDecorator
 
 from app.alerts import bulk_writes
 from app.alerts.context import Observation, fingerprint, load_context
@@ -22,7 +24,7 @@ from app.alerts.lifecycle import InstanceState, Timing, step
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import active_silences, is_silenced
 from app.alerts.spec import RuleSpec
-from app.db import utcnow
+from app.db import json_loads, utcnow
 from app.health.rules import HealthRules
 from app.notify import outbox as notify_outbox
 from app.series.recent_gpu import RecentGpuSamples
@@ -114,6 +116,28 @@ _READ = (
 )
 
 
+class _LabelsText(TypeDecorator[Any]):
+    """An instance's labels read as JSON text and parsed here by :func:`app.db.json_loads`
+    (orjson): the driver's own JSON loader cost ~15 µs per row, ~0.2 s a tick for the
+    ~14,000 active instances read at 1,000 nodes."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_result_value(self, value: Any, dialect: Any) -> Any:
+        return None if value is None else json_loads(value)
+
+
+def _read_columns() -> list[Any]:
+    """The :data:`_READ` columns, labels as :class:`_LabelsText`."""
+    return [
+        type_coerce(sql_cast(_T.c.labels, Text), _LabelsText).label("labels")
+        if c == "labels"
+        else _T.c[c]
+        for c in _READ
+    ]
+
+
 def apply_rule(
     session: Session,
     *,
@@ -139,7 +163,7 @@ def apply_rule(
     instances = dict(active)
     others = sorted(set(observed) - set(instances))
     if others:  # observed again after it resolved (or never active): read those too
-        query = select(*(_T.c[c] for c in _READ)).where(
+        query = select(*_read_columns()).where(
             _T.c.rule_id == rule_id, _T.c.fingerprint.in_(others)
         )
         instances.update((i.fingerprint, i) for i in session.execute(query))
@@ -239,7 +263,7 @@ def active_instances(
     out: dict[int, dict[str, Any]] = {rule_id: {} for rule_id in rule_ids}
     if not rule_ids or hostnames == []:
         return out
-    query = select(_T.c.rule_id, *(_T.c[c] for c in _READ)).where(
+    query = select(_T.c.rule_id, *_read_columns()).where(
         _T.c.rule_id.in_(rule_ids), _T.c.state.in_(("pending", "firing"))
     )
     if hostnames is not None:
