@@ -157,10 +157,12 @@ def test_the_last_attempt_happens_inside_the_deadline(env: Env) -> None:
     with receiver([Answer(500, b"down")]) as hook:
         delivery.add_channel(env, hook.url + "/hook")
         env.alerts.transition("gpu-lost", "n1", "firing")
-        # Backoff 2 s then 4 s: the second retry would come after the 3-s deadline. (At 1 s /
-        # 1.5 s the 0.25-s margins failed once in a loaded full run.)
+        # Backoff 4 s then 8 s: the second retry would come after the 6-s deadline, so the last
+        # try is at 5 s. (At 2 s / 3 s with a 0.5-s margin a full run on a loaded 2-CPU machine
+        # sent the first retry late enough to leave no room for the last; at 1 s / 1.5 s the
+        # 0.25-s margins failed once.)
         worker = make_worker(
-            env, deadline_s=3.0, backoff_base_s=2.0, backoff_cap_s=20.0, last_try_margin_s=0.5
+            env, deadline_s=6.0, backoff_base_s=4.0, backoff_cap_s=20.0, last_try_margin_s=1.0
         )
         drain(env, worker)
         worker.close()
@@ -168,7 +170,7 @@ def test_the_last_attempt_happens_inside_the_deadline(env: Env) -> None:
     assert row.status == "failed" and row.attempts == 3 == len(hook.requests)
     assert row.last_error == "gave up at the deadline after 3 attempts: Webhook: HTTP 500: down"
     last_at = hook.requests[-1].at - hook.requests[0].at
-    assert 2.0 < last_at < 3.0
+    assert 4.0 < last_at < 6.0
 
 
 @pytest.mark.parametrize(
