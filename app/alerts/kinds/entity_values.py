@@ -4,22 +4,14 @@ comparison is one vectorised pass over 8,000 GPUs instead of a Python loop or a 
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-EntityKey = tuple[Any, ...]
+from app.alerts.kinds import OPERATORS
 
-_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    ">": operator.gt,
-    ">=": operator.ge,
-    "<": operator.lt,
-    "<=": operator.le,
-    "==": operator.eq,
-    "!=": operator.ne,
-}
+EntityKey = tuple[Any, ...]
 
 
 class EntityValues(Mapping[EntityKey, float | None]):
@@ -59,7 +51,7 @@ class EntityValues(Mapping[EntityKey, float | None]):
         with np.errstate(invalid="ignore", over="ignore"):  # inf × scale is inf, as in Python
             scaled = self.array * scale if scale != 1.0 else self.array
             missing = np.isnan(scaled)
-            met = _OPS[op](scaled, threshold) & ~missing
+            met = OPERATORS[op](scaled, threshold) & ~missing
         if with_no_data:
             met |= missing
         return np.flatnonzero(met).tolist()
