@@ -11,7 +11,6 @@ entity, never histories.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -105,12 +104,14 @@ def _recent_gpu_windows(
     node_ids = None if ctx.only_nodes is None else sorted(ctx.only_nodes)
     recent.refresh(ctx.session, metrics=metrics, span_s=max(s[2] for s in group), node_ids=node_ids)
     ctx.cache["recent_gpu_used"] = True
-    gpus = [
-        g
+    ended = [
+        (g, end)
         for g in ctx.gpus.values()
-        if g.node_id in ctx.fresh_node_ids and ctx.nodes[g.node_id].last_sample_at is not None
+        if g.node_id in ctx.fresh_node_ids
+        and (end := ctx.nodes[g.node_id].last_sample_at) is not None
     ]
-    ends = [ctx.nodes[g.node_id].last_sample_at or datetime.min for g in gpus]
+    gpus = [g for g, _ in ended]
+    ends = [end for _, end in ended]
     slots = sorted(group.items())
     computed = recent.windows(
         [g.id for g in gpus],
