@@ -56,6 +56,7 @@ from app.alerts.scheduler import LANES  # noqa: E402
 from app.alerts.spec import RuleSpec  # noqa: E402
 from app.db import make_engine, make_session_factory, session_scope, utcnow  # noqa: E402
 from app.fleet.models import Gpu, Node  # noqa: E402
+from app.gc_tuning import tune_gc  # noqa: E402
 from app.health.rules import DEFAULT_RULES  # noqa: E402
 from app.metrics.models import gpu_sample  # noqa: E402
 from app.migrate import upgrade  # noqa: E402
@@ -257,6 +258,7 @@ def measure(url: str, repeat: int, *, frozen: bool = False) -> None:
     engine = make_engine(url)
     factory = make_session_factory(engine)
     times: dict[str, list[float]] = {lane: [] for lane in LANES}
+    phases: dict[str, list[dict[str, float]]] = {lane: [] for lane in LANES}
     transitions: list[int] = []
     evaluated = 0
     # The timer lane's samples kept between ticks, as the scheduler keeps them (its first
@@ -286,6 +288,7 @@ def measure(url: str, repeat: int, *, frozen: bool = False) -> None:
                         recent_gpu=recent if lane == "timer" else None,
                     )
                     times[lane].append(time.perf_counter() - began)
+                phases[lane].append(report.phases_s)
                 assert not report.failed, report.failed
                 changed += report.transitions
                 evaluated += report.rules
@@ -299,6 +302,14 @@ def measure(url: str, repeat: int, *, frozen: bool = False) -> None:
                 f"  {name:12} first {spent[0]:6.2f}; then median "
                 f"{statistics.median(rest):6.2f}, worst {max(rest):6.2f}"
             )
+        print("median seconds per phase of the ticks after the first:")
+        for lane, reports in phases.items():
+            rest = reports[1:] or reports
+            parts = ", ".join(
+                f"{phase} {statistics.median(r.get(phase, 0.0) for r in rest):.2f}"
+                for phase in ("context", "observe", "instances", "apply")
+            )
+            print(f"  {lane:12} {parts}")
         per_kind: dict[str, list[float]] = defaultdict(list)
         print("observation time per kind (shared scans are paid by the first rule using them):")
         with session_scope(factory) as session:
@@ -345,6 +356,7 @@ def main() -> None:
     )
     parser.add_argument("--db-url", help="measure this already seeded database (rules included)")
     args = parser.parse_args()
+    tune_gc()  # the collector's thresholds of a server process (app.main)
     print(
         f"machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}"
     )

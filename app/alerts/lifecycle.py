@@ -57,14 +57,13 @@ def step(
             if timing.for_s <= 0:
                 return _to(started, "firing", now, fired_at=now)
             return _to(started, "pending", now)
+        # Not dataclasses.replace: this is the steady path of every pending and firing
+        # instance each tick.
+        held = InstanceState(prev.state, prev.active_since, now, prev.fired_at, prev.resolved_at)
         if prev.state == "pending":
-            held = replace(prev, last_active_at=now)
             since = prev.active_since or now
             if now - since >= timedelta(seconds=timing.for_s):
                 return _to(held, "firing", now, fired_at=now)
-            return held, None
-        # Not dataclasses.replace: this is the steady path of every firing instance each tick.
-        held = InstanceState(prev.state, prev.active_since, now, prev.fired_at, prev.resolved_at)
         return held, None
     if prev.state == "pending":
         return _to(replace(prev, active_since=None), "inactive", now)

@@ -1,36 +1,57 @@
-"""A server process collects garbage with thresholds sized for fleet pages
-(:mod:`app.gc_tuning`): with CPython's defaults a 5,000-node overview paid a 240-ms full
-collection every other request."""
+"""The collector pause around alert evaluations: overlapping sections across threads."""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from pathlib import Path
+import threading
 
-import httpx
 import pytest
 
-from app.gc_tuning import THRESHOLDS
-from tests.conftest import make_settings
-from tests.live_server import LiveServer
+from app.gc_tuning import collection_paused, without_collection
 
 
-@pytest.fixture
-def default_gc() -> Iterator[None]:
-    before = gc.get_threshold()
-    yield
-    gc.set_threshold(*before)
+def test_overlapping_sections_enable_the_collector_when_the_last_ends() -> None:
+    assert gc.isenabled()
+    inner_entered, outer_may_leave = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def other() -> None:
+        with collection_paused():
+            inner_entered.set()
+            outer_may_leave.wait(5)
+            seen.append(gc.isenabled())  # the first section ended meanwhile
+
+    with collection_paused():
+        assert not gc.isenabled()
+        thread = threading.Thread(target=other)
+        thread.start()
+        assert inner_entered.wait(5)
+    outer_may_leave.set()
+    thread.join(5)
+    assert seen == [False]
+    assert gc.isenabled()
 
 
-def test_a_started_server_uses_the_fleet_thresholds(
-    sqlite_url: str, tmp_path: Path, default_gc: None
-) -> None:
-    gc.set_threshold(700, 10, 10)
-    server = LiveServer(make_settings(sqlite_url, tmp_path))  # in this process, a thread
-    server.start()
+def test_a_collector_disabled_before_stays_disabled() -> None:
+    gc.disable()
     try:
-        assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
-        assert gc.get_threshold() == THRESHOLDS == (10_000, 50, 50)
+        with collection_paused():
+            pass
+        assert not gc.isenabled()
     finally:
-        server.stop()
+        gc.enable()
+
+
+def test_the_decorator_pauses_and_passes_results_and_errors() -> None:
+    @without_collection
+    def enabled_inside(x: int) -> tuple[int, bool]:
+        return x + 1, gc.isenabled()
+
+    @without_collection
+    def fails() -> None:
+        raise ValueError("boom")
+
+    assert enabled_inside(1) == (2, False)
+    with pytest.raises(ValueError, match="boom"):
+        fails()
+    assert gc.isenabled()
