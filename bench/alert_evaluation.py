@@ -10,9 +10,10 @@ apart, each lane in its own transaction as the scheduler runs them, and prints t
 worst wall time of a tick and of each lane (the event-driven lane is what a wake-up waits
 for), the transitions written and the slowest rule kinds.
 
-Before each tick (untimed) the fleet moves on as a live one would: every GPU, disk, mount, NFS
-mount and NIC port gets one new reading at the tick (a copy of its newest), and every node and
-GPU is seen then. Without it the seeded data only ages, each tick another few thousand
+Before each tick (untimed) the fleet moves on as a live one would: every GPU gets one new
+reading at the tick (a copy of its newest), every disk, mount, NFS mount and NIC port one every
+``--host-step-s`` (the agent's host interval, 60 s by default), and every node and GPU is seen
+then. Without it the seeded data only ages, each tick another few thousand
 absence instances fire, and the figure measures an outage of the whole fleet, not a steady
 cycle (``--frozen`` measures that storm: the data left as seeded).
 
@@ -212,9 +213,10 @@ HOST_TABLES: list[Table] = [
 ]
 
 
-def advance(session: Session, now: datetime) -> None:
-    """One live tick at ``now``: each GPU's newest sample and each host entity's newest reading
-    copied to ``now``, and every node and GPU seen and sampled at ``now``."""
+def advance(session: Session, now: datetime, *, hosts: bool = True) -> None:
+    """One live tick at ``now``: each GPU's newest sample copied to ``now`` and, with
+    ``hosts``, each host entity's newest reading, and every node and GPU seen and sampled at
+    ``now``."""
     at = {"now": now}
     cols = [c.name for c in gpu_sample.c if c.name not in ("sampled_at", "received_at")]
     listed = ", ".join(cols)
@@ -235,7 +237,7 @@ def advance(session: Session, now: datetime) -> None:
         ),
         at,
     )
-    for table in HOST_TABLES:
+    for table in HOST_TABLES if hosts else []:
         keys = [c.name for c in table.primary_key if c.name != "sampled_at"]
         cols = [c.name for c in table.c if c.name != "sampled_at"]
         session.execute(
@@ -252,9 +254,10 @@ def advance(session: Session, now: datetime) -> None:
     session.execute(update(Node).values(last_sample_at=now, last_seen_at=now))
 
 
-def measure(url: str, repeat: int, *, frozen: bool = False) -> None:
-    """Time whole evaluations (after an untimed :func:`advance` each, unless ``frozen``), then
-    each kind's observation queries."""
+def measure(url: str, repeat: int, *, frozen: bool = False, host_step_s: int = 60) -> None:
+    """Time whole evaluations (after an untimed :func:`advance` each, unless ``frozen``; host
+    readings every ``host_step_s``, as agents send them), then each kind's observation
+    queries."""
     engine = make_engine(url)
     factory = make_session_factory(engine)
     times: dict[str, list[float]] = {lane: [] for lane in LANES}
@@ -275,7 +278,7 @@ def measure(url: str, repeat: int, *, frozen: bool = False) -> None:
             now = start + timedelta(seconds=10 * i)
             if not frozen:
                 with session_scope(factory) as session:
-                    advance(session, now)
+                    advance(session, now, hosts=(10 * i) % host_step_s == 0)
             changed = evaluated = 0
             for lane, (_, accepts) in LANES.items():  # as the scheduler's tick runs them
                 with session_scope(factory) as session:
@@ -362,7 +365,7 @@ def main() -> None:
     )
     if args.db_url:
         upgrade(args.db_url)  # a database seeded by an older revision
-        measure(args.db_url, args.repeat, frozen=args.frozen)
+        measure(args.db_url, args.repeat, frozen=args.frozen, host_step_s=args.host_step_s)
         return
     name = f"fleetwatch_bench_{uuid.uuid4().hex[:8]}"
     admin = make_engine(admin_url()).execution_options(isolation_level="AUTOCOMMIT")
@@ -386,7 +389,7 @@ def main() -> None:
         seed_history(url, args.hours, args.step_s, args.host_step_s)
         create_rules(url, args.rules)
         settle(url)
-        measure(url, args.repeat, frozen=args.frozen)
+        measure(url, args.repeat, frozen=args.frozen, host_step_s=args.host_step_s)
     finally:
         if args.keep:
             print(f"\nkept: --db-url {url}")
