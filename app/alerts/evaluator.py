@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 import orjson
@@ -221,6 +221,8 @@ def apply_rule(
     ids: dict[str, int] = {}
     for fp in sorted(set(observed) | set(instances)):
         obs, inst = observed.get(fp), instances.get(fp)
+        if inst is not None and obs is not None and _unchanged(spec, obs, inst, silences, now):
+            continue
         new, transition = step(
             _state_of(inst), condition=condition_of(spec, obs), timing=timing, now=now
         )
@@ -318,6 +320,35 @@ def active_instances(
     for row in session.execute(query).all():  # fetchall: row by row was ~0.13 s more
         out[row.rule_id][row.fingerprint] = row
     return out
+
+
+def _unchanged(
+    spec: RuleSpec, obs: Observation, inst: Any, silences: list[AlertSilence], now: datetime
+) -> bool:
+    """Whether this evaluation leaves active instance ``inst`` as stored: its condition still
+    holds (``obs`` met), no timer runs out (a pending one's ``for``; ``keep_firing_for``
+    needs ``last_active_at`` written), and its labels, value, texts and silencing are those
+    stored. The steady path of most instances each tick, decided without building the state
+    machine's objects and the row (~15 µs an instance, ~0.3 s a tick at 20,000 of them)."""
+    state = inst[_AT["state"]]
+    met = obs.met if obs.met is not None else {"ok": False, "firing": True}.get(spec.no_data)
+    if not met or state not in ("pending", "firing") or spec.keep_firing_for_s > 0:
+        return False
+    if state == "pending":
+        since = inst[_AT["active_since"]]
+        if since is None or now - since >= timedelta(seconds=spec.for_s):
+            return False
+    if obs.value != inst[_AT["value"]]:
+        return False
+    labels = instance_labels(spec, obs)
+    if labels != inst[_AT["labels"]]:
+        return False
+    summary, description = texts(spec, obs, labels)
+    return (
+        summary == inst[_AT["summary"]]
+        and description == inst[_AT["description"]]
+        and is_silenced(silences, labels) == inst[_AT["silenced"]]
+    )
 
 
 def _row(

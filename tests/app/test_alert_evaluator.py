@@ -387,3 +387,64 @@ def test_the_scheduler_evaluates_on_sqlite_reading_before_it_takes_the_write_loc
         engine.dispose()
         wipe_alerts(url)
         wipe(url)
+
+
+def _instance(url: str) -> tuple[str, str, bool, float | None, str | None]:
+    """(state, summary, silenced, value, last_active_at ISO) of the only alert instance."""
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            inst = session.scalars(select(AlertInstance)).one()
+            last = inst.last_active_at.isoformat() if inst.last_active_at else None
+            return inst.state, inst.summary, inst.silenced, inst.value, last
+    finally:
+        engine.dispose()
+
+
+def test_a_steady_instance_still_takes_a_new_summary_a_silence_a_value_and_its_for(
+    url: str,
+) -> None:
+    """A steady instance whose stored row matches this evaluation is left unwritten
+    (``evaluator._unchanged``); each thing that does change it still reaches the row."""
+    store_payload(url, hot_batch(NOW), received_at=NOW)
+    add_rules(url, {"name": "hot", "for": "30s", "summary": "hot {value}", "condition": HOT})
+    evaluate_at(url, NOW)
+    assert _instance(url)[:4] == ("pending", "hot 90", False, 90.0)
+
+    evaluate_at(url, NOW + timedelta(seconds=10))  # steady pending: nothing to write
+    assert _instance(url)[:4] == ("pending", "hot 90", False, 90.0)
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            rule = store.get_rule(session, name="hot")
+            spec = store.spec_of(rule).model_copy(update={"summary": "still hot at {value}"})
+            store.update_rule(session, name="hot", spec=spec)
+    finally:
+        engine.dispose()
+    evaluate_at(url, NOW + timedelta(seconds=20))
+    assert _instance(url)[:4] == ("pending", "still hot at 90", False, 90.0)
+
+    evaluate_at(url, NOW + timedelta(seconds=30))  # ``for`` ran out: fires
+    assert _instance(url)[:4] == ("firing", "still hot at 90", False, 90.0)
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            alert_service.create_silence(
+                session,
+                matchers=[{"name": "alertname", "op": "=", "value": "hot"}],
+                starts_at=NOW,
+                ends_at=NOW + timedelta(hours=1),
+                created_by="alice",
+                comment="known",
+            )
+    finally:
+        engine.dispose()
+    evaluate_at(url, NOW + timedelta(seconds=40))
+    assert _instance(url)[:4] == ("firing", "still hot at 90", True, 90.0)
+
+    store_payload(url, hot_batch(NOW + timedelta(seconds=45), 95), received_at=NOW)
+    evaluate_at(url, NOW + timedelta(seconds=50))
+    assert _instance(url)[:4] == ("firing", "still hot at 95", True, 95.0)
+    # Without keep_firing_for the steady instance's last_active_at is not rewritten.
+    assert _instance(url)[4] == (NOW + timedelta(seconds=30)).isoformat()

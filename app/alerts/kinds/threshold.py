@@ -9,6 +9,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from app.alerts.context import EvalContext, Observation
 from app.alerts.kinds import compare, shared
 from app.alerts.kinds.entity_values import EntityValues
@@ -39,51 +41,84 @@ def observations(
     scale: float = 1.0,
 ) -> list[Observation]:
     """Compare each entity's value (times ``scale``) within the rule's scope. Only the
-    breaching entities (one vectorised comparison, :meth:`EntityValues.breaching`) and, unless
-    ``no_data`` is ok, those with no value are looked at."""
+    breaching entities (one vectorised comparison, :meth:`EntityValues.breaching`, the test of
+    :func:`app.alerts.kinds.compare`: so each chosen value is met, or no data when missing)
+    and, unless ``no_data`` is ok, those with no value are looked at."""
     keep_no_data = spec.no_data != "ok"
     keys = TARGETS[target].keys
-    in_scope = scoped_gpus(ctx, spec) if target == "gpu" else None
     table = _as_arrays(ctx, values)
-    out = []
     chosen = table.breaching(op, threshold, scale=scale, with_no_data=keep_no_data)
-    for position in chosen:
-        key = table.keys_in_order[position]
-        raw = table.value_at(position)
-        value = None if raw is None else raw * scale
-        met = compare(value, op, threshold)
-        if not (met or (met is None and keep_no_data)):
-            continue
-        if target == "gpu":
+    if not chosen:
+        return []
+    picked = table.array[chosen]
+    if scale != 1.0:
+        with np.errstate(invalid="ignore", over="ignore"):
+            picked = picked * scale
+    found = zip([table.keys_in_order[p] for p in chosen], picked.tolist(), strict=True)
+    out = []
+    if target == "gpu":
+        in_scope = scoped_gpus(ctx, spec)
+        idents = _gpu_identities(ctx)
+        for key, value in found:
             gpu_id = key[0]
-            if gpu_id not in ctx.gpus or (in_scope is not None and gpu_id not in in_scope):
+            if in_scope is not None and gpu_id not in in_scope:
                 continue
-            gpu = ctx.gpus[gpu_id]
+            ident = idents.get(gpu_id) or _gpu_identity(ctx, gpu_id)
+            if ident is None:  # gone from the fleet since its samples were read
+                continue
+            missing = value != value
             out.append(
                 Observation(
-                    _gpu_labels(ctx, gpu_id),
-                    (ctx.nodes[gpu.node_id].hostname, gpu.uuid),
-                    value,
-                    met,
-                    ctx.gpu_entity(gpu_id),
+                    ident[0],
+                    ident[1],
+                    None if missing else value,
+                    None if missing else True,
+                    ident[2],
                 )
             )
-            continue
+        return out
+    for key, value in found:
         node_id = key[0]
         if not ctx.node_in(spec.scope, node_id):
             continue
+        missing = value != value
         hostname = ctx.nodes[node_id].hostname
         extra = {k: str(v) for k, v in zip(keys, key[1:], strict=True)}
         out.append(
             Observation(
                 {**ctx.node_labels(node_id), **extra},
                 (hostname, *extra.values()),
-                value,
-                met,
+                None if missing else value,
+                None if missing else True,
                 f"{hostname} {'/'.join(extra.values())}",
             )
         )
     return out
+
+
+def _gpu_identities(ctx: EvalContext) -> dict[int, tuple[dict[str, str], tuple[str, str], str]]:
+    """Per GPU id, its (labels, identity, entity) as observations carry them, built once per
+    GPU and evaluation (:func:`_gpu_identity`) and shared by every rule (never mutated)."""
+    cache: dict[int, tuple[dict[str, str], tuple[str, str], str]]
+    cache = ctx.cache.setdefault("gpu_identities", {})
+    return cache
+
+
+def _gpu_identity(
+    ctx: EvalContext, gpu_id: int
+) -> tuple[dict[str, str], tuple[str, str], str] | None:
+    """:func:`_gpu_identities`' entry of ``gpu_id``, made now; None when the GPU is not in
+    ``ctx.gpus``."""
+    gpu = ctx.gpus.get(gpu_id)
+    if gpu is None:
+        return None
+    ident = (
+        _gpu_labels(ctx, gpu_id),
+        (ctx.nodes[gpu.node_id].hostname, gpu.uuid),
+        ctx.gpu_entity(gpu_id),
+    )
+    _gpu_identities(ctx)[gpu_id] = ident
+    return ident
 
 
 def breaching(
