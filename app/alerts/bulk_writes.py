@@ -32,6 +32,7 @@ INSTANCE_COLUMNS: dict[str, str] = {
     "fired_at": "timestamptz",
     "resolved_at": "timestamptz",
     "last_evaluated_at": "timestamptz",
+    "value_at": "timestamptz",
     "silenced": "boolean",
     "acked": "boolean",
 }

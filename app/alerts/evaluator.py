@@ -13,20 +13,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-import orjson
-from sqlalchemy import DateTime, Table, Text, bindparam, insert, select, text, type_coerce, update
-from sqlalchemy import cast as sql_cast
+from sqlalchemy import Table, bindparam, insert, select, text, update
 from sqlalchemy.orm import Session
-from sqlalchemy.types import TypeDecorator
 
 from app.alerts import bulk_writes
 from app.alerts.context import Observation, fingerprint, load_context
+from app.alerts.instance_reads import AT, ActiveInstanceCache, active_instances, read_columns
 from app.alerts.kinds import observe, shared
 from app.alerts.lifecycle import InstanceState, Timing, step
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import active_silences, is_silenced
 from app.alerts.spec import RuleSpec
-from app.db import json_loads, utcnow
+from app.db import utcnow
 from app.gc_tuning import without_collection
 from app.health.rules import HealthRules
 from app.notify import outbox as notify_outbox
@@ -37,6 +35,11 @@ Item = TypeVar("Item", bound=tuple[Any, ...])
 Result = TypeVar("Result")
 #: Postgres ``work_mem`` of an evaluation's transaction.
 EVAL_WORK_MEM = "64MB"
+#: A steady instance's value and texts are rewritten at most this often, seconds (a window's
+#: average moves with every sample: rewriting them each tick was thousands of rows every 10 s
+#: at 1,000 nodes); a change of state, labels or silencing is written at once.
+VALUE_REFRESH_S = 60.0
+_VALUE_REFRESH = timedelta(seconds=VALUE_REFRESH_S)
 TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -122,67 +125,6 @@ def condition_of(spec: RuleSpec, obs: Observation | None) -> bool | None:
 
 
 _T = cast(Table, AlertInstance.__table__)
-#: What the state machine and the change test read of an instance (Core rows, not ORM objects:
-#: a rule firing on 8,000 GPUs loads 8,000 tuples, not 8,000 tracked objects).
-_READ = (
-    "id",
-    "fingerprint",
-    "labels",
-    "value",
-    "summary",
-    "description",
-    "state",
-    "active_since",
-    "last_active_at",
-    "fired_at",
-    "resolved_at",
-    "last_evaluated_at",
-    "silenced",
-    "acked",
-)
-
-
-class _LabelsText(TypeDecorator[Any]):
-    """An instance's labels read as JSON text and parsed here by orjson: the driver's own
-    JSON loader cost ~15 µs per row, ~0.2 s a tick for the ~20,000 active instances read at
-    1,000 nodes. Labels are strings only (:func:`instance_labels`), so the long-integer check
-    of :func:`app.db.json_loads` (a regular expression over the text, 3 µs a row) is left to
-    documents orjson refuses."""
-
-    impl = Text
-    cache_ok = True
-
-    def process_result_value(self, value: Any, dialect: Any) -> Any:
-        if value is None:
-            return None
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return json_loads(value)
-
-
-#: Where each of :data:`_READ` is in a row read (``rule_id`` first; by position: a Row's
-#: attribute lookup was ~0.1 s a tick over the ~20,000 active instances' columns).
-_AT = {c: i for i, c in enumerate(_READ, start=1)}
-#: The timestamps of :data:`_READ`.
-_TIMES = ("active_since", "last_active_at", "fired_at", "resolved_at", "last_evaluated_at")
-
-
-def _read_columns(session: Session) -> list[Any]:
-    """The :data:`_READ` columns (to follow ``rule_id``), labels as :class:`_LabelsText`. On
-    Postgres the timestamps come as the driver reads them (timezone-aware already): the UTC
-    type's result processing was ~0.15 s a tick for the ~20,000 active instances read at
-    1,000 nodes."""
-    postgres = session.get_bind().dialect.name == "postgresql"
-    out: list[Any] = []
-    for c in _READ:
-        if c == "labels":
-            out.append(type_coerce(sql_cast(_T.c.labels, Text), _LabelsText).label(c))
-        elif postgres and c in _TIMES:
-            out.append(type_coerce(_T.c[c], DateTime(timezone=True)).label(c))
-        else:
-            out.append(_T.c[c])
-    return out
 
 
 def apply_rule(
@@ -210,7 +152,7 @@ def apply_rule(
     instances = dict(active)
     others = sorted(set(observed) - set(instances))
     if others:  # observed again after it resolved (or never active): read those too
-        query = select(_T.c.rule_id, *_read_columns(session)).where(
+        query = select(*read_columns(session)).where(
             _T.c.rule_id == rule_id, _T.c.fingerprint.in_(others)
         )
         instances.update((i.fingerprint, i) for i in session.execute(query).all())
@@ -233,14 +175,17 @@ def apply_rule(
             created.append({"rule_id": rule_id, "fingerprint": fp, **row})
         else:
             ids[fp] = inst.id
+            value_at = row["value_at"]
             if transition is None:
                 # A steady alert writes nothing but what changed: no per-tick timestamps
                 # (last_active_at matters only for keep_firing_for), so thousands of firing
                 # instances do not mean thousands of UPDATEs every evaluation.
-                del row["last_evaluated_at"]
+                del row["last_evaluated_at"], row["value_at"]
                 if timing.keep_firing_for_s <= 0:
                     del row["last_active_at"]
-            changed = {k: v for k, v in row.items() if inst[_AT[k]] != v}
+            changed = {k: v for k, v in row.items() if inst[AT[k]] != v}
+            if transition is None and changed.keys() & {"value", "summary", "description"}:
+                changed["value_at"] = value_at
             if changed:
                 keys = tuple(sorted(changed))
                 params = {f"v_{k}": v for k, v in changed.items()}
@@ -302,53 +247,33 @@ def apply_rule(
     return len(changes)
 
 
-def active_instances(
-    session: Session, rule_ids: list[int], *, hostnames: list[str] | None = None
-) -> dict[int, dict[str, Any]]:
-    """The pending and firing instances of ``rule_ids`` (rule id → fingerprint → Core row) in
-    one statement, for :func:`apply_rule`'s ``active`` (a wake-up over 135 rules was 135
-    reads); with ``hostnames``, only those whose label ``hostname`` is one of them (a
-    node-scoped evaluation)."""
-    out: dict[int, dict[str, Any]] = {rule_id: {} for rule_id in rule_ids}
-    if not rule_ids or hostnames == []:
-        return out
-    query = select(_T.c.rule_id, *_read_columns(session)).where(
-        _T.c.rule_id.in_(rule_ids), _T.c.state.in_(("pending", "firing"))
-    )
-    if hostnames is not None:
-        query = query.where(_T.c.labels["hostname"].as_string().in_(hostnames))
-    for row in session.execute(query).all():  # fetchall: row by row was ~0.13 s more
-        out[row.rule_id][row.fingerprint] = row
-    return out
-
-
 def _unchanged(
     spec: RuleSpec, obs: Observation, inst: Any, silences: list[AlertSilence], now: datetime
 ) -> bool:
     """Whether this evaluation leaves active instance ``inst`` as stored: its condition still
     holds (``obs`` met), no timer runs out (a pending one's ``for``; ``keep_firing_for``
-    needs ``last_active_at`` written), and its labels, value, texts and silencing are those
-    stored. The steady path of most instances each tick, decided without building the state
-    machine's objects and the row (~15 µs an instance, ~0.3 s a tick at 20,000 of them)."""
-    state = inst[_AT["state"]]
+    needs ``last_active_at`` written), its labels and silencing are those stored, and its
+    value and texts are too or were written less than :data:`VALUE_REFRESH_S` ago. The steady
+    path of most instances each tick, decided without building the state machine's objects
+    and the row (~15 µs an instance, ~0.3 s a tick at 20,000 of them)."""
+    state = inst[AT["state"]]
     met = obs.met if obs.met is not None else {"ok": False, "firing": True}.get(spec.no_data)
     if not met or state not in ("pending", "firing") or spec.keep_firing_for_s > 0:
         return False
     if state == "pending":
-        since = inst[_AT["active_since"]]
+        since = inst[AT["active_since"]]
         if since is None or now - since >= timedelta(seconds=spec.for_s):
             return False
-    if obs.value != inst[_AT["value"]]:
-        return False
     labels = instance_labels(spec, obs)
-    if labels != inst[_AT["labels"]]:
+    if labels != inst[AT["labels"]] or is_silenced(silences, labels) != inst[AT["silenced"]]:
+        return False
+    value_at = inst[AT["value_at"]]
+    if value_at is not None and now - value_at < _VALUE_REFRESH:
+        return True  # a new value or text waits for its refresh
+    if obs.value != inst[AT["value"]]:
         return False
     summary, description = texts(spec, obs, labels)
-    return (
-        summary == inst[_AT["summary"]]
-        and description == inst[_AT["description"]]
-        and is_silenced(silences, labels) == inst[_AT["silenced"]]
-    )
+    return summary == inst[AT["summary"]] and description == inst[AT["description"]]
 
 
 def _row(
@@ -381,6 +306,7 @@ def _row(
         "fired_at": new.fired_at,
         "resolved_at": new.resolved_at,
         "last_evaluated_at": now,
+        "value_at": now,
         "silenced": active and is_silenced(silences, labels),
         "acked": active and inst is not None and inst.acked,
     }
@@ -442,6 +368,7 @@ def evaluate(
     only: Callable[[RuleSpec], bool] | None = None,
     nodes: Collection[int] | None = None,
     recent_gpu: RecentGpuSamples | None = None,
+    instances: ActiveInstanceCache | None = None,
 ) -> EvaluationReport:
     """Evaluate every enabled rule (with ``only``: those it accepts) at ``now``: first every
     rule's observations (reads only, in ``read_session`` when given), then the transitions in
@@ -457,6 +384,10 @@ def evaluate(
     change): only those nodes are read and observed, and only the instances of entities on
     them (label ``hostname``) are stepped; the others keep their state until the next
     evaluation of the whole fleet.
+
+    ``recent_gpu`` and ``instances``: the scheduler's GPU samples and active instances kept
+    between its ticks (:mod:`app.series.recent_gpu`, :mod:`app.alerts.instance_reads`); None
+    reads them whole.
     """
     started = time.perf_counter()
     report = EvaluationReport()
@@ -499,8 +430,18 @@ def evaluate(
     silences = active_silences(session, now=now)
     session.flush()
     hosts = None if nodes is None else sorted(node.hostname for node in ctx.nodes.values())
-    active = active_instances(session, [rule_id for rule_id, _, _ in observed], hostnames=hosts)
+    rule_ids = [rule_id for rule_id, _, _ in observed]
+    if instances is not None and hosts is None:
+        active = instances.get(session, rule_ids)
+    else:
+        active = active_instances(session, rule_ids, hostnames=hosts)
     notify = bool(notify_outbox.active_routes(session))
+    if session.get_bind().dialect.name == "postgresql":
+        # Each event row's foreign-key check is a cached query on alert_instance; its generic
+        # plan, made while the table was small, scanned the table for each row once thousands
+        # of instances were created in this transaction (22.8 s instead of 0.9 s for the
+        # ~30,000 events of a first evaluation at 1,000 nodes). Planned for each row instead.
+        session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
     lap = report.lap("instances", lap)
 
     def apply_one(item: tuple[int, RuleSpec, list[Observation]]) -> int:

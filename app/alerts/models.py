@@ -56,7 +56,9 @@ class AlertInstance(Base):
     evaluation at which the condition held (``keep_firing_for`` counts from it; kept up to date
     only for rules with a ``keep_firing_for``). ``last_evaluated_at`` is the evaluation of the
     last transition (steady alerts are not rewritten every tick); ``value`` and the texts follow
-    the latest observation.
+    the latest observation, refreshed at most once per
+    :data:`app.alerts.evaluator.VALUE_REFRESH_S` while the state holds (``value_at``: when they
+    were last written).
     """
 
     __tablename__ = "alert_instance"
@@ -79,6 +81,7 @@ class AlertInstance(Base):
     fired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     last_evaluated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    value_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     silenced: Mapped[bool] = mapped_column(Boolean, default=False)
     acked: Mapped[bool] = mapped_column(Boolean, default=False)
 

@@ -37,6 +37,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.evaluator import EvaluationReport, evaluate
+from app.alerts.instance_reads import ActiveInstanceCache
 from app.alerts.spec import RuleSpec
 from app.alerts.triggers import MAX_WAKE_NODES, is_event_driven, parse_wake_payload, wake_payload
 from app.db import make_session_factory, session_scope, utcnow
@@ -91,6 +92,8 @@ class AlertEvaluator:
         # The timer lane's GPU samples between ticks; it reads the arrival feed only while
         # this process leads (Postgres), and starts over whenever it becomes leader again.
         self.recent_gpu = RecentGpuSamples(consume_feed=self.postgres)
+        # Each lane's active instances between its passes (read only under its lane lock).
+        self.instances = {lane: ActiveInstanceCache() for lane in LANES}
         self.debounce_s = debounce_s
         self._woken = threading.Event()
         self._woken_here = False
@@ -128,6 +131,8 @@ class AlertEvaluator:
         log.info("this process now evaluates alert rules")
         self._conn = conn
         self.recent_gpu.reset()  # another leader may have taken the feed meanwhile
+        for cache in self.instances.values():
+            cache.reset()
         return True
 
     def _release(self) -> None:
@@ -182,6 +187,7 @@ class AlertEvaluator:
                         only=only,
                         nodes=nodes,
                         recent_gpu=self._recent_for(lane, nodes),
+                        instances=self.instances[lane],
                     )
                 with session_scope(self.read_factory) as reader:
                     return evaluate(

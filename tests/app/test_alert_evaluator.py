@@ -401,11 +401,13 @@ def _instance(url: str) -> tuple[str, str, bool, float | None, str | None]:
         engine.dispose()
 
 
-def test_a_steady_instance_still_takes_a_new_summary_a_silence_a_value_and_its_for(
+def test_a_steady_instance_takes_silences_at_once_and_values_and_texts_once_a_minute(
     url: str,
 ) -> None:
-    """A steady instance whose stored row matches this evaluation is left unwritten
-    (``evaluator._unchanged``); each thing that does change it still reaches the row."""
+    """A steady instance is left unwritten unless something changed (``evaluator._unchanged``):
+    its state and silencing are written at once, its value and texts at most once per
+    ``VALUE_REFRESH_S`` (60 s)."""
+    assert evaluator.VALUE_REFRESH_S == 60.0
     store_payload(url, hot_batch(NOW), received_at=NOW)
     add_rules(url, {"name": "hot", "for": "30s", "summary": "hot {value}", "condition": HOT})
     evaluate_at(url, NOW)
@@ -421,10 +423,9 @@ def test_a_steady_instance_still_takes_a_new_summary_a_silence_a_value_and_its_f
             store.update_rule(session, name="hot", spec=spec)
     finally:
         engine.dispose()
-    evaluate_at(url, NOW + timedelta(seconds=20))
-    assert _instance(url)[:4] == ("pending", "still hot at 90", False, 90.0)
-
-    evaluate_at(url, NOW + timedelta(seconds=30))  # ``for`` ran out: fires
+    evaluate_at(url, NOW + timedelta(seconds=20))  # the new text waits for its refresh …
+    assert _instance(url)[:4] == ("pending", "hot 90", False, 90.0)
+    evaluate_at(url, NOW + timedelta(seconds=30))  # … or a transition: ``for`` ran out
     assert _instance(url)[:4] == ("firing", "still hot at 90", False, 90.0)
 
     engine = make_engine(url)
@@ -440,11 +441,13 @@ def test_a_steady_instance_still_takes_a_new_summary_a_silence_a_value_and_its_f
             )
     finally:
         engine.dispose()
-    evaluate_at(url, NOW + timedelta(seconds=40))
+    evaluate_at(url, NOW + timedelta(seconds=40))  # a silence: at once
     assert _instance(url)[:4] == ("firing", "still hot at 90", True, 90.0)
 
     store_payload(url, hot_batch(NOW + timedelta(seconds=45), 95), received_at=NOW)
-    evaluate_at(url, NOW + timedelta(seconds=50))
+    evaluate_at(url, NOW + timedelta(seconds=50))  # 20 s after the last write: waits
+    assert _instance(url)[:4] == ("firing", "still hot at 90", True, 90.0)
+    evaluate_at(url, NOW + timedelta(seconds=90))  # 60 s after it: refreshed
     assert _instance(url)[:4] == ("firing", "still hot at 95", True, 95.0)
     # Without keep_firing_for the steady instance's last_active_at is not rewritten.
     assert _instance(url)[4] == (NOW + timedelta(seconds=30)).isoformat()
