@@ -280,7 +280,10 @@ def measure(url: str, repeat: int, *, frozen: bool = False, host_step_s: int = 6
         # of the instances just deleted.
         vacuum(url, "alert_instance", "alert_event")
         start = (newest or utcnow()) + timedelta(seconds=10)
-        for i in range(repeat):
+
+        def tick(i: int, kept: RecentGpuSamples, caches: dict[str, ActiveInstanceCache]) -> int:
+            """Advance to tick ``i`` and evaluate both lanes; returns the transitions."""
+            nonlocal evaluated
             now = start + timedelta(seconds=10 * i)
             if not frozen:
                 with session_scope(factory) as session:
@@ -294,15 +297,28 @@ def measure(url: str, repeat: int, *, frozen: bool = False, host_step_s: int = 6
                         now=now,
                         health_rules=RULES,
                         only=accepts,
-                        recent_gpu=recent if lane == "timer" else None,
-                        instances=instances[lane],
+                        recent_gpu=kept if lane == "timer" else None,
+                        instances=caches[lane],
                     )
                     times[lane].append(time.perf_counter() - began)
                 phases[lane].append(report.phases_s)
                 assert not report.failed, report.failed
                 changed += report.transitions
                 evaluated += report.rules
-            transitions.append(changed)
+            return changed
+
+        for i in range(repeat):
+            transitions.append(tick(i, recent, instances))
+        # A leader that just started (or took over): the instances are stored, its memory is
+        # empty, so both are loaded whole.
+        restart = tick(
+            repeat,
+            RecentGpuSamples(consume_feed=True),
+            {lane: ActiveInstanceCache() for lane in LANES},
+        )
+        restarted = {lane: spent.pop() for lane, spent in times.items()}
+        for reports in phases.values():
+            reports.pop()
         print(f"rules evaluated: {evaluated}; transitions per tick: {transitions}")
         ticks = [sum(parts) for parts in zip(*times.values(), strict=True)]
         print("seconds per tick (first creates the instances; then median and worst):")
@@ -312,6 +328,11 @@ def measure(url: str, repeat: int, *, frozen: bool = False, host_step_s: int = 6
                 f"  {name:12} first {spent[0]:6.2f}; then median "
                 f"{statistics.median(rest):6.2f}, worst {max(rest):6.2f}"
             )
+        print(
+            f"  a restarted leader's first tick: {sum(restarted.values()):6.2f} ("
+            + ", ".join(f"{lane} {spent:.2f}" for lane, spent in restarted.items())
+            + f"; {restart} transitions)"
+        )
         print("median seconds per phase of the ticks after the first:")
         for lane, reports in phases.items():
             rest = reports[1:] or reports
