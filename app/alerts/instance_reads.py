@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import TypeDecorator
 
 from app.alerts.models import AlertInstance
-from app.db import json_loads
+from app.db import UTCDateTime, json_loads
 
 _T = cast(Table, AlertInstance.__table__)
 ACTIVE = ("pending", "firing")
@@ -54,14 +54,7 @@ READ = (
 #: attribute lookup was ~0.1 s a tick over the ~20,000 active instances' columns).
 AT = {c: i for i, c in enumerate(READ, start=1)}
 #: The timestamps of :data:`READ`.
-_TIMES = (
-    "active_since",
-    "last_active_at",
-    "fired_at",
-    "resolved_at",
-    "last_evaluated_at",
-    "value_at",
-)
+_TIMES = frozenset(c for c in READ if isinstance(_T.c[c].type, UTCDateTime))
 #: Rule id → fingerprint → row (``rule_id`` then :data:`READ`).
 Active = dict[int, dict[str, Any]]
 
