@@ -21,7 +21,18 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import DateTime, Table, Text, func, literal_column, select, text, true, type_coerce
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Table,
+    Text,
+    and_,
+    func,
+    literal_column,
+    select,
+    true,
+    type_coerce,
+)
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 from sqlalchemy.types import TypeDecorator
@@ -112,6 +123,11 @@ def active_instances(
     return out
 
 
+def _as_bigint(xid: Any) -> Any:
+    """A transaction id (``xid8``, or ``xid`` as text) as a ``bigint``."""
+    return sql_cast(sql_cast(xid, Text), BigInteger)
+
+
 class ActiveInstanceCache:
     """Every active instance (of every rule), kept between one evaluator lane's ticks on
     Postgres; see the module docstring. Only reads fill it, never the evaluator's writes, so a
@@ -146,8 +162,12 @@ class ActiveInstanceCache:
         """The rows of ``alert_instance`` matching ``where``, each with this statement's
         snapshot ``xmin`` and its count of active instances; one row of NULLs and those two
         when none matches."""
+        snapshot_xmin = _as_bigint(func.pg_snapshot_xmin(func.pg_current_snapshot()))
+        own = _as_bigint(func.pg_current_xact_id_if_assigned())
         snap = select(
-            sql_cast(func.pg_snapshot_xmin(func.pg_current_snapshot()), Text).label("xmin8"),
+            # This transaction's own id too, should it be older: its writes after this read
+            # must be read again next time.
+            func.least(snapshot_xmin, func.coalesce(own, snapshot_xmin)).label("xmin8"),
             select(func.count())
             .select_from(_T)
             .where(_T.c.state.in_(ACTIVE))
@@ -171,10 +191,13 @@ class ActiveInstanceCache:
         brought up to date that way (a delete, or transaction ids that went back: a restored
         or another database)."""
         assert self._snapshot_xmin is not None
+        # Row xmin is a 32-bit id: "at or after since" in modulo-2³² order (ids 0–2 are
+        # special: frozen or bootstrap rows, old). Not age(): it counts from this
+        # transaction's own id once it has one, which left out rows of transactions that
+        # started after it and committed before this read.
+        xmin = _as_bigint(sql_cast(literal_column("alert_instance.xmin"), Text))
         since = self._snapshot_xmin % 2**32
-        written = func.age(literal_column("alert_instance.xmin")).between(
-            0, func.age(text("CAST(:since AS xid)").bindparams(since=str(max(since, 3))))
-        )
+        written = and_(xmin >= 3, func.mod(xmin - since + 2**32, 2**32) < 2**31)
         before = self._snapshot_xmin
         result = session.execute(self._statement(session, written)).all()
         active = self._take(result)
@@ -186,7 +209,7 @@ class ActiveInstanceCache:
         read."""
         active = 0
         for row in result:
-            self._snapshot_xmin, active = int(row.xmin8), row.active
+            self._snapshot_xmin, active = row.xmin8, row.active
             if row.rule_id is None:
                 continue
             of_rule = self._rows.setdefault(row.rule_id, {})

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, text, update
 
 from app.alerts.instance_reads import AT, READ, ActiveInstanceCache, active_instances
 from app.alerts.models import AlertInstance, AlertRule
@@ -152,3 +152,32 @@ def test_on_sqlite_it_reads_whole(sqlite_url: str) -> None:
         from tests.dbs import wipe
 
         wipe(sqlite_url)
+
+
+def test_a_write_committed_after_the_reader_got_its_own_id_is_read(url: str) -> None:
+    """The reader's transaction already has an id (the timer lane's feed ``DELETE``) when an
+    acknowledgement by a later transaction commits: the next read takes it. (``age(xmin)``
+    counted from the reader's own id and left such rows out, so an ack was missed and then
+    outlived the alert's resolution.)"""
+    store_payload(url, hot(NOW, "node-a"), received_at=NOW)
+    add_rules(url, {"name": "hot", "condition": HOT})
+    evaluate_at(url, NOW)
+    engine = make_engine(url)
+    factory = make_session_factory(engine)
+    cache = ActiveInstanceCache()
+    try:
+        with session_scope(factory) as session:
+            ids = list(session.scalars(select(AlertRule.id)))
+            assert summary(cache.get(session, ids)) == {"node-a": ("firing", False, 90.0)}
+        reader = factory()
+        try:
+            reader.execute(text("SELECT pg_current_xact_id()"))  # the reader has its id now
+            with session_scope(factory) as other:  # a later transaction, committed
+                other.execute(update(AlertInstance).values(acked=True))
+            assert summary(cache.get(reader, ids)) == {"node-a": ("firing", True, 90.0)}
+            assert cache.loads == 1
+        finally:
+            reader.rollback()
+            reader.close()
+    finally:
+        engine.dispose()
