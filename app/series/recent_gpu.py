@@ -174,17 +174,8 @@ class RecentGpuSamples:
             ValueError: a metric that was not refreshed.
         """
         n = len(gpu_ids)
-        rows = np.fromiter((self._row_of.get(g, -1) for g in gpu_ids), dtype=np.int64, count=n)
-        known = rows >= 0
-        width = self._times.shape[1]
-        times = np.full((n, width), EMPTY, dtype=np.int64)
-        times[known] = self._times[rows[known]]
-        end_us = np.fromiter((to_us(e) for e in ends), dtype=np.int64, count=n)
-        if n and width:
-            _, owner = np.unique(np.asarray(owners, dtype=np.int64), return_inverse=True)
-            newest = np.full(int(owner.max()) + 1, EMPTY, dtype=np.int64)
-            np.maximum.at(newest, owner, times.max(axis=1))
-            end_us = np.maximum(end_us, newest[owner])
+        rows, known, times, end_us = self._gathered(gpu_ids, owners, ends)
+        width = times.shape[1]
         held = times != EMPTY
         spans = []  # per slot: (present, the length of the prefix holding the window)
         for window_s, _ in slots:
@@ -208,6 +199,58 @@ class RecentGpuSamples:
                     if need[0] == metric:
                         result.values[need] = prefix.of(need[1], length)
         return out
+
+    def latest(
+        self,
+        gpu_ids: Sequence[int],
+        owners: Sequence[int],
+        ends: Sequence[datetime],
+        within_s: float,
+        metrics: Sequence[str],
+    ) -> Windows:
+        """Each GPU's newest sample held, when within ``within_s`` of its window end (as
+        :meth:`windows` ends them: the later of ``end`` and its owner's newest sample held):
+        ``present[i]`` then, and per ``(metric, "last")`` its value (NaN: none). What
+        ``app.alerts.kinds.scans.gpu_latest`` reads by primary key, from memory.
+
+        Raises:
+            ValueError: a metric that was not refreshed.
+        """
+        n = len(gpu_ids)
+        rows, known, times, end_us = self._gathered(gpu_ids, owners, ends)
+        if n == 0 or times.shape[1] == 0:
+            empty = np.full(n, np.nan)
+            return Windows(np.zeros(n, dtype=bool), {(m, "last"): empty for m in metrics})
+        at = times.argmax(axis=1)  # the newest: rows hold times newest first, holes anywhere
+        newest = times[np.arange(n), at]
+        present = (newest != EMPTY) & (newest >= end_us - round(within_s * 1_000_000))
+        values: dict[Need, np.ndarray] = {}
+        for metric in metrics:
+            column = self._values[self._metrics.index(metric)]
+            got = np.full(n, np.nan)
+            got[known] = column[rows[known], at[known]]
+            values[(metric, "last")] = got
+        return Windows(present, values)
+
+    def _gathered(
+        self, gpu_ids: Sequence[int], owners: Sequence[int], ends: Sequence[datetime]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For the GPUs asked: their rows (−1: none held), which are held, their sample times
+        (GPUs × width, :data:`EMPTY` where none) and their window ends in µs (the later of
+        ``end`` and the owner's newest sample held)."""
+        n = len(gpu_ids)
+        rows = np.fromiter((self._row_of.get(g, -1) for g in gpu_ids), dtype=np.int64, count=n)
+        known = rows >= 0
+        width = self._times.shape[1]
+        times = np.full((n, width), EMPTY, dtype=np.int64)
+        times[known] = self._times[rows[known]]
+        end_us = np.fromiter((to_us(e) for e in ends), dtype=np.int64, count=n)
+        if n and width:
+            _, owner = np.unique(np.asarray(owners, dtype=np.int64), return_inverse=True)
+            newest = np.full(int(owner.max()) + 1, EMPTY, dtype=np.int64)
+            np.maximum.at(newest, owner, times.max(axis=1))
+            end_us = np.maximum(end_us, newest[owner])
+        return rows, known, times, end_us
 
     def _merge(self, gpu_ids: np.ndarray, times: np.ndarray, values: np.ndarray) -> None:
         """Add samples (``values``: metrics × samples), drop repeats and those past the span.

@@ -401,3 +401,44 @@ def test_huge_values_times_a_scale_compare_without_a_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert values.breaching(">", 1e300, scale=3600.0) == [0, 2]
+
+
+def test_gpu_last_from_memory_equals_the_primary_key_lookups(db_url: str, session_of: Any) -> None:
+    """The scheduler's feed reader answers GPU ``last`` from memory
+    (``shared._recent_gpu_last``) with what ``scans.gpu_latest`` reads by primary key: each
+    GPU's newest sample within 10 min of its node's newest, values missing as None; a GPU
+    lagging its node by 100 s is in, one lagging by 700 s is out."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("GPU last comes from memory only for the feed reader (Postgres)")
+    rng = random.Random(5)
+    for hostname in ("node-a", "node-b"):
+        store_payload(db_url, random_batch(rng, hostname, [30, 20, 10]), received_at=NOW)
+    gpus = [gpu(i, hostname="node-c") for i in range(3)]
+    lagging = batch("node-c", gpus=gpus, samples_per_gpu=0)
+    lagging["samples"] = [
+        sample(g, NOW - timedelta(seconds=age), temp_c=40.0 + g["index"], power_w=None)
+        for g, ages in zip(gpus, ([0, 10], [100, 110], [700, 710]), strict=True)
+        for age in ages
+    ]
+    store_payload(db_url, lagging, received_at=NOW)
+    needs = [("power_w", "last"), ("temp_c", "last"), ("thermal_throttled", "last")]
+    with session_of() as session:
+        ctx = load_context(session, now=NOW, health_rules=DEFAULT_RULES)
+        ctx.recent_gpu = RecentGpuSamples(consume_feed=True)
+        ctx.cache[shared._PLAN] = {
+            ("gpu", "window", 600.0): {("temp_c", "avg")},
+            ("gpu", "last", 0.0): set(needs),
+        }
+        assert shared._memory_for_last(ctx)
+        ctx.cache[shared._PLAN].pop(("gpu", "window", 600.0))
+        ctx.cache[shared._PLAN][("gpu", "window", 300.0)] = {("temp_c", "avg")}
+        assert not shared._memory_for_last(ctx)  # a 5-min span misses GPUs 5–10 min behind
+        ctx.cache[shared._PLAN][("gpu", "window", 600.0)] = {("temp_c", "avg")}
+        from_memory = shared._recent_gpu_last(ctx, needs)
+        from_table = shared._compute(ctx, ("gpu", "last", 0.0), needs)
+        node_c = next(n.id for n in ctx.nodes.values() if n.hostname == "node-c")
+    for need in needs:
+        assert dict(from_memory[need]) == dict(from_table[need]), need
+    temps = dict(from_memory[("temp_c", "last")])
+    assert len(temps) == 3 + 3 + 2
+    assert sorted(v for (_, node), v in temps.items() if node == node_c) == [40.0, 41.0]
