@@ -24,9 +24,12 @@ import orjson
 from sqlalchemy import (
     BigInteger,
     DateTime,
+    Integer,
     Table,
     Text,
     and_,
+    any_,
+    bindparam,
     func,
     literal_column,
     select,
@@ -34,6 +37,7 @@ from sqlalchemy import (
     type_coerce,
 )
 from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 from sqlalchemy.types import TypeDecorator
 
@@ -129,8 +133,8 @@ def _as_bigint(xid: Any) -> Any:
 
 
 class ActiveInstanceCache:
-    """Every active instance (of every rule), kept between one evaluator lane's ticks on
-    Postgres; see the module docstring. Only reads fill it, never the evaluator's writes, so a
+    """The active instances of the rules one evaluator lane asks for, kept between its ticks
+    on Postgres; see the module docstring. Only reads fill it, never the evaluator's writes, so a
     tick that rolls back leaves nothing wrong in it: its writes were never taken in, and the
     next read sees what was committed."""
 
@@ -144,24 +148,37 @@ class ActiveInstanceCache:
     def reset(self) -> None:
         """Forget everything: the next read loads whole (on regaining leadership)."""
         self._rows: Active = {}
+        self._rule_ids: frozenset[int] = frozenset()
         self._snapshot_xmin: int | None = None
         self._loaded_at = 0.0
 
     def get(self, session: Session, rule_ids: list[int]) -> Active:
         """The pending and firing instances of ``rule_ids``, as :func:`active_instances`
-        returns them, as of one statement's snapshot now. The inner dicts are the cache's:
-        read, never changed. Not on SQLite (no ``xmin``): there it reads whole."""
+        returns them, as of one statement's snapshot now. Only those rules' instances are
+        kept (a lane's); other rules asked for than last time load whole. The inner dicts are
+        the cache's: read, never changed. Not on SQLite (no ``xmin``): there it reads
+        whole."""
         if session.get_bind().dialect.name != "postgresql":
             return active_instances(session, rule_ids)
         fresh = time.monotonic() - self._loaded_at < self.RELOAD_EVERY_S
-        if self._snapshot_xmin is None or not fresh or not self._changed_since(session):
+        same_rules = frozenset(rule_ids) == self._rule_ids
+        if (
+            self._snapshot_xmin is None
+            or not fresh
+            or not same_rules
+            or not self._changed_since(session)
+        ):
+            self._rule_ids = frozenset(rule_ids)
             self._load(session)
         return {rule_id: self._rows.get(rule_id) or {} for rule_id in rule_ids}
 
     def _statement(self, session: Session, where: Any) -> Any:
-        """The rows of ``alert_instance`` matching ``where``, each with this statement's
-        snapshot ``xmin`` and its count of active instances; one row of NULLs and those two
-        when none matches."""
+        """The rows of ``alert_instance`` of the kept rules matching ``where``, each with this
+        statement's snapshot ``xmin`` and its count of the kept rules' active instances; one
+        row of NULLs and those two when none matches."""
+        of_rules = _T.c.rule_id == any_(
+            bindparam("rule_ids", sorted(self._rule_ids), type_=ARRAY(Integer))
+        )
         snapshot_xmin = _as_bigint(func.pg_snapshot_xmin(func.pg_current_snapshot()))
         own = _as_bigint(func.pg_current_xact_id_if_assigned())
         snap = select(
@@ -170,11 +187,11 @@ class ActiveInstanceCache:
             func.least(snapshot_xmin, func.coalesce(own, snapshot_xmin)).label("xmin8"),
             select(func.count())
             .select_from(_T)
-            .where(_T.c.state.in_(ACTIVE))
+            .where(of_rules, _T.c.state.in_(ACTIVE))
             .scalar_subquery()
             .label("active"),
         ).subquery("snap")
-        rows = select(*read_columns(session)).where(where).lateral("rows")
+        rows = select(*read_columns(session)).where(of_rules, where).lateral("rows")
         return select(*rows.c, snap.c.xmin8, snap.c.active).select_from(
             snap.outerjoin(rows, true())
         )

@@ -129,6 +129,10 @@ def test_the_cache_follows_every_write_and_reloads_after_a_delete(url: str) -> N
             assert same(left, active_instances(session, ids))
         assert [len(rows) for rows in left.values()] == [0, 1]
         assert cache.loads == 2
+        # Another set of rules (a rule moved to the other lane): those alone, loaded whole.
+        with session_scope(factory) as session:
+            assert same(cache.get(session, ids[1:]), active_instances(session, ids[1:]))
+        assert cache.loads == 3
     finally:
         engine.dispose()
 
