@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -406,7 +407,34 @@ def _read_whole(
         stmt = stmt.where(Node.id.in_(sorted(node_ids)))
     if not postgres:
         return _from_rows(session.execute(stmt).all(), len(exprs))
-    return _packed(session, stmt, len(exprs))
+    if node_ids is not None:
+        return _packed(session, stmt, len(exprs))
+    return _packed_in_halves(session, stmt, t.c.gpu_id, len(exprs))
+
+
+def _packed_in_halves(
+    session: Session, stmt: Any, gpu_id: Any, metrics: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_packed` of ``stmt``'s even GPU ids in ``session`` and, at the same time, of its
+    odd ones on a second connection: one backend spent ~0.9 s packing the 490,000 samples of
+    a whole load at 1,000 nodes. The second connection reads its own snapshot, a moment
+    later at most; a sample it sees that the feed also brings later is dropped as a repeat
+    when merged."""
+    engine = session.get_bind().engine
+
+    def odd() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with Session(engine) as other:
+            return _packed(other, stmt.where(gpu_id % 2 == 1), metrics)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="recent-gpu-load") as pool:
+        second = pool.submit(odd)
+        first = _packed(session, stmt.where(gpu_id % 2 == 0), metrics)
+        rest = second.result()
+    return (
+        np.concatenate([first[0], rest[0]]),
+        np.concatenate([first[1], rest[1]]),
+        np.concatenate([first[2], rest[2]], axis=1),
+    )
 
 
 def _read_arrived(
