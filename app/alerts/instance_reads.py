@@ -127,6 +127,12 @@ def active_instances(
     return out
 
 
+def any_of(column: Any, values: Sequence[Any], item_type: Any) -> Any:
+    """``column = ANY(:values)`` (Postgres): one array parameter, where an expanded ``IN``
+    list of ~20,000 literals was rendered, sent and parsed each time."""
+    return column == any_(bindparam(f"{column.key}_any", list(values), type_=ARRAY(item_type)))
+
+
 def _as_bigint(xid: Any) -> Any:
     """A transaction id (``xid8``, or ``xid`` as text) as a ``bigint``."""
     return sql_cast(sql_cast(xid, Text), BigInteger)
@@ -176,9 +182,7 @@ class ActiveInstanceCache:
         """The rows of ``alert_instance`` of the kept rules matching ``where``, each with this
         statement's snapshot ``xmin`` and its count of the kept rules' active instances; one
         row of NULLs and those two when none matches."""
-        of_rules = _T.c.rule_id == any_(
-            bindparam("rule_ids", sorted(self._rule_ids), type_=ARRAY(Integer))
-        )
+        of_rules = any_of(_T.c.rule_id, sorted(self._rule_ids), Integer)
         snapshot_xmin = _as_bigint(func.pg_snapshot_xmin(func.pg_current_snapshot()))
         own = _as_bigint(func.pg_current_xact_id_if_assigned())
         snap = select(
