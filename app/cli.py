@@ -18,7 +18,7 @@ token_cli = typer.Typer(help="Per-node ingest tokens.", no_args_is_help=True)
 cli.add_typer(token_cli, name="token")
 rules_cli = typer.Typer(help="Alert rules as YAML files.", no_args_is_help=True)
 cli.add_typer(rules_cli, name="rules")
-from app.rollups.cli import rollups_cli  # noqa: E402
+from app.series.rollups.cli import rollups_cli  # noqa: E402
 
 cli.add_typer(rollups_cli, name="rollups")
 from app.series.cli import storage_cli  # noqa: E402

@@ -45,11 +45,11 @@ from app.notify import ui_pages as notify_ui_pages
 from app.notify.jobs import NotifyJobs
 from app.nvlinks import router as nvlink_router
 from app.retention.jobs import prune_job
-from app.rollups.jobs import rollup_job
 from app.runbooks import router as runbooks_router
 from app.scheduler_logging import JOB_DEFAULTS, install_skipped_run_filter
 from app.series import pages as series_pages
 from app.series.jobs import compact_job
+from app.series.rollups.jobs import rollup_job
 from app.storage import pages as storage_pages
 from app.storage import router as storage_router
 from app.topology import drift_router as topology_drift_router

@@ -13,16 +13,20 @@ from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
 from app.health.models import NodeHealthState
 from app.ingest.models import IngestBatch
-from app.metrics.models import gpu_sample
-from app.nics.models import NicPortSample
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyDestination, NotifyRoute
-from app.nvlinks.models import NvlinkSample
-from app.rollups.models import rollup_watermark  # and the *_1m / *_1h rollup tables
 from app.series.arrivals import sample_arrival
 from app.series.blocks import gpu_sample_block, nvlink_sample_block
 from app.series.latest import SPECS as LATEST_SPECS  # the <raw>_latest tables
 from app.series.minute_blocks import gpu_sample_1m_block
-from app.storage.models import DiskSample, MountSample, NfsSample
+from app.series.rollups.models import rollup_watermark  # and the *_1m / *_1h rollup tables
+from app.series.tables import (
+    DiskSample,
+    MountSample,
+    NfsSample,
+    NicPortSample,
+    NvlinkSample,
+    gpu_sample,
+)
 from app.topology.models import TopologyChange, TopologyDriftState, TopologySnapshot
 
 __all__ = [

@@ -60,11 +60,15 @@ from app.db import make_engine, make_session_factory, session_scope, utcnow  # n
 from app.fleet.models import Gpu, Node  # noqa: E402
 from app.gc_tuning import tune_gc  # noqa: E402
 from app.health.rules import DEFAULT_RULES  # noqa: E402
-from app.metrics.models import gpu_sample  # noqa: E402
 from app.migrate import upgrade  # noqa: E402
-from app.nics.models import NicPortSample  # noqa: E402
 from app.series.recent_gpu import RecentGpuSamples  # noqa: E402
-from app.storage.models import DiskSample, MountSample, NfsSample  # noqa: E402
+from app.series.tables import (  # noqa: E402
+    DiskSample,
+    MountSample,
+    NfsSample,
+    NicPortSample,
+    gpu_sample,
+)
 from tests.dbs import admin_url  # noqa: E402
 from tests.live_server import free_port  # noqa: E402
 

@@ -42,9 +42,9 @@ from app.fleet import service as fleet_service  # noqa: E402
 from app.ingest import service as ingest_service  # noqa: E402
 from app.ingest.schemas import IngestBatchIn  # noqa: E402
 from app.migrate import upgrade  # noqa: E402
-from app.rollups.jobs import rebuild  # noqa: E402
 from app.series.blocks import HOST_SPECS  # noqa: E402
 from app.series.compact import compact  # noqa: E402
+from app.series.rollups.jobs import rebuild  # noqa: E402
 
 SECTIONS = {
     "disks": "disk_sample",

@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT))
 
 import app.models  # noqa: E402, F401  (every table on Base.metadata)
 from app.db import Base, make_engine  # noqa: E402
-from app.metrics.models import gpu_sample  # noqa: E402
-from app.timeseries import pg_copy_type  # noqa: E402
+from app.series.tables import gpu_sample  # noqa: E402
+from app.series.writes import pg_copy_type  # noqa: E402
 from tests.app import section_factories  # noqa: E402
 from tests.dbs import postgres_database  # noqa: E402
 from tests.factories import create_token, gpu, iso, sample  # noqa: E402

@@ -52,10 +52,10 @@ from app.metrics import service as metrics_service  # noqa: E402
 from app.metrics.catalog import METRICS  # noqa: E402
 from app.metrics.service import choose_step_s  # noqa: E402
 from app.migrate import upgrade  # noqa: E402
-from app.rollups.jobs import rebuild, set_mark  # noqa: E402
-from app.rollups.specs import GPU  # noqa: E402
 from app.series.blocks import NVLINK  # noqa: E402
 from app.series.compact import compact  # noqa: E402
+from app.series.rollups.jobs import rebuild, set_mark  # noqa: E402
+from app.series.rollups.specs import GPU  # noqa: E402
 
 START = datetime(2024, 1, 3, tzinfo=UTC)
 CHART_METRICS = ["util_gpu_pct", "mem_used_bytes", "power_w", "temp_c"]

@@ -46,8 +46,7 @@ from app.fleet import service as fleet_service  # noqa: E402
 from app.ingest import service as ingest_service  # noqa: E402
 from app.ingest.schemas import IngestBatchIn  # noqa: E402
 from app.migrate import upgrade  # noqa: E402
-from app.nics.models import NicPortSample  # noqa: E402
-from app.nvlinks.models import NvlinkSample  # noqa: E402
+from app.series.tables import NicPortSample, NvlinkSample  # noqa: E402
 from app.topology import drift_source  # noqa: E402
 from app.topology.drift import compare_group, find_drift  # noqa: E402
 from tests.app.topology_drift_data import node_payload, set_link  # noqa: E402

@@ -21,9 +21,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from app.health.rules import POWER_BITS, THERMAL_BITS
 from app.metrics.catalog import METRICS
-from app.metrics.models import gpu_sample
-from app.nics.models import NicPortSample
-from app.storage.models import DiskSample, MountSample, NfsSample
+from app.series.tables import DiskSample, MountSample, NfsSample, NicPortSample, gpu_sample
 
 Expr = Callable[[Any], ColumnElement[Any]]
 

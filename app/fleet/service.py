@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, subqueryload
 
 from app.db import utcnow
 from app.errors import NotFound
 from app.fleet.models import Gpu, Node
 from app.metrics.catalog import METRIC_NAMES
-from app.metrics.models import gpu_sample
+from app.series import gpu_now
 
 HOSTNAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$")
 Freshness = Literal["fresh", "stale", "never_seen"]
@@ -117,32 +117,14 @@ def _latest_by_gpu(session: Session, gpus: list[Gpu]) -> dict[int, dict[str, Any
     result: dict[int, dict[str, Any]] = {}
     ids = [g.id for g in gpus if g.last_sample_at is not None]
     for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        rows = session.execute(
-            select(gpu_sample)
-            .join(
-                Gpu,
-                and_(Gpu.id == gpu_sample.c.gpu_id, Gpu.last_sample_at == gpu_sample.c.sampled_at),
-            )
-            .where(Gpu.id.in_(chunk))
-        ).mappings()
-        for row in rows:
-            result[row["gpu_id"]] = {name: row[name] for name in METRIC_NAMES}
+        result |= gpu_now.newest_by_gpu(session, METRIC_NAMES, gpu_ids=ids[start : start + 500])
     return result
 
 
 def _latest_of_nodes(session: Session, node_ids: list[int] | None) -> dict[int, dict[str, Any]]:
     """Newest sample of every GPU (of the nodes ``node_ids``; None: all), in one statement:
     the join on ``gpu.last_sample_at`` is a primary-key lookup per GPU."""
-    stmt = select(gpu_sample).join(
-        Gpu, and_(Gpu.id == gpu_sample.c.gpu_id, Gpu.last_sample_at == gpu_sample.c.sampled_at)
-    )
-    if node_ids is not None:
-        stmt = stmt.where(Gpu.node_id.in_(node_ids))
-    return {
-        row["gpu_id"]: {name: row[name] for name in METRIC_NAMES}
-        for row in session.execute(stmt).mappings()
-    }
+    return gpu_now.newest_by_gpu(session, METRIC_NAMES, node_ids=node_ids)
 
 
 def list_nodes(
@@ -238,16 +220,12 @@ def list_node_rows(
     narrowed = bool(search or labels) or ids is not None
     ids = [n.id for n in rows]
     gpu_stmt = select(*GPU_ROW_COLUMNS).order_by(Gpu.node_id, Gpu.index)
-    latest_stmt = select(gpu_sample.c.gpu_id, *(gpu_sample.c[m] for m in metrics)).join(
-        Gpu, and_(Gpu.id == gpu_sample.c.gpu_id, Gpu.last_sample_at == gpu_sample.c.sampled_at)
-    )
     if narrowed:
         gpu_stmt = gpu_stmt.where(Gpu.node_id.in_(ids))
-        latest_stmt = latest_stmt.where(Gpu.node_id.in_(ids))
     gpus: dict[int, list[Any]] = {}
     for g in session.execute(gpu_stmt):
         gpus.setdefault(g.node_id, []).append(g)
-    latest = {r[0]: dict(zip(metrics, r[1:], strict=True)) for r in session.execute(latest_stmt)}
+    latest = gpu_now.newest_by_gpu(session, metrics, node_ids=ids if narrowed else None)
     return [
         NodeView(
             node=cast(Node, n),

@@ -16,7 +16,7 @@ from app.health import service as health_service
 from app.health.rules import HealthRules
 from app.health.schemas import GpuHealthOut, NodeHealthOut, ReasonOut
 from app.nvlinks import service as nvlink_service
-from app.nvlinks.models import NvlinkSample
+from app.series.readings import NvlinkReading
 
 
 @dataclass
@@ -28,7 +28,7 @@ class GpuDetail:
     gpu: GpuView
     node_health: NodeHealthOut
     health: GpuHealthOut
-    links: list[NvlinkSample]
+    links: list[NvlinkReading]
     events: list[NodeEvent]
 
     @property

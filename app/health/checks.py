@@ -19,7 +19,7 @@ from app.health.rules import (
     xid_text,
 )
 from app.health.schemas import ReasonOut
-from app.timeseries import natural_key
+from app.series.writes import natural_key
 
 Found = dict[int | None, list[ReasonOut]]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import orjson
@@ -29,8 +30,7 @@ from app.fleet.service import NodeView
 from app.health.evidence import Evidence
 from app.health.models import NodeHealthState
 from app.health.schemas import NodeHealthOut, ReasonOut
-from app.metrics.models import gpu_sample
-from app.nvlinks.models import NvlinkSample
+from app.series import gpu_history
 
 #: Reason codes whose ``since`` is the time of the newest reading that shows them.
 HELD_CODES = frozenset({"remapped_rows_pending", "pcie_downtrained", "nvlink_down"})
@@ -40,10 +40,10 @@ Key = tuple[str, str]
 Candidate = tuple[int, str, ReasonOut, datetime]
 
 
-def _clear_in_sample(code: str) -> ColumnElement[bool]:
-    """A GPU sample that shows ``code`` cleared: the value read and not the condition of
-    :func:`app.health.checks.latest_values` (a sample without the value tells nothing)."""
-    s = gpu_sample.c
+def _clear_in_sample(code: str, s: Any) -> ColumnElement[bool]:
+    """A GPU sample (``s``: its columns) that shows ``code`` cleared: the value read and not
+    the condition of :func:`app.health.checks.latest_values` (a sample without the value tells
+    nothing)."""
     if code == "remapped_rows_pending":
         return s.remapped_rows_pending == 0
     pairs = (("pcie_link_gen", "pcie_link_gen_max"), ("pcie_link_width", "pcie_link_width_max"))
@@ -100,31 +100,19 @@ def _cleared_since(
     cleared: set[tuple[int, str]] = set()
     for code in sorted({c[1] for c in candidates}):
         mine = [c for c in candidates if c[1] == code]
-        stmt: Any
         if code == "nvlink_down":
-            link = NvlinkSample.__table__.c
-            stmt = select(link.gpu_id).where(
-                link.state == "up",
-                or_(
-                    *(
-                        and_(
-                            link.gpu_id == gpu_id,
-                            link.link.in_([d.link for d in evidence.links_down[gpu_id]]),
-                            link.sampled_at > since,
-                        )
-                        for gpu_id, _, reason, since in mine
-                    )
-                ),
-            )
+            down = {
+                gpu_id: ([d.link for d in evidence.links_down[gpu_id]], since)
+                for gpu_id, *_, since in mine
+            }
+            shown = gpu_history.links_up_after(session, down)
         else:
-            s = gpu_sample.c
-            stmt = select(s.gpu_id).where(
-                _clear_in_sample(code),
-                or_(
-                    *(and_(s.gpu_id == gpu_id, s.sampled_at > since) for gpu_id, *_, since in mine)
-                ),
+            shown = gpu_history.shown_after(
+                session,
+                {gpu_id: since for gpu_id, *_, since in mine},
+                partial(_clear_in_sample, code),
             )
-        cleared |= {(gpu_id, code) for gpu_id in session.scalars(stmt.distinct())}
+        cleared |= {(gpu_id, code) for gpu_id in shown}
     return cleared
 
 

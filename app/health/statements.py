@@ -13,14 +13,10 @@ from sqlalchemy import (
     ARRAY,
     Executable,
     Integer,
-    Select,
     any_,
     bindparam,
-    case,
-    func,
     or_,
     select,
-    true,
 )
 
 from app.db import UTCDateTime
@@ -28,22 +24,19 @@ from app.events import models as event_models
 from app.fleet import models as fleet_models
 from app.health.rules import LOST_EVENT_KINDS, POWER_BITS, THERMAL_BITS
 from app.health.sql import before
-from app.metrics.models import gpu_sample
-from app.nics import models as nic_models
-from app.series import latest
-from app.timeseries import LATEST_WINDOW_S
+from app.series import gpu_history, latest, port_history
+from app.series.writes import LATEST_WINDOW_S
 
 # Core tables, not ORM entities: the statements compile in about half the time (the first
 # request of a process compiles them).
 NodeEvent = event_models.NodeEvent.__table__.c
 Node = fleet_models.Node.__table__.c
 Gpu = fleet_models.Gpu.__table__.c
-NicPortSample = nic_models.NicPortSample.__table__
 
 
 def _window(newest: Any) -> Any:
     """The start of a node's current window: its newest reading minus
-    :data:`~app.timeseries.LATEST_WINDOW_S` (an entity quiet for longer is gone)."""
+    :data:`~app.series.writes.LATEST_WINDOW_S` (an entity quiet for longer is gone)."""
     return before(newest, LATEST_WINDOW_S)
 
 
@@ -90,7 +83,13 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
             or_(NodeEvent.kind == "xid", NodeEvent.kind.in_(LOST_EVENT_KINDS)),
         )
         .order_by(NodeEvent.occurred_at, NodeEvent.id),
-        throttle=_throttle(throttle_window_s, dialect),
+        throttle=gpu_history.bit_counts(
+            "clocks_event_reasons",
+            (THERMAL_BITS, POWER_BITS),
+            window_s=throttle_window_s,
+            dialect=dialect,
+            nodes=lambda node_id: _of_ids(node_id, dialect),
+        ),
         links=latest.current_of(
             latest.NVLINK,
             owners=gpus,
@@ -100,7 +99,7 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
         )
         .where(nvl.state == "down")
         .order_by(nvl.gpu_id, nvl.link),
-        ports=_ports(nodes, event_window_s),
+        ports=port_history.ports_down(nodes, window_start=_window, event_window_s=event_window_s),
         disks=latest.current_of(
             latest.DISK,
             owners=nodes,
@@ -116,101 +115,3 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
             few=True,
         ).where(n.avg_rtt_s > bindparam("nfs_rtt_s")),
     )
-
-
-def _throttle(window_s: float, dialect: str) -> Select[Any]:
-    """Per GPU, over the window ending at its node's newest sample (``node.last_sample_at``):
-    samples with a ``clocks_event_reasons`` value, and for thermal and power bits how many
-    have one set and the first of those."""
-    bits = gpu_sample.c.clocks_event_reasons
-    at = gpu_sample.c.sampled_at
-    thermal = bits.op("&")(THERMAL_BITS) != 0
-    power = bits.op("&")(POWER_BITS) != 0
-    counts = (
-        func.count(),
-        func.sum(case((thermal, 1), else_=0)),
-        func.min(case((thermal, at))),
-        func.sum(case((power, 1), else_=0)),
-        func.min(case((power, at))),
-    )
-    if dialect == "postgresql":
-        # One index range scan of (gpu_id, sampled_at) per GPU, forced by LATERAL: joined,
-        # Postgres read the whole table (2.2 s for 1,000 nodes × 2 h; 0.44 s this way).
-        bounds = (
-            select(Gpu.id.label("gpu_id"), before(Node.last_sample_at, window_s).label("lo"))
-            .join(Node.id.table, Node.id == Gpu.node_id)
-            .where(_of_ids(Node.id, dialect))
-            .cte("throttle_bounds")
-            .prefix_with("MATERIALIZED")
-        )
-        per_gpu = (
-            select(*(c.label(f"c{i}") for i, c in enumerate(counts)))
-            .where(gpu_sample.c.gpu_id == bounds.c.gpu_id, at >= bounds.c.lo, bits.is_not(None))
-            .lateral("per_gpu")
-        )
-        return (
-            select(bounds.c.gpu_id, *per_gpu.c)
-            .select_from(bounds)
-            .join(per_gpu, true())
-            .where(per_gpu.c.c0 > 0)
-        )
-    return (
-        select(gpu_sample.c.gpu_id, *counts)
-        .join(Gpu.id.table, Gpu.id == gpu_sample.c.gpu_id)
-        .join(Node.id.table, Node.id == Gpu.node_id)
-        .where(
-            _of_ids(Node.id, dialect),
-            at >= before(Node.last_sample_at, window_s),
-            bits.is_not(None),
-        )
-        .group_by(gpu_sample.c.gpu_id)
-    )
-
-
-def _ports(nodes: Any, event_window_s: float) -> Select[Any]:
-    """Current reading of each port not ACTIVE (:mod:`app.series.latest`), the last ACTIVE
-    reading within the event window before it, and the first reading after that one (when the
-    port went down), from the port's raw readings."""
-    p = latest.NIC.table.c
-    down = (
-        latest.current_of(
-            latest.NIC,
-            owners=nodes,
-            columns=["node_id", "device", "port", "state", "sampled_at"],
-            window_start=_window,
-            few=True,
-        )
-        .where(or_(p.state.is_(None), func.upper(p.state) != "ACTIVE"))
-        .subquery("down")
-    )
-    up = NicPortSample.alias("up").c
-    last_up = (
-        select(func.max(up.sampled_at))
-        .where(
-            up.node_id == down.c.node_id,
-            up.device == down.c.device,
-            up.port == down.c.port,
-            up.sampled_at >= before(down.c.sampled_at, event_window_s),
-            func.upper(up.state) == "ACTIVE",
-        )
-        .scalar_subquery()
-    )
-    with_up = select(down, last_up.label("last_up")).subquery("with_up")
-    after = NicPortSample.alias("after").c
-    since = (
-        select(func.min(after.sampled_at))
-        .where(
-            after.node_id == with_up.c.node_id,
-            after.device == with_up.c.device,
-            after.port == with_up.c.port,
-            after.sampled_at > with_up.c.last_up,
-        )
-        .scalar_subquery()
-    )
-    return select(
-        with_up.c.node_id,
-        with_up.c.device,
-        with_up.c.port,
-        with_up.c.state,
-        since.label("since"),
-    ).where(with_up.c.last_up.is_not(None))

@@ -2,7 +2,7 @@
 values (nulled by :mod:`app.ingest.rows`) counted, duplicates skipped.
 
 :func:`plan_samples` decides everything that needs no database; the rows then go in with the
-node sections (:func:`app.timeseries.insert_staged`), and :func:`samples_result` makes the
+node sections (:func:`app.series.writes.insert_staged`), and :func:`samples_result` makes the
 answer's counts from how many went in.
 """
 
@@ -18,8 +18,8 @@ from app.fleet.models import Gpu
 from app.ingest.rows import SampleRow
 from app.ingest.schemas import Rejection, RejectReason
 from app.metrics.catalog import METRIC_NAMES
-from app.metrics.models import gpu_sample
-from app.timeseries import StagedRows
+from app.series import sinks
+from app.series.writes import StagedRows
 
 MAX_LISTED_REJECTIONS = 100
 _COLUMNS = ("gpu_id", "sampled_at", "received_at", *METRIC_NAMES)
@@ -53,7 +53,7 @@ def plan_samples(
     rows: dict[tuple[int, datetime], tuple[Any, ...]] = {}
     plan = SamplePlan(
         received=len(samples),
-        staged=StagedRows(gpu_sample, _COLUMNS, rows.values(), newest_per="gpu_id", feed=True),
+        staged=sinks.staged(sinks.SAMPLES, _COLUMNS, rows.values()),
         rows=rows,
     )
     ids = {uuid: gpu.id for uuid, gpu in gpus.items()}
@@ -85,7 +85,7 @@ def plan_samples(
 
 def drop_packed(plan: SamplePlan, packed: Collection[tuple[int, datetime]]) -> None:
     """Count as duplicates the planned samples of ``packed``, the keys already stored in packed
-    blocks (:func:`app.series.read.packed_among`): re-sent after their hour was compacted."""
+    blocks (:func:`app.series.sinks.packed`): re-sent after their hour was compacted."""
     for key in packed:
         del plan.rows[key]
         plan.duplicates += 1

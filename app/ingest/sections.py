@@ -20,24 +20,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Table
-
 from app.fleet.models import Gpu, Node
 from app.ingest.rows import SECTION_SPECS, SectionRow, SectionSpec
-from app.nics.models import NicPortSample
-from app.nvlinks.models import NvlinkSample
-from app.series import latest as latest_store
-from app.storage.models import DiskSample, MountSample, NfsSample
-from app.timeseries import StagedRows
+from app.series import sinks
+from app.series.writes import StagedRows
 
 
 @dataclass(frozen=True)
 class Section:
-    """A dated payload section and the table it is stored in.
+    """A dated payload section, stored by :mod:`app.series.sinks` under its name.
 
     Attributes:
         name: the payload key, e.g. ``"disks"``.
-        table: the table; its primary key is (owner column, ``key``…, ``sampled_at``).
         owner: ``"node"`` (column ``node_id``) or ``"gpu"`` (column ``gpu_id``, found by the
             entry's ``gpu_uuid``).
         key: the natural key columns between the owner and ``sampled_at``.
@@ -45,7 +39,6 @@ class Section:
     """
 
     name: str
-    table: Table
     owner: Literal["node", "gpu"]
     key: tuple[str, ...]
     spec: SectionSpec
@@ -57,27 +50,18 @@ class Section:
 
     @property
     def primary_key(self) -> tuple[str, ...]:
-        """The table's primary key columns, in order."""
+        """The stored row's key columns, in order."""
         return (self.owner_column, *self.key, "sampled_at")
-
-
-def _table(model: type[Any]) -> Table:
-    table: Table = model.__table__
-    return table
 
 
 _SPECS = {spec.name: spec for spec in SECTION_SPECS}
 SECTIONS: tuple[Section, ...] = (
-    Section("nvlinks", _table(NvlinkSample), "gpu", ("link",), _SPECS["nvlinks"]),
-    Section("disks", _table(DiskSample), "node", ("device",), _SPECS["disks"]),
-    Section("mounts", _table(MountSample), "node", ("mountpoint",), _SPECS["mounts"]),
-    Section("nfs_mounts", _table(NfsSample), "node", ("mountpoint",), _SPECS["nfs_mounts"]),
-    Section("nic_ports", _table(NicPortSample), "node", ("device", "port"), _SPECS["nic_ports"]),
+    Section("nvlinks", "gpu", ("link",), _SPECS["nvlinks"]),
+    Section("disks", "node", ("device",), _SPECS["disks"]),
+    Section("mounts", "node", ("mountpoint",), _SPECS["mounts"]),
+    Section("nfs_mounts", "node", ("mountpoint",), _SPECS["nfs_mounts"]),
+    Section("nic_ports", "node", ("device", "port"), _SPECS["nic_ports"]),
 )
-
-_TABLES = {s.name: s.table.name for s in SECTIONS}
-#: Raw table name → its current-state table, kept current with the raw rows.
-_LATEST = latest_store.BY_RAW
 
 
 @dataclass
@@ -141,33 +125,28 @@ def plan_sections(
                 plan.nulled_by_row.setdefault((section.name, key), []).extend(nulled_names)
             rows.setdefault(key, row)
         plan.rows[section.name] = rows
-        plan.staged[section.name] = StagedRows(
-            section.table, columns, list(rows.values()), latest=_LATEST.get(section.table.name)
-        )
+        plan.staged[section.name] = sinks.staged(section.name, columns, list(rows.values()))
     return plan
 
 
-def keys_by_table(plan: SectionsPlan) -> dict[str, Collection[tuple[Any, ...]]]:
-    """Raw table name → the primary keys of the rows planned for it."""
-    return {_TABLES[name]: rows.keys() for name, rows in plan.rows.items()}
+def keys_by_section(plan: SectionsPlan) -> dict[str, Collection[tuple[Any, ...]]]:
+    """Section name → the keys of the rows planned for it."""
+    return {name: rows.keys() for name, rows in plan.rows.items()}
 
 
 def drop_packed(
     plan: SectionsPlan, packed: Mapping[str, Collection[tuple[Any, ...]]], nulled: Counter[str]
 ) -> None:
-    """Leave out of ``plan`` the rows whose key is in ``packed`` (by raw table: stored in a
+    """Leave out of ``plan`` the rows whose key is in ``packed`` (by section: stored in a
     packed block already, a reading re-sent after its block was packed;
-    :func:`app.series.read.packed_among`), then count the nulled values of the rows left into
+    :func:`app.series.sinks.packed`), then count the nulled values of the rows left into
     ``nulled``."""
     for name, rows in plan.rows.items():
-        gone = packed.get(_TABLES[name], ())
+        gone = packed.get(name, ())
         if gone:
             for key in gone:
                 del rows[key]
-            staged = plan.staged[name]
-            plan.staged[name] = StagedRows(
-                staged.table, staged.columns, list(rows.values()), latest=staged.latest
-            )
+            plan.staged[name] = sinks.restaged(plan.staged[name], list(rows.values()))
     for (name, key), names in plan.nulled_by_row.items():
         if key in plan.rows[name]:
             nulled.update(names)

@@ -33,8 +33,8 @@ from app.ingest.models import IngestBatch
 from app.ingest.rows import ParsedBatch, from_model
 from app.ingest.schemas import GpuConflict, IngestBatchIn, IngestResult
 from app.metrics.plausible import Bound, clean_numbers
-from app.series import read as series_read
-from app.timeseries import insert_staged
+from app.series import sinks
+from app.series.writes import insert_staged
 from app.topology import service as topology_service
 
 log = logging.getLogger(__name__)
@@ -113,11 +113,11 @@ def store_batch(
     with session.no_autoflush:  # node and GPU rows are written once, at the batch's end
         # One statement of index probes for every table: a sample or reading re-sent after
         # its block was packed is a duplicate, as against a raw row.
-        packed = series_read.packed_among(
+        packed = sinks.packed(
             session,
-            {"gpu_sample": sample_plan.rows.keys(), **section_store.keys_by_table(sections)},
+            {sinks.SAMPLES: sample_plan.rows.keys(), **section_store.keys_by_section(sections)},
         )
-    sample_store.drop_packed(sample_plan, packed["gpu_sample"])
+    sample_store.drop_packed(sample_plan, packed[sinks.SAMPLES])
     nulled.update(sample_plan.nulled)
     section_store.drop_packed(sections, packed, nulled)
     insert_staged(session, [sample_plan.staged, *sections.staged.values()])

@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 from app.db import epoch_s
 from app.fleet.models import Gpu, Node
 from app.metrics.catalog import METRICS_BY_NAME, Metric
-from app.rollups import source as rollup_source
-from app.rollups import specs as rollup_specs
-from app.rollups.source import source_resolution
 from app.series import read as series_read
+from app.series.rollups import source as rollup_source
+from app.series.rollups import specs as rollup_specs
+from app.series.rollups.source import source_resolution
 from app.timebounds import aligns_to_wall_clock, offset_segments, wall_bucket_start
 
 # Steps a chart can be bucketed by, seconds. The raw resolution (step 0) is used for short ranges.
@@ -81,7 +81,7 @@ def node_series(
     zone: tzinfo = UTC,
 ) -> list[GpuSeries]:
     """Samples of every GPU of ``node`` in ``[start, end]``: :func:`node_series_from` reading
-    the coarsest source that nests in ``step_s`` buckets (see :mod:`app.rollups.source`).
+    the coarsest source that nests in ``step_s`` buckets (see :mod:`app.series.rollups.source`).
 
     Raises:
         KeyError: a name in ``metrics`` is not a known metric.
@@ -118,7 +118,7 @@ def node_series_from(
 
     ``source_s`` is the resolution read for bucketed steps: 0 raw rows, 60 or 3600 the rollups
     (with the raw rows of the window's partial edge buckets); ``None`` picks the coarsest that
-    nests (:func:`app.rollups.source.source_resolution`). Every source gives the same values.
+    nests (:func:`app.series.rollups.source.source_resolution`). Every source gives the same values.
     ``gpu_ids`` limits the result to those GPUs of the node (all when ``None``).
 
     Raises:
@@ -130,8 +130,7 @@ def node_series_from(
         gid: GpuSeries(g.uuid, g.index, g.name, values={m: [] for m in metrics})
         for gid, g in gpus.items()
     }
-    rows = series_read.rows_between(
-        "gpu_sample",
+    rows = series_read.gpu_rows_between(
         columns=list(metrics),
         start=start,
         end=end,

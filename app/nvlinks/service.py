@@ -9,18 +9,17 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from app.fleet.models import Gpu
-from app.nvlinks.models import NvlinkSample
-from app.series import latest
-from app.timeseries import LATEST_WINDOW_S
+from app.series import readings
+from app.series.readings import NvlinkReading
+from app.series.writes import LATEST_WINDOW_S
 
 
-def list_latest_links(session: Session, *, gpus: Sequence[Gpu]) -> list[NvlinkSample]:
-    """The current reading (:mod:`app.series.latest`) of each link of ``gpus`` (links within
-    :data:`~app.timeseries.LATEST_WINDOW_S` of their GPU's newest), as detached model objects,
-    ordered by GPU index and link number."""
+def list_latest_links(session: Session, *, gpus: Sequence[Gpu]) -> list[NvlinkReading]:
+    """The current reading (:func:`app.series.readings.nvlinks`) of each link of ``gpus``
+    (links within :data:`~app.series.writes.LATEST_WINDOW_S` of their GPU's newest), ordered by
+    GPU index and link number."""
     index = {g.id: g.index for g in gpus}
-    rows = latest.of_owners(session, latest.NVLINK, list(index), window_s=LATEST_WINDOW_S)
-    links = [NvlinkSample(**row._mapping) for row in rows]
+    links = readings.nvlinks(session, list(index), window_s=LATEST_WINDOW_S)
     return sorted(links, key=lambda s: (index[s.gpu_id], s.link))
 
 
@@ -35,7 +34,7 @@ class GpuLinks:
     reports the value."""
 
     gpu: Gpu
-    links: list[NvlinkSample] = field(default_factory=list)
+    links: list[NvlinkReading] = field(default_factory=list)
 
     @property
     def up(self) -> int:
@@ -43,7 +42,7 @@ class GpuLinks:
         return sum(1 for link in self.links if link.state == "up")
 
     @property
-    def not_up(self) -> list[NvlinkSample]:
+    def not_up(self) -> list[NvlinkReading]:
         """Links that are down or in an unknown state."""
         return [link for link in self.links if link.state != "up"]
 
@@ -78,7 +77,7 @@ class GpuLinks:
         return _total([link.recovery_errors for link in self.links])
 
 
-def group_by_gpu(gpus: Sequence[Gpu], links: Sequence[NvlinkSample]) -> list[GpuLinks]:
+def group_by_gpu(gpus: Sequence[Gpu], links: Sequence[NvlinkReading]) -> list[GpuLinks]:
     """The GPUs that report links, in index order, each with its links."""
     by_id = {g.id: GpuLinks(gpu=g) for g in sorted(gpus, key=lambda g: g.index)}
     for link in links:

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, exists, select
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session, aliased
 
 from app.events.models import NodeEvent
 from app.fleet import service as fleet_service
 from app.fleet.models import Gpu, Node
 from app.fleet.service import NodeView
-from app.metrics.models import gpu_sample
+from app.series import gpu_now
 from app.topology.models import TopologyChange
 
 #: The metrics of the newest sample the overview reads: its overlays, the table's mean
@@ -37,16 +37,10 @@ LATEST_METRICS = (
 
 def latest_values(session: Session) -> dict[int, dict[str, Any]]:
     """Every GPU's newest sample (:data:`LATEST_METRICS` name → value), by GPU id, in one
-    query: the join on ``gpu.last_sample_at`` is a primary-key lookup per GPU (``gpu_sample`` is
-    keyed by ``(gpu_id, sampled_at)``), with no list of ids sent. 38 columns × 8,000 GPUs cost
+    query (:func:`app.series.gpu_now.newest`): a primary-key lookup per GPU, with no list of
+    ids sent. 38 columns × 8,000 GPUs cost
     several times more to read than these 11."""
-    columns = [gpu_sample.c[name] for name in LATEST_METRICS]
-    rows = session.execute(
-        select(gpu_sample.c.gpu_id, *columns).join(
-            Gpu, and_(Gpu.id == gpu_sample.c.gpu_id, Gpu.last_sample_at == gpu_sample.c.sampled_at)
-        )
-    )
-    return {row[0]: dict(zip(LATEST_METRICS, row[1:], strict=True)) for row in rows}
+    return gpu_now.newest_by_gpu(session, LATEST_METRICS)
 
 
 def list_views(

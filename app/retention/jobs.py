@@ -13,8 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import session_scope, utcnow
 from app.events.models import NodeEvent
 from app.ingest.models import IngestBatch
-from app.series import arrivals, latest
-from app.series.blocks import SPECS
+from app.series import retention as series_retention
 
 log = logging.getLogger(__name__)
 
@@ -26,31 +25,22 @@ def prune(
     samples) goes when its whole span is older.
 
     Batch ids are kept as long as samples, so an agent replaying an old spool within the window
-    still gets its replay answer instead of a double store. A host entity's current state
-    (:mod:`app.series.latest`) goes when its newest reading is older. The arrival feed
-    (:mod:`app.series.arrivals`) keeps an hour, whatever the retention.
+    still gets its replay answer instead of a double store. Samples, current readings and the
+    arrival feed are pruned by :func:`app.series.retention.prune`.
 
     Returns:
         rows deleted per table.
     """
     at = now or utcnow()
     cutoff = at - timedelta(days=retention_days)
-    statements: dict[str, Any] = {}
-    for spec in SPECS:
-        statements[spec.raw.name] = delete(spec.raw).where(spec.raw.c.sampled_at < cutoff)
-        statements[spec.block.name] = delete(spec.block).where(
-            spec.block.c.block_start <= cutoff - timedelta(seconds=spec.block_s)
-        )
-    statements |= {
+    deleted = series_retention.prune(session, cutoff=cutoff, now=at)
+    statements: dict[str, Any] = {
         "node_event": delete(NodeEvent).where(NodeEvent.occurred_at < cutoff),
         "ingest_batch": delete(IngestBatch).where(IngestBatch.received_at < cutoff),
     }
-    deleted: dict[str, int] = {}
     for table, statement in statements.items():
         result = cast(CursorResult[Any], session.execute(statement))
         deleted[table] = int(result.rowcount or 0)
-    deleted |= latest.prune(session, cutoff=cutoff)
-    deleted["sample_arrival"] = arrivals.prune(session, now=at)
     return deleted
 
 

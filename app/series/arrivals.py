@@ -49,7 +49,7 @@ sample_arrival = Table(
 def record_cte(name: str, series: str, moved: str) -> str:
     """A ``WITH`` part named ``name`` appending one feed row per owner of ``moved`` (a CTE
     returning ``owner, sampled_at`` of the rows that went in), for the staged move of
-    :func:`app.timeseries.insert_staged`. ``series`` is a table name (no quoting needed)."""
+    :func:`app.series.writes.insert_staged`. ``series`` is a table name (no quoting needed)."""
     return (
         f"{name} AS (INSERT INTO sample_arrival (series, owner_id, first_at, last_at) "
         f"SELECT '{series}', owner, min(sampled_at), max(sampled_at) FROM {moved} "

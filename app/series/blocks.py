@@ -35,10 +35,14 @@ from sqlalchemy.types import TypeEngine
 
 from app.db import Base, UInt64, UTCDateTime
 from app.metrics.catalog import METRICS
-from app.metrics.models import gpu_sample
-from app.nics.models import NicPortSample
-from app.nvlinks.models import NvlinkSample
-from app.storage.models import DiskSample, MountSample, NfsSample
+from app.series.tables import (
+    DiskSample,
+    MountSample,
+    NfsSample,
+    NicPortSample,
+    NvlinkSample,
+    gpu_sample,
+)
 
 #: Width of a GPU block: an hour, aligned on the Unix epoch (``date_bin``'s origin below).
 BLOCK_S = 3600

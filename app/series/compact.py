@@ -30,10 +30,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_scope, utcnow
 from app.fleet.models import Gpu, Node
-from app.rollups import specs as rollup_specs
 from app.series import minute_blocks
 from app.series.blocks import BLOCK_ORIGIN, BLOCK_S, SPECS, BlockSpec
-from app.timeseries import LATEST_WINDOW_S
+from app.series.rollups import specs as rollup_specs
+from app.series.writes import LATEST_WINDOW_S
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Alert rule windows and the health windows scan raw rows (their SQL is tuned to the raw tables'
 indexes), so rows stay raw for the longest of ``compact_after_s`` and every reader's span, plus
-:data:`~app.timeseries.LATEST_WINDOW_S` of clock-skew margin:
+:data:`~app.series.writes.LATEST_WINDOW_S` of clock-skew margin:
 
 * ``gpu_sample``: every enabled rule's GPU window (threshold and rate windows on the ``gpu``
   target, metric absence's ``after``) and the health throttle window;
@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.alerts import store as alert_store
 from app.db import session_scope
 from app.series.compact import CompactResult, compact
-from app.timeseries import LATEST_WINDOW_S
+from app.series.writes import LATEST_WINDOW_S
 
 log = logging.getLogger(__name__)
 

@@ -45,9 +45,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.db import Base
-from app.nics.models import NicPortSample
-from app.nvlinks.models import NvlinkSample
-from app.storage.models import DiskSample, MountSample, NfsSample
+from app.series.tables import DiskSample, MountSample, NfsSample, NicPortSample, NvlinkSample
 
 
 def latest_table(raw: Table, keys: tuple[str, ...], owner: str = "node_id") -> Table:

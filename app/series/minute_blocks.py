@@ -8,9 +8,9 @@ day). Packed, the mostly constant or slowly moving columns compress like the sam
 
 * **pack** (:func:`pack`): minute rows of days wholly older than the horizon (and than the
   rollups' folded-until mark) are deleted and inserted as day blocks in one statement.
-* **re-open** (:func:`reopen`): before the rollups recompute a range (:func:`app.rollups.fold.
-  fold_range`), the blocks overlapping it go back to minute rows, so the recompute replaces
-  them instead of adding a second copy.
+* **re-open** (:func:`reopen`): before the rollups recompute a range
+  (:func:`app.series.rollups.fold.fold_range`), the blocks overlapping it go back to minute
+  rows, so the recompute replaces them instead of adding a second copy.
 * **read** (:func:`minute_rows`): the minute rows and the unpacked blocks of a range, as one
   selectable with the columns of the minute table.
 
@@ -46,8 +46,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from app.db import Base
-from app.rollups.models import DISK_ROLLUPS, GPU_ROLLUPS, NFS_ROLLUPS, NIC_ROLLUPS
 from app.series.blocks import array_of
+from app.series.rollups.models import DISK_ROLLUPS, GPU_ROLLUPS, NFS_ROLLUPS, NIC_ROLLUPS
 
 DAY_S = 86400
 

@@ -29,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from app.db import UTCDateTime
-from app.series.blocks import BY_NAME, BlockSpec
+from app.series.blocks import BY_NAME, GPU, BlockSpec
 
 
 def rows_between(
@@ -65,6 +65,18 @@ def rows_between(
     if dialect != "postgresql":
         return raw_rows.subquery(table)
     return union_all(raw_rows, _unpacked(spec, columns, start, end)).subquery(table)
+
+
+def gpu_rows_between(
+    *, columns: Sequence[str], start: datetime | None, end: datetime | None, dialect: str
+) -> Subquery:
+    """:func:`rows_between` of the GPU samples: ``gpu_id``, ``sampled_at``, ``received_at``
+    and ``columns`` (metric names).
+
+    Raises:
+        KeyError: a name of ``columns`` is not a GPU metric.
+    """
+    return rows_between(GPU.raw.name, columns=columns, start=start, end=end, dialect=dialect)
 
 
 def _unpacked(

@@ -35,8 +35,8 @@ from sqlalchemy.orm import Session
 
 from app.db import epoch_s
 from app.fleet.models import Gpu, Node
-from app.metrics.models import gpu_sample
 from app.series import arrivals
+from app.series.tables import gpu_sample
 
 #: The widest window kept in memory; a rule's wider GPU window is scanned in the database.
 MAX_SPAN_S = 900.0

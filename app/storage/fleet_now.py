@@ -13,42 +13,33 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, or_
 from sqlalchemy.orm import Session
 
-from app.nics.models import NicPortSample
 from app.series import latest as latest_store
+from app.series.writes import LATEST_WINDOW_S, natural_key
 from app.storage.fleet_service import CounterTotal, NodeScope
-from app.storage.models import DiskSample, MountSample, NfsSample
-from app.timeseries import LATEST_WINDOW_S, natural_key
 
 _PARTITION = re.compile(r"^(.*\d)p\d+$|^(.*\D)\d+$")
 
 
-_LATEST: dict[Any, latest_store.LatestSpec] = {
-    DiskSample: latest_store.DISK,
-    MountSample: latest_store.MOUNT,
-    NfsSample: latest_store.NFS,
-    NicPortSample: latest_store.NIC,
-}
-
-
 def latest_rows(
     session: Session,
-    model: type[Any],
+    spec: latest_store.LatestSpec,
     scope: NodeScope,
     now: datetime,
     *,
     where: Sequence[ColumnElement[bool]] = (),
 ) -> list[Any]:
-    """The current reading (:mod:`app.series.latest`) of each entity of ``model`` on the scope's
-    nodes, read within :data:`~app.timeseries.LATEST_WINDOW_S` before ``now`` (older ones are
-    gone or stale) and matching ``where``, as rows with ``model``'s columns as attributes (not
-    ORM objects). Without ``where``, results are kept on the session for the same arguments
-    (the disk table feeds two tables of one page)."""
+    """The current reading (:mod:`app.series.latest`) of each entity of ``spec`` (``DISK``,
+    ``MOUNT``, ``NFS``, ``NIC``) on the scope's nodes, read within
+    :data:`~app.series.writes.LATEST_WINDOW_S` before ``now`` (older ones are gone or stale) and
+    matching ``where``, as rows with the reading's columns as attributes (not ORM objects).
+    Without ``where``, results are kept on the session for the same arguments (the disk table
+    feeds two tables of one page)."""
     cache: dict[Any, list[Any]] = session.info.setdefault("fleet_now.latest_rows", {})
-    cache_key = (model, id(scope), now)
+    cache_key = (id(spec), id(scope), now)
     if where or cache_key not in cache:
         rows = latest_store.read(
             session,
-            _LATEST[model],
+            spec,
             since=now - timedelta(seconds=LATEST_WINDOW_S),
             node_ids=list(scope.hostnames) if scope.filtered else None,
             where=where,
@@ -78,7 +69,7 @@ class MountLatency:
     ops_per_s: float | None
 
 
-def disk_of(device: str | None, disks: dict[str, DiskSample]) -> DiskSample | None:
+def disk_of(device: str | None, disks: dict[str, Any]) -> Any:
     """The disk reading behind a mount's source: ``/dev/md0`` → ``md0``; a partition
     (``/dev/nvme0n1p2``, ``/dev/sda1``) → its whole device when the agent left the partition out."""
     if not device or not device.startswith("/dev/"):
@@ -96,16 +87,16 @@ def slowest_mounts(
 ) -> list[MountLatency]:
     """Mounts by latency per operation, slowest first (mounts without one left out)."""
     found: list[MountLatency] = []
-    for n in latest_rows(session, NfsSample, scope, now):
+    for n in latest_rows(session, latest_store.NFS, scope, now):
         if n.avg_rtt_s is not None and _matches(match, n.mountpoint, n.export):
             host = scope.hostnames[n.node_id]
             found.append(
                 MountLatency(host, n.mountpoint, "NFS", n.export, n.avg_rtt_s, n.ops_per_s)
             )
-    disks: dict[int, dict[str, DiskSample]] = {}
-    for d in latest_rows(session, DiskSample, scope, now):
+    disks: dict[int, dict[str, Any]] = {}
+    for d in latest_rows(session, latest_store.DISK, scope, now):
         disks.setdefault(d.node_id, {})[d.device] = d
-    for mount in latest_rows(session, MountSample, scope, now):
+    for mount in latest_rows(session, latest_store.MOUNT, scope, now):
         disk = disk_of(mount.device, disks.get(mount.node_id, {}))
         if disk is None or disk.avg_wait_s is None:
             continue
@@ -130,11 +121,11 @@ def slowest_mounts(
 
 def busiest_devices(
     session: Session, scope: NodeScope, now: datetime, *, match: str = "", limit: int = 20
-) -> list[tuple[str, DiskSample]]:
+) -> list[tuple[str, Any]]:
     """``(hostname, disk)`` by read + write bytes/s, busiest first (unknown rates count 0)."""
     rows = [
         (scope.hostnames[d.node_id], d)
-        for d in latest_rows(session, DiskSample, scope, now)
+        for d in latest_rows(session, latest_store.DISK, scope, now)
         if _matches(match, d.device)
     ]
     rows.sort(
@@ -177,7 +168,7 @@ def port_problems(
     of_interest = or_(func.upper(cols.state) != "ACTIVE", cols.node_id.in_(sorted(rising_nodes)))
     latest = {
         (scope.hostnames[p.node_id], f"{p.device}/{p.port}"): p
-        for p in latest_rows(session, NicPortSample, scope, now, where=[of_interest])
+        for p in latest_rows(session, latest_store.NIC, scope, now, where=[of_interest])
         if _matches(match, p.device)
     }
     totals = {(t.hostname, t.item): t for t in rising if t.total > 0}

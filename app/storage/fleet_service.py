@@ -4,7 +4,7 @@ each chart's top N series plus the summary of the rest, bucketed in SQL.
 Gauges (the agent's per-interval rates and latencies, ``disk_sample`` / ``nfs_sample`` /
 ``nic_port_sample``) are averaged per bucket. Every query reads the minute or hour rollups
 where their buckets nest, with raw rows only at the window's partial edges
-(:mod:`app.rollups.source`); rankings and "did it move" checks over the whole window read the
+(:mod:`app.series.rollups.source`); rankings and "did it move" checks over the whole window read the
 hour rollups whatever the step, since a window's mean, max and min do not depend on buckets.
 
 Counters (NFS ``retransmits``, IB port error counters) take the bucket maximum — the last
@@ -34,11 +34,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.fleet.models import Node
-from app.nics.models import NicPortSample
-from app.rollups import source as rollup_source
-from app.rollups import specs as rollup_specs
+from app.series.rollups import source as rollup_source
+from app.series.rollups import specs as rollup_specs
 from app.storage import counters
-from app.storage.models import DiskSample, NfsSample
 from app.storage.series import ChartData, Series, pick_top, rest_means, rest_sums
 
 Measure = Literal["mean", "max"]
@@ -85,18 +83,15 @@ def select_nodes(session: Session, *, labels: dict[str, str], search: str) -> No
 
 @dataclass(frozen=True)
 class Metric:
-    """A stored column charted per (node, ``keys``…): ``columns`` is one gauge, or the counters
-    whose increases are summed (a port's five error counters)."""
+    """A stored column charted per (node, ``keys``…) from the rollups of ``source``
+    (:mod:`app.series.rollups.specs`): ``columns`` is one gauge, or the counters whose
+    increases are summed (a port's five error counters)."""
 
     name: str
-    model: Any
+    source: rollup_specs.Spec
     keys: tuple[str, ...]
     columns: tuple[str, ...]
     counter: bool = False
-
-    def key_columns(self) -> list[InstrumentedAttribute[Any]]:
-        """The model's key attributes (``device``, ``port`` …)."""
-        return [getattr(self.model, k) for k in self.keys]
 
 
 _IB_ERRORS = (
@@ -106,25 +101,21 @@ _IB_ERRORS = (
     "port_rcv_errors_count",
     "port_xmit_discards_count",
 )
+_DISK, _NFS, _NIC = rollup_specs.DISK, rollup_specs.NFS, rollup_specs.NIC
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
-        Metric("disk_read_bytes_per_s", DiskSample, ("device",), ("read_bytes_per_s",)),
-        Metric("disk_write_bytes_per_s", DiskSample, ("device",), ("write_bytes_per_s",)),
-        Metric("disk_avg_wait_s", DiskSample, ("device",), ("avg_wait_s",)),
-        Metric("nfs_read_bytes_per_s", NfsSample, ("mountpoint",), ("read_bytes_per_s",)),
-        Metric("nfs_write_bytes_per_s", NfsSample, ("mountpoint",), ("write_bytes_per_s",)),
-        Metric("nfs_avg_rtt_s", NfsSample, ("mountpoint",), ("avg_rtt_s",)),
-        Metric("nfs_retransmits", NfsSample, ("mountpoint",), ("retransmits",), counter=True),
-        Metric("ib_rx_bytes_per_s", NicPortSample, ("device", "port"), ("rx_bytes_per_s",)),
-        Metric("ib_tx_bytes_per_s", NicPortSample, ("device", "port"), ("tx_bytes_per_s",)),
-        Metric("ib_errors", NicPortSample, ("device", "port"), _IB_ERRORS, counter=True),
+        Metric("disk_read_bytes_per_s", _DISK, ("device",), ("read_bytes_per_s",)),
+        Metric("disk_write_bytes_per_s", _DISK, ("device",), ("write_bytes_per_s",)),
+        Metric("disk_avg_wait_s", _DISK, ("device",), ("avg_wait_s",)),
+        Metric("nfs_read_bytes_per_s", _NFS, ("mountpoint",), ("read_bytes_per_s",)),
+        Metric("nfs_write_bytes_per_s", _NFS, ("mountpoint",), ("write_bytes_per_s",)),
+        Metric("nfs_avg_rtt_s", _NFS, ("mountpoint",), ("avg_rtt_s",)),
+        Metric("nfs_retransmits", _NFS, ("mountpoint",), ("retransmits",), counter=True),
+        Metric("ib_rx_bytes_per_s", _NIC, ("device", "port"), ("rx_bytes_per_s",)),
+        Metric("ib_tx_bytes_per_s", _NIC, ("device", "port"), ("tx_bytes_per_s",)),
+        Metric("ib_errors", _NIC, ("device", "port"), _IB_ERRORS, counter=True),
     )
-}
-_SPECS: dict[Any, rollup_specs.Spec] = {
-    DiskSample: rollup_specs.DISK,
-    NfsSample: rollup_specs.NFS,
-    NicPortSample: rollup_specs.NIC,
 }
 
 
@@ -152,7 +143,7 @@ def item_label(values: Sequence[Any]) -> str:
 
 
 def _spec(metric: Metric) -> rollup_specs.Spec:
-    return _SPECS[metric.model]
+    return metric.source
 
 
 def _filters(metric: Metric, q: Query) -> rollup_source.Where:
@@ -171,7 +162,7 @@ def _filters(metric: Metric, q: Query) -> rollup_source.Where:
 def _parts(
     session: Session, metric: Metric, q: Query, fields: list[tuple[str, str]], *, whole: bool
 ) -> Subquery:
-    """Rows of ``metric``'s table over the window (:func:`app.rollups.source.parts`): for
+    """Rows of ``metric``'s table over the window (:func:`app.series.rollups.source.parts`): for
     aggregates over the ``whole`` window from the coarsest rollup (every source gives the same
     sums, counts, maxima and minima), else from the coarsest that nests in ``q.step_s``
     buckets; ``q.source_s`` overrides both."""
@@ -237,8 +228,8 @@ def _overlapping_hours(
     of being read exactly from minute and raw rows — one row per key and hour, where the exact
     edges cost up to 59 minute rows per key (480,000 rows for 1,000 nodes' IB ports) for a
     difference of at most an hour at each end. Rows sampled in the last
-    :data:`~app.rollups.jobs.SETTLE_S` before a fold can be in both parts: they count twice in
-    the ranking (never in the values drawn)."""
+    :data:`~app.series.rollups.jobs.SETTLE_S` before a fold can be in both parts: they count
+    twice in the ranking (never in the values drawn)."""
     spec = _spec(metric)
     horizon = rollup_specs.read_mark(session, spec.horizon_key)
     if horizon is None:
@@ -299,7 +290,7 @@ def gauge_charts(session: Session, metrics: Sequence[Metric], q: Query) -> dict[
         ValueError: the metrics are not of one table, or not gauges.
     """
     first = metrics[0]
-    if any(m.model is not first.model or m.counter for m in metrics):
+    if any(m.source is not first.source or m.counter for m in metrics):
         raise ValueError("gauges of one table only")
     columns = [m.columns[0] for m in metrics]
     kinds = ("sum", "n") if q.by == "mean" else ("max",)

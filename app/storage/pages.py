@@ -17,7 +17,7 @@ from app.db import SessionDep, utcnow
 from app.errors import BadRequest
 from app.fleet.charts import PRESETS, ChartRange
 from app.fleet.pages import LABEL_COLUMNS, SLOW_IO_S
-from app.rollups import specs as rollup_specs
+from app.series.rollups import specs as rollup_specs
 from app.storage import charts, fleet_now
 from app.storage import fleet_service as fs
 from app.storage.series import ChartData
@@ -172,7 +172,7 @@ def chart_data(
         if metric.counter:
             data[metric.name], totals[metric.name] = fs.counter_chart(session, metric, query)
         elif gauges:
-            by_table.setdefault(metric.model, []).append(metric)
+            by_table.setdefault(metric.source.name, []).append(metric)
     for metrics in by_table.values():
         data.update(fs.gauge_charts(session, metrics, query))
     return data, totals

@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from app.series import latest
-from app.storage.models import DiskSample, MountSample, NfsSample
-from app.timeseries import LATEST_WINDOW_S, natural_key
-
-Reading = TypeVar("Reading", DiskSample, MountSample, NfsSample)
+from app.series import readings
+from app.series.readings import DiskReading, MountReading, NfsReading
+from app.series.writes import LATEST_WINDOW_S
 
 
 @dataclass
 class NodeStorage:
     """The newest reading of each disk (by device), mount and NFS mount (by mountpoint)."""
 
-    disks: list[DiskSample]
-    mounts: list[MountSample]
-    nfs_mounts: list[NfsSample]
+    disks: list[DiskReading]
+    mounts: list[MountReading]
+    nfs_mounts: list[NfsReading]
 
     @property
     def empty(self) -> bool:
@@ -29,18 +26,9 @@ class NodeStorage:
 
 
 def get_node_storage(session: Session, *, node_id: int) -> NodeStorage:
-    """The node's current disks, mounts and NFS mounts (:mod:`app.series.latest`), as
-    detached model objects."""
-
-    def current(spec: latest.LatestSpec, model: type[Reading]) -> list[Reading]:
-        rows = latest.of_node(session, spec, node_id, window_s=LATEST_WINDOW_S)
-        return [model(**row._mapping) for row in rows]
-
-    disks = current(latest.DISK, DiskSample)
-    mounts = current(latest.MOUNT, MountSample)
-    nfs = current(latest.NFS, NfsSample)
+    """The node's current disks, mounts and NFS mounts (:mod:`app.series.readings`)."""
     return NodeStorage(
-        disks=sorted(disks, key=lambda d: natural_key(d.device)),
-        mounts=sorted(mounts, key=lambda m: m.mountpoint),
-        nfs_mounts=sorted(nfs, key=lambda m: m.mountpoint),
+        disks=readings.disks(session, node_id, window_s=LATEST_WINDOW_S),
+        mounts=readings.mounts(session, node_id, window_s=LATEST_WINDOW_S),
+        nfs_mounts=readings.nfs_mounts(session, node_id, window_s=LATEST_WINDOW_S),
     )

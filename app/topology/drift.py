@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.timeseries import natural_key
+from app.series.writes import natural_key
 from app.topology.drift_source import load_signatures
 from app.topology.matrix import nvlink_count
 from app.topology.signature import NodeSignature

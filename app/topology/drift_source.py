@@ -2,7 +2,8 @@
 node's latest stored topology, its GPU inventory with the newest PCIe readings, the newest
 NVLink states and the newest NIC port states.
 
-Five statements whatever the fleet's size (documents, nodes, GPUs, NVLinks, NIC ports), each a
+Six statements whatever the fleet's size (documents, nodes, GPUs, their newest PCIe readings,
+NVLinks, NIC ports), each a
 plain ``SELECT`` that runs on Postgres and SQLite. The indexes they rely on:
 ``ix_topology_change_node_id_received_at``, ``gpu_sample``'s primary key (``gpu_id``,
 ``sampled_at``), ``ix_nvlink_sample_gpu_id_sampled_at`` (one backward probe per GPU, then a
@@ -20,9 +21,8 @@ from sqlalchemy.orm import Session
 
 from app.fleet.models import Gpu, Node
 from app.health.sql import before
-from app.metrics.models import gpu_sample
-from app.series import latest
-from app.timeseries import LATEST_WINDOW_S
+from app.series import gpu_now, latest
+from app.series.writes import LATEST_WINDOW_S
 from app.topology.models import TopologyChange, TopologySnapshot
 from app.topology.signature import GpuFacts, NodeSignature, build_signature
 
@@ -63,28 +63,22 @@ def latest_documents(session: Session, *, now: datetime) -> dict[int, dict]:
 
 def gpu_facts(session: Session, *, oldest: datetime) -> dict[int, list[GpuFacts]]:
     """Node id → its GPUs in index order, each with the PCIe readings (``pcie_link_gen``,
-    ``…_max``, ``pcie_link_width``, ``…_max``) of its newest ``gpu_sample`` (the row at
-    ``gpu.last_sample_at``); None where that sample is older than ``oldest``, missing, or did
-    not report the value. One statement."""
+    ``…_max``, ``pcie_link_width``, ``…_max``) of its newest sample
+    (:func:`app.series.gpu_now.newest`); None where that sample is older than ``oldest``,
+    missing, or did not report the value. Two statements."""
     rows = session.execute(
-        select(
-            Gpu.node_id,
-            Gpu.index,
-            Gpu.name,
-            Gpu.state,
-            Gpu.last_sample_at,
-            *(gpu_sample.c[name] for name in _PCIE),
+        select(Gpu.id, Gpu.node_id, Gpu.index, Gpu.name, Gpu.state, Gpu.last_sample_at).order_by(
+            Gpu.node_id, Gpu.index
         )
-        .outerjoin(
-            gpu_sample,
-            and_(gpu_sample.c.gpu_id == Gpu.id, gpu_sample.c.sampled_at == Gpu.last_sample_at),
-        )
-        .order_by(Gpu.node_id, Gpu.index)
     )
+    pcie_of = gpu_now.newest_by_gpu(session, _PCIE)
     facts: dict[int, list[GpuFacts]] = defaultdict(list)
-    for node_id, index, name, state, latest_at, *pcie in rows:
-        fresh = latest_at is not None and latest_at >= oldest
-        gen, gen_max, width, width_max = pcie if fresh else (None, None, None, None)
+    for gpu_id, node_id, index, name, state, latest_at in rows:
+        pcie = pcie_of.get(gpu_id)
+        fresh = pcie is not None and latest_at is not None and latest_at >= oldest
+        gen, gen_max, width, width_max = (
+            (pcie[n] for n in _PCIE) if pcie is not None and fresh else (None, None, None, None)
+        )
         facts[node_id].append(GpuFacts(index, name, state, gen, gen_max, width, width_max))
     return facts
 
@@ -94,7 +88,7 @@ def nvlinks_up(session: Session, *, oldest: datetime) -> dict[int, dict[int, int
     link (at or after ``oldest``). The agent sends every link each ``--nvlink-interval`` and a
     link alone when it changes (:mod:`agents.nvlink_thinner`), so a node's newest rows may be
     one link's: each link's own newest row counts, as the node page reads them. A GPU whose
-    newest reading is more than :data:`~app.timeseries.LATEST_WINDOW_S` older than its node's
+    newest reading is more than :data:`~app.series.writes.LATEST_WINDOW_S` older than its node's
     newest (its links no longer reported: lost, removed) is left out, and so is a node with no
     reading since ``oldest``.
 
@@ -132,7 +126,7 @@ def nic_port_states(
     session: Session, *, oldest: datetime
 ) -> dict[int, dict[str, list[str | None]]]:
     """Node id → NIC device → ``nic_port_sample.state`` of each of its ports' newest rows, for
-    ports reported at or after ``oldest`` and within :data:`app.timeseries.LATEST_WINDOW_S` of
+    ports reported at or after ``oldest`` and within :data:`app.series.writes.LATEST_WINDOW_S` of
     the node's newest port reading (older ports are gone, as on the node page). One statement;
     the window is applied here, since a port reported since ``oldest`` makes the node's newest
     reading one of these rows."""

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from app.timeseries import natural_key
+from app.series.writes import natural_key
 from app.topology.drift import DriftFinding
 from app.topology.matrix import nvlink_count
 from app.topology.signature import NodeSignature

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.timeseries import natural_key
+from app.series.writes import natural_key
 from app.topology.graph_model import GraphEdge, GraphNode, NvlinkState, TopologyGraph
 from app.topology.inference import Device
 

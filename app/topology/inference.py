@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from app.timeseries import natural_key
+from app.series.writes import natural_key
 
 _CODE = re.compile(r"^(NV[0-9]{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)$")
 _GPU = re.compile(r"^GPU(\d+)$")

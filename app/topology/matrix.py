@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.timeseries import natural_key
+from app.series.writes import natural_key
 
 #: nvidia-smi's legend, in its order; ``NV#`` stands for every NVLink count.
 LEGEND: tuple[tuple[str, str], ...] = (

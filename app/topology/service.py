@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.fleet.models import Node
 from app.metrics.plausible import clean_numbers
-from app.timeseries import insert_ignoring_conflicts
+from app.series.writes import insert_ignoring_conflicts
 from app.topology.models import TopologyChange, TopologySnapshot
 from app.topology.schemas import DEVICE_BOUNDS, TopologyIn
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from app.timeseries import natural_key
+from app.series.writes import natural_key
 
 #: Node labels naming the fabric a node belongs to, in order of preference.
 FABRIC_LABELS = ("ib_pod", "pod", "rack", "cluster")

@@ -4,8 +4,8 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-29 19:30:00.000000
 
-The GPU rollup columns follow the rule of :func:`app.rollups.models.gpu_fields` applied to the
-catalog as it stands at this revision (frozen below): a metric added later brings its own
+The GPU rollup columns follow the rule of :func:`app.series.rollups.models.gpu_fields` applied to
+the catalog as it stands at this revision (frozen below): a metric added later brings its own
 migration adding its rollup columns, as it adds its ``gpu_sample`` column.
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from app.db import NAMING_CONVENTION
-from app.rollups.models import (
+from app.series.rollups.models import (
     DISK_FIELDS,
     NFS_FIELDS,
     NIC_FIELDS,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from app.rollups.models import gpu_fields, rollup_columns
+from app.series.rollups.models import gpu_fields, rollup_columns
 
 revision: str = "0006"
 down_revision: str | None = "0005"

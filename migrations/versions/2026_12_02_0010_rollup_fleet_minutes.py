@@ -18,7 +18,7 @@ down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-#: Raw table → its averaged gauges (app.rollups.models DISK_FIELDS, NFS_FIELDS, NIC_FIELDS).
+#: Raw table → its averaged gauges (app.series.rollups.models DISK_FIELDS, NFS_FIELDS, NIC_FIELDS).
 GAUGES = {
     "disk_sample": ("read_bytes_per_s", "write_bytes_per_s", "avg_wait_s"),
     "nfs_sample": ("read_bytes_per_s", "write_bytes_per_s", "avg_rtt_s"),

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from app.db import NAMING_CONVENTION
-from app.rollups.models import DISK_FIELDS, NFS_FIELDS, NIC_FIELDS, rollup_table
+from app.series.rollups.models import DISK_FIELDS, NFS_FIELDS, NIC_FIELDS, rollup_table
 
 revision: str = "0012"
 down_revision: str | None = "0011"

@@ -12,7 +12,7 @@ from sqlalchemy import func, select, table
 from app.db import make_engine
 from app.events.models import NodeEvent
 from app.ingest.models import IngestBatch
-from app.metrics.models import gpu_sample
+from app.series.tables import gpu_sample
 
 
 def post_batch(

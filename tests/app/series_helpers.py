@@ -10,7 +10,7 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import make_engine, make_session_factory, session_scope
-from app.rollups.models import rollup_watermark
+from app.series.rollups.models import rollup_watermark
 from tests.dbs import wipe
 
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from app.db import make_engine, make_session_factory, session_scope
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
-from app.metrics.models import gpu_sample
 from app.overview import service
+from app.series.tables import gpu_sample
 from app.topology.models import TopologyChange, TopologySnapshot
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -12,10 +12,10 @@ from sqlalchemy import select
 
 from app.db import make_engine, make_session_factory, session_scope
 from app.fleet.models import Gpu, Node
-from app.metrics.models import gpu_sample
 from app.migrate import upgrade
-from app.rollups.models import GPU_ROLLUPS
-from app.rollups.specs import DISK, GPU, get_mark
+from app.series.rollups.models import GPU_ROLLUPS
+from app.series.rollups.specs import DISK, GPU, get_mark
+from app.series.tables import gpu_sample
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -16,11 +16,11 @@ from sqlalchemy.orm import Session
 from app.db import make_engine, make_session_factory, session_scope
 from app.fleet.models import Gpu, Node
 from app.metrics import service as metrics_service
-from app.metrics.models import gpu_sample
-from app.rollups import fold, jobs
-from app.rollups.models import GPU_ROLLUPS, rollup_watermark
-from app.rollups.source import source_resolution
-from app.rollups.specs import GPU, get_mark
+from app.series.rollups import fold, jobs
+from app.series.rollups.models import GPU_ROLLUPS, rollup_watermark
+from app.series.rollups.source import source_resolution
+from app.series.rollups.specs import GPU, get_mark
+from app.series.tables import gpu_sample
 from app.timebounds import offset_segments
 
 T0 = datetime(2026, 3, 28, 0, 0, tzinfo=UTC)  # Europe/Berlin springs forward on 2026-03-29

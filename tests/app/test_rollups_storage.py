@@ -14,12 +14,11 @@ from sqlalchemy.orm import Session
 
 from app.db import make_engine, make_session_factory, session_scope
 from app.fleet.models import Node
-from app.nics.models import NicPortSample
-from app.rollups import fold, jobs
-from app.rollups.models import rollup_watermark
-from app.rollups.specs import DISK, NFS, NIC
+from app.series.rollups import fold, jobs
+from app.series.rollups.models import rollup_watermark
+from app.series.rollups.specs import DISK, NFS, NIC
+from app.series.tables import DiskSample, NfsSample, NicPortSample
 from app.storage import fleet_service as fs
-from app.storage.models import DiskSample, NfsSample
 
 T0 = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
 HOURS = 5

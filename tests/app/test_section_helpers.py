@@ -9,7 +9,7 @@ import pytest
 
 from app.metrics.plausible import Bound, clean_numbers, plausible
 from app.nvlinks.service import GpuLinks
-from app.timeseries import natural_key
+from app.series.writes import natural_key
 from app.topology.matrix import build_matrix, nvlink_count
 from app.topology.service import digest
 from app.web import fmt_count, fmt_ms, fmt_rate

@@ -15,17 +15,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import make_engine, make_session_factory, session_scope
 from app.fleet.models import Gpu, Node
 from app.metrics import service as metrics_service
-from app.metrics.models import gpu_sample
 from app.nvlinks import service as nvlink_service
-from app.nvlinks.models import NvlinkSample
 from app.retention.jobs import prune
-from app.rollups import fold
-from app.rollups.jobs import set_mark
-from app.rollups.models import GPU_ROLLUPS
-from app.rollups.specs import GPU
 from app.series.blocks import gpu_sample_block, nvlink_sample_block
 from app.series.compact import compact
 from app.series.read import rows_between
+from app.series.rollups import fold
+from app.series.rollups.jobs import set_mark
+from app.series.rollups.models import GPU_ROLLUPS
+from app.series.rollups.specs import GPU
+from app.series.tables import NvlinkSample, gpu_sample
 from tests.app.series_helpers import store_factory
 from tests.factories import batch, sample, store_payload
 

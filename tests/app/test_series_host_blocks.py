@@ -14,19 +14,18 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_scope
 from app.fleet.models import Node
-from app.nics.models import NicPortSample
 from app.retention.jobs import prune
-from app.rollups import fold
-from app.rollups import specs as rollup_specs
-from app.rollups.jobs import rebuild
 from app.series import jobs as series_jobs
 from app.series import latest, minute_blocks
 from app.series.blocks import DISK, HOST_SPECS, MOUNT, NFS, NIC, BlockSpec
 from app.series.compact import compact
 from app.series.read import rows_between
+from app.series.rollups import fold
+from app.series.rollups import specs as rollup_specs
+from app.series.rollups.jobs import rebuild
+from app.series.tables import DiskSample, MountSample, NfsSample, NicPortSample
+from app.series.writes import StagedRows, insert_staged
 from app.storage import fleet_service
-from app.storage.models import DiskSample, MountSample, NfsSample
-from app.timeseries import StagedRows, insert_staged
 from tests.app.series_helpers import store_factory
 from tests.factories import add_rules
 

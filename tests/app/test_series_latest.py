@@ -17,12 +17,10 @@ from sqlalchemy.engine import Engine
 from app.db import make_engine, make_session_factory, session_scope
 from app.fleet.models import Gpu, Node
 from app.migrate import alembic_config, upgrade
-from app.nics.models import NicPortSample
-from app.nvlinks.models import NvlinkSample
 from app.series import latest
+from app.series.tables import DiskSample, NicPortSample, NvlinkSample
 from app.storage import fleet_now
 from app.storage import fleet_service as fs
-from app.storage.models import DiskSample
 from tests.app.helpers import post_batch
 from tests.app.section_factories import disk, mount, nfs_mount, nic_port, nvlinks
 from tests.dbs import database_at

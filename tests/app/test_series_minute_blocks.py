@@ -15,13 +15,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import session_scope
 from app.fleet.models import Gpu, Node
 from app.metrics import service as metrics_service
-from app.metrics.models import gpu_sample
-from app.rollups import fold
-from app.rollups.jobs import prune_rollups, set_mark
-from app.rollups.models import GPU_ROLLUPS, rollup_watermark
-from app.rollups.specs import GPU
 from app.series import minute_blocks
 from app.series.compact import compact
+from app.series.rollups import fold
+from app.series.rollups.jobs import prune_rollups, set_mark
+from app.series.rollups.models import GPU_ROLLUPS, rollup_watermark
+from app.series.rollups.specs import GPU
+from app.series.tables import gpu_sample
 from tests.app.series_helpers import store_factory
 
 T0 = datetime(2026, 11, 20, tzinfo=UTC)  # a UTC midnight

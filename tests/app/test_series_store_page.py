@@ -10,10 +10,10 @@ import httpx
 
 from app.db import make_engine, make_session_factory, session_scope
 from app.fleet.models import Gpu, Node
-from app.metrics.models import gpu_sample
-from app.rollups.jobs import set_mark
-from app.rollups.specs import GPU
 from app.series.compact import compact
+from app.series.rollups.jobs import set_mark
+from app.series.rollups.specs import GPU
+from app.series.tables import gpu_sample
 from tests.live_server import LiveServer
 
 T0 = datetime(2026, 11, 30, 8, tzinfo=UTC)

@@ -15,15 +15,14 @@ from alembic import command
 from sqlalchemy import func, select, text
 
 from app.db import make_engine, make_session_factory, session_scope
-from app.metrics.models import gpu_sample
 from app.migrate import alembic_config, upgrade
-from app.nvlinks.models import NvlinkSample
-from app.rollups.jobs import set_mark
-from app.rollups.models import GPU_ROLLUPS
-from app.rollups.specs import GPU
 from app.series import jobs
 from app.series.blocks import gpu_sample_block
 from app.series.read import rows_between
+from app.series.rollups.jobs import set_mark
+from app.series.rollups.models import GPU_ROLLUPS
+from app.series.rollups.specs import GPU
+from app.series.tables import NvlinkSample, gpu_sample
 from tests.dbs import postgres_database, wipe
 from tests.factories import add_rules, wipe_alerts
 

@@ -97,7 +97,7 @@ def test_statement_count_does_not_grow_with_the_node_count(db_url: str) -> None:
     with session_on(db_url) as (session, statements):
         found = find_drift(session, now=utcnow())
 
-    assert (two, len(statements)) == (5, 5), statements
+    assert (two, len(statements)) == (6, 6), statements
     assert [(f.hostname, f.kind, f.detail) for f in found] == [
         ("dgx-6", "nvlink_fewer", "GPU3↔GPU5: NV12 expected (5 of 6 nodes), NV6 here"),
         ("dgx-6", "nic_down", "mlx5_7: port state ACTIVE expected (5 of 6 nodes), DOWN here"),
@@ -223,7 +223,7 @@ def test_sqlite_reads_the_sample_tables_through_their_indexes(sqlite_url: str) -
         engine.dispose()
         wipe(sqlite_url)
 
-    assert len(loads) == 5
+    assert len(loads) == 6
     samples = [p for p in plans if "_sample" in p]
     # Raw readings are searched through an index; the current readings (one row per link or
     # port, not per reading: app.series.latest) are read whole.

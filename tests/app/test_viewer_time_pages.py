@@ -15,7 +15,7 @@ from sqlalchemy import insert, select
 from app.db import make_engine, make_session_factory, session_scope
 from app.fleet.models import Gpu, Node
 from app.metrics import service as metrics_service
-from app.metrics.models import gpu_sample
+from app.series.tables import gpu_sample
 from app.viewer_time import fmt_local
 from tests.factories import batch, create_token, gpu, iso, sample
 from tests.live_server import LiveServer

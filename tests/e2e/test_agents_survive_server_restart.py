@@ -12,7 +12,7 @@ from agents.fleetspec import FleetNode, ScheduledFault
 from agents.simfleet import SimFleet
 from app.db import make_engine
 from app.events.models import NodeEvent
-from app.metrics.models import gpu_sample
+from app.series.tables import gpu_sample
 from tests.conftest import make_settings
 from tests.factories import create_token
 from tests.live_server import LiveServer

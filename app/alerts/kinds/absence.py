@@ -8,11 +8,9 @@ from __future__ import annotations
 import bisect
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
-
 from app.alerts.context import EvalContext, Observation
 from app.alerts.spec import AbsenceCondition, RuleSpec
-from app.metrics.models import gpu_sample
+from app.series import gpu_now
 
 
 def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
@@ -51,16 +49,8 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
         cache: dict[tuple[str, datetime, datetime], set[int]]
         cache = ctx.cache.setdefault("absence_present", {})
         if key not in cache:
-            cache[key] = set(
-                ctx.session.scalars(
-                    select(gpu_sample.c.gpu_id)
-                    .where(
-                        gpu_sample.c.sampled_at >= lower,
-                        gpu_sample.c.received_at >= since,
-                        gpu_sample.c[cond.metric].isnot(None),
-                    )
-                    .distinct()
-                )
+            cache[key] = gpu_now.reported_since(
+                ctx.session, cond.metric, received_since=since, sampled_since=lower
             )
         absent = dict.fromkeys(fresh - cache[key])
     in_scope = ctx.scoped_gpus(spec.scope)

@@ -25,7 +25,7 @@ from app.alerts.targets import GPU_STATE_METRICS, TARGETS
 from app.db import epoch_s
 from app.fleet.models import Node
 from app.series import latest, recent_gpu
-from app.timeseries import LATEST_WINDOW_S
+from app.series.writes import LATEST_WINDOW_S
 
 #: (owner id, node id, *keys): a GPU is (gpu_id, node_id); a disk (node_id, node_id, device).
 EntityKey = tuple[Any, ...]

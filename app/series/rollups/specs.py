@@ -11,16 +11,17 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnClause
 
 from app.db import UInt64
-from app.rollups import models as m
 from app.series import read as series_read
 from app.series.blocks import BY_NAME as BLOCK_FORMS
+from app.series.rollups import models as m
 
 
 @dataclass(frozen=True)
 class Spec:
     """A raw table, its key columns (owner first), rolled-up fields and rollup tables by
     resolution; ``by_arrival`` when the raw table has ``received_at`` (folded by watermark);
-    ``fleet`` the fleet-wide minute sums of its gauges (:func:`~app.rollups.models.fleet_table`),
+    ``fleet`` the fleet-wide minute sums of its gauges
+    (:func:`~app.series.rollups.models.fleet_table`),
     where a page charts "every other key" of it."""
 
     name: str
@@ -33,12 +34,12 @@ class Spec:
 
     @property
     def horizon_key(self) -> str:
-        """The :data:`~app.rollups.models.rollup_watermark` name of the folded-until mark."""
+        """The :data:`~app.series.rollups.models.rollup_watermark` name of the folded-until mark."""
         return f"{self.name}:folded_until"
 
     @property
     def arrival_key(self) -> str:
-        """The :data:`~app.rollups.models.rollup_watermark` name of the arrival watermark."""
+        """The :data:`~app.series.rollups.models.rollup_watermark` name of the arrival watermark."""
         return f"{self.name}:received_at"
 
     @property
@@ -100,7 +101,7 @@ def readable(spec: Spec, start: datetime, end: datetime, dialect: str) -> Spec:
 
 
 def get_mark(session: Session, name: str) -> datetime | None:
-    """The stored progress mark ``name`` (:data:`~app.rollups.models.rollup_watermark`), or
+    """The stored progress mark ``name`` (:data:`~app.series.rollups.models.rollup_watermark`), or
     ``None``."""
     return session.scalar(
         select(m.rollup_watermark.c.mark_at).where(m.rollup_watermark.c.name == name)

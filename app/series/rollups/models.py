@@ -37,9 +37,7 @@ from sqlalchemy import (
 
 from app.db import Base, UInt64, UTCDateTime
 from app.metrics.catalog import METRICS
-from app.metrics.models import gpu_sample
-from app.nics.models import NicPortSample
-from app.storage.models import DiskSample, NfsSample
+from app.series.tables import DiskSample, NfsSample, NicPortSample, gpu_sample
 
 #: Resolutions kept, seconds: 1-minute and 1-hour buckets.
 RESOLUTIONS_S = (60, 3600)
@@ -196,7 +194,7 @@ rollup_watermark = Table(
 that had arrived by then; charts read raw rows after it) and ``gpu_sample:received_at`` (rows
 that arrived after it are still to be folded)."""
 
-# The GPU fold finds new rows by arrival time (see app.rollups.fold). The index belongs to
+# The GPU fold finds new rows by arrival time (see app.series.rollups.fold). The index belongs to
 # gpu_sample; it is declared here, beside the only reader, and created by migration 0005.
 Index("ix_gpu_sample_received_at", gpu_sample.c.received_at)
 

@@ -33,8 +33,8 @@ from sqlalchemy import BigInteger, Subquery, Table, case, cast, func, select, un
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
-from app.rollups.specs import Spec, raw_value, read_mark, readable
 from app.series import minute_blocks
+from app.series.rollups.specs import Spec, raw_value, read_mark, readable
 
 Where = Callable[[Table], list[Any]]
 

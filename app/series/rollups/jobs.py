@@ -1,6 +1,7 @@
 """The scheduled rollup job, the one-shot rebuild, and rollup retention.
 
-Which buckets a run recomputes (every recomputation is idempotent, see :mod:`app.rollups.fold`):
+Which buckets a run recomputes (every recomputation is idempotent, see
+:mod:`app.series.rollups.fold`):
 
 * ``gpu_sample`` has ``received_at`` (server time of arrival), so it is folded by **watermark**:
   the minutes of every row that arrived after the stored watermark are recomputed, however old
@@ -27,11 +28,11 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import epoch_s, session_scope, utcnow
-from app.rollups import fold
-from app.rollups.models import rollup_watermark
-from app.rollups.specs import SPECS, Spec, get_mark
 from app.series import minute_blocks
 from app.series.blocks import BY_NAME as BLOCK_FORMS
+from app.series.rollups import fold
+from app.series.rollups.models import rollup_watermark
+from app.series.rollups.specs import SPECS, Spec, get_mark
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ def rebuild(
     from app.cli import _require_migrated, _settings
     from app.db import make_engine, make_session_factory
     from app.job_lock import holding
-    from app.rollups.jobs import rebuild as rebuild_rollups
+    from app.series.rollups.jobs import rebuild as rebuild_rollups
     from app.timebounds import checked_utc
 
     start = None

@@ -22,8 +22,8 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
-from app.rollups.specs import Spec, ordered, raw_value, readable
 from app.series import minute_blocks
+from app.series.rollups.specs import Spec, ordered, raw_value, readable
 
 MINUTE_S = 60
 HOUR_S = 3600

@@ -1,1 +1,0 @@
-"""Minute and hour rollups of the sample tables (see app.rollups.models)."""

@@ -1,0 +1,74 @@
+"""When each IB port that is not ``ACTIVE`` now went down, from its raw readings.
+
+The current reading says a port is down; the time it went down is the first reading after its
+last ``ACTIVE`` one, looked for within an event window (raw IB port readings are kept that long
+before compaction: :func:`app.series.jobs.raw_spans_s`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import ColumnElement, FromClause, Select, func, or_, select
+
+from app.health.sql import before
+from app.series import latest
+from app.series.tables import NicPortSample
+
+
+def ports_down(
+    nodes: FromClause,
+    *,
+    window_start: Callable[[ColumnElement[Any]], ColumnElement[Any]],
+    event_window_s: float,
+) -> Select[Any]:
+    """``node_id, device, port, state, since`` of each port of the nodes ``nodes.c.id`` whose
+    current reading (:func:`app.series.latest.current_of` with ``window_start``) is not
+    ``ACTIVE`` and that read ``ACTIVE`` within ``event_window_s`` before it; ``since`` is the
+    first reading after that last ``ACTIVE`` one. Ports down for longer than the window are
+    left out."""
+    p = latest.NIC.table.c
+    down = (
+        latest.current_of(
+            latest.NIC,
+            owners=nodes,
+            columns=["node_id", "device", "port", "state", "sampled_at"],
+            window_start=window_start,
+            few=True,
+        )
+        .where(or_(p.state.is_(None), func.upper(p.state) != "ACTIVE"))
+        .subquery("down")
+    )
+    raw = NicPortSample.__table__
+    up = raw.alias("up").c
+    last_up = (
+        select(func.max(up.sampled_at))
+        .where(
+            up.node_id == down.c.node_id,
+            up.device == down.c.device,
+            up.port == down.c.port,
+            up.sampled_at >= before(down.c.sampled_at, event_window_s),
+            func.upper(up.state) == "ACTIVE",
+        )
+        .scalar_subquery()
+    )
+    with_up = select(down, last_up.label("last_up")).subquery("with_up")
+    after = raw.alias("after").c
+    since = (
+        select(func.min(after.sampled_at))
+        .where(
+            after.node_id == with_up.c.node_id,
+            after.device == with_up.c.device,
+            after.port == with_up.c.port,
+            after.sampled_at > with_up.c.last_up,
+        )
+        .scalar_subquery()
+    )
+    return select(
+        with_up.c.node_id,
+        with_up.c.device,
+        with_up.c.port,
+        with_up.c.state,
+        since.label("since"),
+    ).where(with_up.c.last_up.is_not(None))

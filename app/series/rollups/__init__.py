@@ -1,0 +1,1 @@
+"""Minute and hour rollups of the sample tables (see app.series.rollups.models)."""
