@@ -98,7 +98,7 @@ def charts(session: Session, q: fs.Query) -> tuple[Any, ...]:
     gauges = [m for m in fs.METRICS.values() if not m.counter]
     by_table: dict[Any, list[fs.Metric]] = {}
     for m in gauges:
-        by_table.setdefault(m.model, []).append(m)
+        by_table.setdefault(m.source.name, []).append(m)
     data = {}
     for metrics in by_table.values():
         data.update(fs.gauge_charts(session, metrics, q))
