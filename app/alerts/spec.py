@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from app.alerts.targets import ALL_TARGET_METRICS, COUNTER_TARGET_METRICS
+from app.series.rule_targets import ALL_TARGET_METRICS, COUNTER_TARGET_METRICS
 
 DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")

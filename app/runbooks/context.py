@@ -22,7 +22,7 @@ from app.alerts import service as alert_service
 from app.alerts.models import AlertInstance, AlertRule
 
 # Instance labels that describe the alert or the entity rather than the node
-# (app.alerts.evaluator.instance_labels, app.alerts.context.gpu_labels, app.alerts.targets).
+# (app.alerts.evaluator.instance_labels, app.alerts.context.gpu_labels, app.series.rule_targets).
 ALERT_LABELS = frozenset(
     {"alertname", "severity", "owner_team", "hostname", "gpu_index", "gpu_uuid", "gpu_model"}
 )

@@ -17,7 +17,7 @@ nodes, 10 metrics and 10-min windows of 10-s samples.
 
 Values are exact as stored: integer counters up to 2⁵³ as float64, as the SQL aggregates cast
 them; a window holds the samples with ``sampled_at ≥ end − window`` (µs, exact on both
-backends), ``end`` being the node's newest sample, as :mod:`app.alerts.kinds.samples` defines.
+backends), ``end`` being the node's newest sample, as :mod:`app.series.rule_windows` defines.
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ class RecentGpuSamples:
         """Each GPU's newest sample held, when within ``within_s`` of its window end (as
         :meth:`windows` ends them: the later of ``end`` and its owner's newest sample held):
         ``present[i]`` then, and per ``(metric, "last")`` its value (NaN: none). What
-        ``app.alerts.kinds.scans.gpu_latest`` reads by primary key, from memory.
+        ``app.series.rule_scans.gpu_latest`` reads by primary key, from memory.
 
         Raises:
             ValueError: a metric that was not refreshed.

@@ -1,4 +1,4 @@
-"""The fleet-wide statements of the sample-based kinds (``app.alerts.kinds.scans`` through
+"""The fleet-wide statements of the sample-based kinds (``app.series.rule_scans`` through
 ``shared.values``) on Postgres and SQLite: every window of a target in one scan, a GPU's newest
 sample by ``gpu.last_sample_at``, and a counter's rise from the window's oldest sample. Exact
 values per GPU, including which GPUs are left out of a window and which have no data."""

@@ -8,9 +8,6 @@
 * an import of a module of ``app.series`` that defines tables (:data:`TABLE_MODULES`).
 
 Other packages ask :mod:`app.series` for rows, latest values, windows and charts.
-:data:`NOT_YET_MOVED` lists the modules that still read a sample table themselves: the check
-fails for any module outside it, and for a listed module that no longer needs to be listed, so
-the list can only shrink.
 """
 
 from __future__ import annotations
@@ -37,10 +34,6 @@ TABLE_MODULES = frozenset(
         "app.series.rollups.models",
     }
 )
-#: Modules that still read or write a sample table themselves (issue 10's remaining work):
-#: the alert targets bind each rule target to its table, and the alert window scans
-#: (``app.alerts.kinds.scans``, ``samples``, ``shared``) build SQL over ``Target.table``.
-NOT_YET_MOVED = frozenset({"app.alerts.targets"})
 
 
 def _docstrings(tree: ast.Module) -> set[int]:
@@ -104,15 +97,9 @@ def _outside_series() -> dict[str, list[str]]:
 
 def test_no_module_outside_series_names_a_sample_table() -> None:
     found = _outside_series()
-    new = {m: hits for m, hits in found.items() if m not in NOT_YET_MOVED}
-    assert not new, "sample tables named outside app.series:\n" + "\n".join(
-        f"{m}: {'; '.join(hits)}" for m, hits in new.items()
+    assert not found, "sample tables named outside app.series:\n" + "\n".join(
+        f"{m}: {'; '.join(hits)}" for m, hits in found.items()
     )
-
-
-def test_the_list_of_modules_not_yet_moved_only_shrinks() -> None:
-    moved = sorted(NOT_YET_MOVED - set(_outside_series()))
-    assert not moved, f"no longer naming a sample table, remove from NOT_YET_MOVED: {moved}"
 
 
 def test_the_check_sees_each_form_of_naming() -> None:

@@ -15,12 +15,13 @@ import pytest
 from sqlalchemy import func, insert, select
 
 from app.alerts.context import load_context
-from app.alerts.kinds import scans, shared
-from app.alerts.targets import TARGETS
+from app.alerts.kinds import shared
 from app.db import make_engine, make_session_factory, session_scope
 from app.health.rules import DEFAULT_RULES
 from app.series import arrivals
+from app.series import rule_scans as scans
 from app.series.recent_gpu import RecentGpuSamples
+from app.series.rule_targets import TARGETS
 from tests.factories import batch, gpu, sample, store_payload
 
 NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)

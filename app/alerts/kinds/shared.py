@@ -4,7 +4,7 @@ fresh node, and each rule then picks its column, its scope and its comparison in
 
 500 rules over 8,000 GPUs are then a handful of statements (per target one scan of its widest
 window for every window at once, one primary-key lookup per GPU for the newest rows, one per
-rate window; see :mod:`app.alerts.kinds.scans`) instead of 500, each returning one row per
+rate window; see :mod:`app.series.rule_scans`) instead of 500, each returning one row per
 entity, never histories.
 """
 
@@ -14,17 +14,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Float, and_, case, cast, func, select
 
 from app.alerts.context import EvalContext
-from app.alerts.kinds import scans
 from app.alerts.kinds.entity_values import EntityValues
-from app.alerts.kinds.samples import earliest_newest, entity_columns, windowed, within
-from app.alerts.spec import RateCondition, RuleSpec, Scope, ThresholdCondition
-from app.alerts.targets import GPU_STATE_METRICS, TARGETS
-from app.db import epoch_s
-from app.fleet.models import Node
-from app.series import latest, recent_gpu
+from app.alerts.spec import RateCondition, RuleSpec, ThresholdCondition
+from app.series import recent_gpu
+from app.series import rule_scans as scans
+from app.series.rule_targets import GPU_STATE_METRICS, TARGETS
 from app.series.writes import LATEST_WINDOW_S
 
 #: (owner id, node id, *keys): a GPU is (gpu_id, node_id); a disk (node_id, node_id, device).
@@ -61,7 +57,7 @@ def values(ctx: EvalContext, cond: ThresholdCondition | RateCondition) -> Entity
     """The condition's aggregate for every entity of every fresh node (None: no data); rate
     conditions get the rise per second. GPU windows up to :data:`recent_gpu.MAX_SPAN_S` come
     from the GPUs' recent samples in memory (:func:`_recent_gpu_windows`); other window slots
-    of one target are computed together (:func:`app.alerts.kinds.scans.windows`)."""
+    of one target are computed together (:func:`app.series.rule_scans.windows`)."""
     slot, need = _slot(cond)
     cache: dict[tuple[str, str, float], dict[Need, EntityValues]]
     cache = ctx.cache.setdefault(_CACHE, {})
@@ -181,18 +177,16 @@ def _compute(
     ctx: EvalContext, slot: tuple[str, str, float], needs: list[Need]
 ) -> dict[Need, EntityValues]:
     target_name, mode, window_s = slot
-    target = TARGETS[target_name]
-    keys = entity_columns(target)
-    names = [c.key for c in keys]
+    names = scans.key_names(target_name)
     metrics = [m for m, _ in needs]
     if target_name == "gpu" and mode == "last":
         rows = scans.gpu_latest(ctx, LATEST_WINDOW_S, metrics)
     elif target_name == "gpu" and mode == "rate":
         rows = scans.gpu_rates(ctx, window_s, metrics)
     elif mode == "last":
-        rows = _host_latest(ctx, target_name, [m for m, _ in needs])
+        rows = scans.host_latest(ctx, target_name, metrics)
     else:
-        rows = _rates(ctx, target_name, window_s, metrics)
+        rows = scans.rates(ctx, target_name, window_s, metrics)
     if not rows:
         return {n: EntityValues([], np.zeros(0)) for n in needs}
     # Column by column (8,000 GPUs × each need as Python floats took ~0.2 s a tick).
@@ -203,65 +197,3 @@ def _compute(
         need: EntityValues(keys, np.array(column, dtype=np.float64))
         for need, column in zip(needs, columns[width:], strict=True)
     }
-
-
-def _host_latest(ctx: EvalContext, target_name: str, metrics: list[str]) -> list[Any]:
-    """Rows ``(node_id, keys…, values…)`` of each host entity's current reading
-    (:mod:`app.series.latest`: one row per entity, kept by the ingest) when it is within
-    ``LATEST_WINDOW_S`` of its node's newest sample, for fresh nodes: the newest raw row of
-    each entity in that window, without grouping the raw rows."""
-    target = TARGETS[target_name]
-    spec = latest.BY_RAW[target.table.name]
-    t = spec.table
-    node_ids = ctx.fresh_node_ids
-    if earliest_newest(ctx, node_ids) is None:
-        return []
-    stmt = (
-        select(
-            t.c.node_id,
-            *(t.c[k] for k in target.keys),
-            *(target.metrics[m](t) for m in metrics),
-        )
-        .join(Node, Node.id == t.c.node_id)
-        .where(within(ctx, t.c.sampled_at, Node.last_sample_at, LATEST_WINDOW_S))
-    )
-    if ctx.only_nodes is not None or len(node_ids) < len(ctx.nodes):
-        stmt = stmt.where(Node.id.in_(sorted(node_ids)))
-    return list(ctx.session.execute(stmt).all())
-
-
-def _rates(ctx: EvalContext, target_name: str, window_s: float, metrics: list[str]) -> list[Any]:
-    """Per entity and metric: (value at the newest sample − value at the oldest sample within
-    the window) ÷ seconds between them; None for one sample, a missing value or a reset."""
-    target = TARGETS[target_name]
-    t = target.table
-    keys = entity_columns(target)
-    names = [c.key for c in keys]
-    base = windowed(
-        ctx,
-        target,
-        Scope(),
-        window_s,
-        *keys,
-        func.min(t.c.sampled_at).label("t0"),
-        func.max(t.c.sampled_at).label("t1"),
-    )
-    if base is None:
-        return []
-    span = base.group_by(*keys).subquery()
-    first, last = t.alias("first"), t.alias("last")
-
-    def at(alias: Any, when: Any) -> Any:
-        on = [alias.c[target.owner] == span.c[target.owner], alias.c.sampled_at == when]
-        return and_(*on, *(alias.c[k] == span.c[k] for k in target.keys))
-
-    seconds = epoch_s(span.c.t1) - epoch_s(span.c.t0)
-    rates = []
-    for metric in metrics:
-        v0 = cast(target.metrics[metric](first), Float)
-        v1 = cast(target.metrics[metric](last), Float)
-        rates.append(case((and_(span.c.t1 > span.c.t0, v1 >= v0), (v1 - v0) / seconds), else_=None))
-    stmt = select(*(span.c[n] for n in names), *rates).select_from(
-        span.join(first, at(first, span.c.t0)).join(last, at(last, span.c.t1))
-    )
-    return list(ctx.session.execute(stmt).all())

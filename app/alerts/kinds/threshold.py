@@ -15,8 +15,8 @@ from app.alerts.context import EvalContext, Observation
 from app.alerts.kinds import compare, shared
 from app.alerts.kinds.entity_values import EntityValues
 from app.alerts.spec import RuleSpec, ThresholdCondition
-from app.alerts.targets import GPU_STATE_METRICS, TARGETS
 from app.health.rules import LOST_GPU_STATES
+from app.series.rule_targets import GPU_STATE_METRICS, TARGETS
 
 
 def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:

@@ -1,5 +1,5 @@
-"""The fleet-wide statements behind :mod:`app.alerts.kinds.shared`, each returning one row per
-entity (never histories):
+"""The fleet-wide statements behind the alert evaluator's shared aggregates
+(:mod:`app.alerts.kinds.shared`), each returning one row per entity (never histories):
 
 * every window of a target in **one** scan of its widest window: per window a row count and
   each aggregate over ``CASE WHEN sampled_at within the window THEN value END`` (NULLs are
@@ -9,10 +9,12 @@ entity (never histories):
   keeps ``gpu.last_sample_at`` the newest stored ``sampled_at``), not a window scan;
 * a GPU counter's rise: the window's oldest sample found per GPU by one index probe
   (``ORDER BY sampled_at LIMIT 1`` on the ``(gpu_id, sampled_at)`` key), the newest by
-  ``gpu.last_sample_at``.
+  ``gpu.last_sample_at``;
+* a host entity's current reading (:mod:`app.series.latest`), and its counters' rise over a
+  window (oldest and newest rows per entity).
 
 Windows end at each node's newest sample (``node.last_sample_at``, agent clock) as in
-:func:`app.alerts.kinds.samples.windowed`.
+:func:`app.series.rule_windows.windowed`.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from typing import Any
 
 from sqlalchemy import Float, and_, case, cast, func, literal, select
 
-from app.alerts.context import EvalContext
-from app.alerts.kinds.samples import earliest_newest, entity_columns, windowed, within
-from app.alerts.spec import Scope
-from app.alerts.targets import TARGETS
 from app.db import epoch_s
 from app.fleet.models import Gpu, Node
+from app.series import latest
+from app.series.rule_targets import TARGETS
+from app.series.rule_windows import RuleFleet, earliest_newest, entity_columns, windowed, within
+from app.series.writes import LATEST_WINDOW_S
 
 Slot = tuple[str, str, float]  # (target, mode, window seconds)
 Need = tuple[str, str]  # (metric, aggregation)
@@ -41,9 +43,7 @@ AGGREGATES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def windows(
-    ctx: EvalContext, target_name: str, group: dict[Slot, list[Need]]
-) -> dict[Slot, Values]:
+def windows(ctx: RuleFleet, target_name: str, group: dict[Slot, list[Need]]) -> dict[Slot, Values]:
     """Every ``(metric, aggregation)`` of every window slot in ``group`` (all of one target),
     per entity of every fresh node, from one scan of the widest window in three steps:
 
@@ -72,7 +72,7 @@ def windows(
     inner = windowed(
         ctx,
         target,
-        Scope(),
+        None,
         max(slot[2] for slot in group),
         *(k.label(f"k{i}") for i, k in enumerate(keys)),
         narrowest.label("wi"),
@@ -134,7 +134,7 @@ def windows(
     return out
 
 
-def _fresh_gpus(ctx: EvalContext, window_s: float, *columns: Any) -> Any:
+def _fresh_gpus(ctx: RuleFleet, window_s: float, *columns: Any) -> Any:
     """``SELECT columns`` over GPUs joined to their node, for fresh nodes whose GPU's newest
     sample lies within ``window_s`` of the node's newest; None when no node is fresh."""
     node_ids = ctx.fresh_node_ids
@@ -147,7 +147,7 @@ def _fresh_gpus(ctx: EvalContext, window_s: float, *columns: Any) -> Any:
     return stmt
 
 
-def gpu_latest(ctx: EvalContext, window_s: float, metrics: list[str]) -> list[Any]:
+def gpu_latest(ctx: RuleFleet, window_s: float, metrics: list[str]) -> list[Any]:
     """Rows ``(gpu_id, node_id, *metric values)`` of each GPU's newest sample, for GPUs whose
     newest sample is within ``window_s`` of their node's newest."""
     t = TARGETS["gpu"].table
@@ -159,7 +159,7 @@ def gpu_latest(ctx: EvalContext, window_s: float, metrics: list[str]) -> list[An
     return list(ctx.session.execute(stmt.join(t, on)).all())
 
 
-def gpu_rates(ctx: EvalContext, window_s: float, metrics: list[str]) -> list[Any]:
+def gpu_rates(ctx: RuleFleet, window_s: float, metrics: list[str]) -> list[Any]:
     """Rows ``(gpu_id, node_id, *rates)``: per GPU counter, (value at the newest sample −
     value at the oldest sample within the window) ÷ seconds between them; None for one sample,
     a missing value or a reset (the value went down).
@@ -214,7 +214,7 @@ def gpu_rates(ctx: EvalContext, window_s: float, metrics: list[str]) -> list[Any
 
 
 def _gpu_rates_lateral(
-    ctx: EvalContext, window_s: float, metrics: list[str], first: Any, in_window: tuple[Any, ...]
+    ctx: RuleFleet, window_s: float, metrics: list[str], first: Any, in_window: tuple[Any, ...]
 ) -> list[Any]:
     """:func:`gpu_rates` on Postgres: the window's oldest sample as a ``LATERAL`` subquery."""
     t = TARGETS["gpu"].table
@@ -243,3 +243,71 @@ def _rate_columns(metrics: list[str], v0s: Any, v1s: Any, t0: Any, t1: Any) -> l
         v1 = cast(TARGETS["gpu"].metrics[metric](v1s), Float)
         rates.append(case((and_(t1 > t0, v1 >= v0), (v1 - v0) / seconds), else_=None))
     return rates
+
+
+def host_latest(ctx: RuleFleet, target_name: str, metrics: list[str]) -> list[Any]:
+    """Rows ``(node_id, keys…, values…)`` of each host entity's current reading
+    (:mod:`app.series.latest`: one row per entity, kept by the ingest) when it is within
+    ``LATEST_WINDOW_S`` of its node's newest sample, for fresh nodes: the newest raw row of
+    each entity in that window, without grouping the raw rows."""
+    target = TARGETS[target_name]
+    spec = latest.BY_RAW[target.table.name]
+    t = spec.table
+    node_ids = ctx.fresh_node_ids
+    if earliest_newest(ctx, node_ids) is None:
+        return []
+    stmt = (
+        select(
+            t.c.node_id,
+            *(t.c[k] for k in target.keys),
+            *(target.metrics[m](t) for m in metrics),
+        )
+        .join(Node, Node.id == t.c.node_id)
+        .where(within(ctx, t.c.sampled_at, Node.last_sample_at, LATEST_WINDOW_S))
+    )
+    if ctx.only_nodes is not None or len(node_ids) < len(ctx.nodes):
+        stmt = stmt.where(Node.id.in_(sorted(node_ids)))
+    return list(ctx.session.execute(stmt).all())
+
+
+def rates(ctx: RuleFleet, target_name: str, window_s: float, metrics: list[str]) -> list[Any]:
+    """Per entity and metric: (value at the newest sample − value at the oldest sample within
+    the window) ÷ seconds between them; None for one sample, a missing value or a reset."""
+    target = TARGETS[target_name]
+    t = target.table
+    keys = entity_columns(target)
+    names = [c.key for c in keys]
+    base = windowed(
+        ctx,
+        target,
+        None,
+        window_s,
+        *keys,
+        func.min(t.c.sampled_at).label("t0"),
+        func.max(t.c.sampled_at).label("t1"),
+    )
+    if base is None:
+        return []
+    span = base.group_by(*keys).subquery()
+    first, last = t.alias("first"), t.alias("last")
+
+    def at(alias: Any, when: Any) -> Any:
+        on = [alias.c[target.owner] == span.c[target.owner], alias.c.sampled_at == when]
+        return and_(*on, *(alias.c[k] == span.c[k] for k in target.keys))
+
+    seconds = epoch_s(span.c.t1) - epoch_s(span.c.t0)
+    rates = []
+    for metric in metrics:
+        v0 = cast(target.metrics[metric](first), Float)
+        v1 = cast(target.metrics[metric](last), Float)
+        rates.append(case((and_(span.c.t1 > span.c.t0, v1 >= v0), (v1 - v0) / seconds), else_=None))
+    stmt = select(*(span.c[n] for n in names), *rates).select_from(
+        span.join(first, at(first, span.c.t0)).join(last, at(last, span.c.t1))
+    )
+    return list(ctx.session.execute(stmt).all())
+
+
+def key_names(target_name: str) -> list[str]:
+    """The names of the entity columns of the rows these statements return for
+    ``target_name``: ``gpu_id, node_id`` for GPUs, ``node_id`` and the entity key for hosts."""
+    return [c.key for c in entity_columns(TARGETS[target_name])]

@@ -1,20 +1,46 @@
-"""Shared SQL for the sample-based kinds: per-entity aggregates over a window that ends at each
-node's newest sample (agent clock: skew neither empties nor stretches it), for fresh nodes in
-scope only, without loading histories into Python."""
+"""Rows of a rule target's samples within a window that ends at each node's newest sample
+(agent clock: skew neither empties nor stretches it), for fresh nodes in scope only, without
+loading histories into Python: the base of the alert evaluator's scans
+(:mod:`app.series.rule_scans`).
+
+The evaluation's view of the fleet comes in as a :class:`RuleFleet` (the alert evaluator's
+context is one): its session, nodes, which of them are fresh, and the node-scoped evaluation's
+nodes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from sqlalchemy import Select, and_, literal, select
+from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.alerts.context import EvalContext
-from app.alerts.spec import Scope
-from app.alerts.targets import Target
 from app.db import epoch_s
 from app.fleet.models import Gpu, Node
+from app.series.rule_targets import Target
+
+
+class RuleFleet(Protocol):
+    """What a rule's scan needs of an evaluation: ``nodes`` by id (``last_sample_at``: the
+    node's newest sample, agent clock), the ids of the ``fresh_node_ids`` (reporting), the
+    ``only_nodes`` of a node-scoped evaluation (None: the whole fleet) and the nodes a rule's
+    scope admits (``scoped_nodes``: None for every node)."""
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def nodes(self) -> Mapping[int, Any]: ...
+
+    @property
+    def fresh_node_ids(self) -> set[int]: ...
+
+    @property
+    def only_nodes(self) -> Any: ...
+
+    def scoped_nodes(self, scope: Any) -> set[int] | None: ...
 
 
 def entity_columns(target: Target) -> list[Any]:
@@ -25,7 +51,7 @@ def entity_columns(target: Target) -> list[Any]:
     return [t.c.node_id, *(t.c[k] for k in target.keys)]
 
 
-def within(ctx: EvalContext, when: Any, newest: Any, window_s: float) -> ColumnElement[bool]:
+def within(ctx: RuleFleet, when: Any, newest: Any, window_s: float) -> ColumnElement[bool]:
     """``when >= newest − window_s``: on Postgres as timestamps (integer compares over
     millions of rows), elsewhere through :class:`app.db.epoch_s`."""
     if ctx.session.get_bind().dialect.name == "postgresql":
@@ -33,7 +59,7 @@ def within(ctx: EvalContext, when: Any, newest: Any, window_s: float) -> ColumnE
     return cast(ColumnElement[bool], epoch_s(when) >= epoch_s(newest) - window_s)
 
 
-def earliest_newest(ctx: EvalContext, node_ids: set[int]) -> datetime | None:
+def earliest_newest(ctx: RuleFleet, node_ids: set[int]) -> datetime | None:
     """The earliest ``last_sample_at`` of ``node_ids`` (None when none has a sample): minus a
     window, the lower bound of an index range that holds every node's window."""
     return min(
@@ -43,12 +69,13 @@ def earliest_newest(ctx: EvalContext, node_ids: set[int]) -> datetime | None:
 
 
 def windowed(
-    ctx: EvalContext, target: Target, scope: Scope, window_s: float, *columns: Any
+    ctx: RuleFleet, target: Target, scope: Any, window_s: float, *columns: Any
 ) -> Select[Any] | None:
     """``SELECT columns`` from ``target``'s samples within ``window_s`` of each node's newest
-    sample, joined to its node (and GPU); None when no fresh node is in scope."""
+    sample, joined to its node (and GPU); None when no fresh node is in ``scope`` (a rule's
+    scope, None for every node)."""
     t = target.table
-    scoped = ctx.scoped_nodes(scope)
+    scoped = None if scope is None else ctx.scoped_nodes(scope)
     node_ids = ctx.fresh_node_ids if scoped is None else ctx.fresh_node_ids & scoped
     earliest = earliest_newest(ctx, node_ids)
     if earliest is None:
