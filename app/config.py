@@ -52,7 +52,19 @@ class Settings(BaseSettings):
         default=120.0, gt=0, le=7 * 86400, description="freshness window of a node"
     )
     future_tolerance_s: float = Field(default=300.0, ge=0, le=86400)
-    retention_days: float = Field(default=30.0, gt=0, le=3650)
+    retention_days: float = Field(
+        default=30.0, gt=0, le=3650, description="events and batch ids older than this are pruned"
+    )
+    raw_retention_days: float = Field(
+        default=7.0,
+        gt=0,
+        le=3650,
+        description=(
+            "raw samples and their blocks older than this are pruned (older ranges are charted "
+            "from the 1-minute and 1-hour rollups); default: 7, or retention_days where only "
+            "that is set"
+        ),
+    )
     prune_interval_s: float = Field(default=3600.0, ge=1, le=86400)
     rollup_interval_s: float = Field(default=60.0, ge=10, le=600, description="rollup job period")
     rollup_lookback_s: float = Field(
@@ -221,6 +233,15 @@ class Settings(BaseSettings):
         if value is not None and any(not 0 <= x < 2**31 for x in value):
             raise ValueError("Xids are integers from 0 to 2**31 - 1")
         return value
+
+    @model_validator(mode="after")
+    def _raw_retention_follows_an_explicit_retention(self) -> Settings:
+        # Before raw_retention_days existed, retention_days pruned the raw samples too: a
+        # deployment that set it keeps its samples that long until it sets the new one.
+        given = self.model_fields_set
+        if "raw_retention_days" not in given and "retention_days" in given:
+            self.raw_retention_days = self.retention_days
+        return self
 
     @model_validator(mode="after")
     def _check_xid_lists_disjoint(self) -> Settings:

@@ -98,7 +98,11 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 once_per_database(engine, "retention-prune", prune_job),
                 "interval",
                 seconds=settings.prune_interval_s,
-                args=[app.state.session_factory, settings.retention_days],
+                args=[
+                    app.state.session_factory,
+                    settings.retention_days,
+                    settings.raw_retention_days,
+                ],
                 id="retention-prune",
                 coalesce=True,
                 max_instances=1,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
+from app.config import Settings
 from app.errors import BadRequest
 from app.fleet.chart_marks import ChartMark, mark_shapes, mark_trace
 from app.fleet.schemas import SamplesOut, SeriesOut
@@ -99,11 +100,24 @@ def _parse_time(name: str, raw: str, zone: tzinfo = UTC) -> datetime:
         raise BadRequest(f"{name}: {exc}: {raw!r}") from None
 
 
+def raw_from(settings: Settings, now: datetime) -> datetime:
+    """The oldest raw sample kept at ``now``: ``now`` minus ``raw_retention_days``."""
+    return now - timedelta(days=settings.raw_retention_days)
+
+
 def resolve_chart_range(
-    *, preset: str | None, start: str | None, end: str | None, now: datetime, zone: tzinfo = UTC
+    *,
+    preset: str | None,
+    start: str | None,
+    end: str | None,
+    now: datetime,
+    zone: tzinfo = UTC,
+    raw_from: datetime | None = None,
 ) -> ChartRange:
     """The window asked for by ``?range=1h`` or ``?start=…&end=…`` (``end`` defaults to now;
-    times without an offset are wall times in ``zone``); neither gives the last hour.
+    times without an offset are wall times in ``zone``); neither gives the last hour. Its step
+    is :func:`~app.metrics.service.choose_step_s`'s (``raw_from``: the oldest raw sample kept,
+    :func:`raw_from`).
 
     Raises:
         BadRequest: an unknown preset, a time that does not parse, start not before end, or a
@@ -116,12 +130,12 @@ def resolve_chart_range(
             raise BadRequest("start must be before end")
         if t1 - t0 > MAX_RANGE:
             raise BadRequest("the range may not exceed 31 days")
-        return ChartRange(t0, t1, None, choose_step_s(t0, t1))
+        return ChartRange(t0, t1, None, choose_step_s(t0, t1, raw_from=raw_from))
     name = preset or DEFAULT_PRESET
     if name not in PRESETS:
         raise BadRequest(f"unknown range {name!r}; one of {', '.join(PRESETS)}")
     t0 = now - PRESETS[name]
-    return ChartRange(t0, now, name, choose_step_s(t0, now))
+    return ChartRange(t0, now, name, choose_step_s(t0, now, raw_from=raw_from))
 
 
 def plotly_time(value: datetime, zone: tzinfo = UTC) -> str:

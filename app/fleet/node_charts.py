@@ -68,7 +68,12 @@ def chart_context(
     """
     zone = viewer_tz(request)
     window = charts.resolve_chart_range(
-        preset=preset or None, start=start or None, end=end or None, now=now, zone=zone
+        preset=preset or None,
+        start=start or None,
+        end=end or None,
+        now=now,
+        zone=zone,
+        raw_from=charts.raw_from(request.app.state.settings, now),
     )
     samples = zoned_samples(session, view=view, window=window, zone=zone)
     marks = chart_marks.list_chart_marks(

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 
 from app.db import SessionDep, utcnow
+from app.fleet import charts
 from app.fleet import service as fleet_service
 from app.fleet.schemas import NodeDetailOut, NodeSummaryOut, SamplesOut, SeriesOut
 from app.metrics import service as metrics_service
@@ -147,6 +148,7 @@ def resolve_range(start: datetime | None, end: datetime | None) -> tuple[datetim
     "/nodes/{hostname}/samples", response_model=SamplesOut, summary="GPU samples over a range"
 )
 def node_samples(
+    request: Request,
     session: SessionDep,
     hostname: str,
     start: Annotated[datetime | None, Query(description="RFC 3339, default end − 1 h")] = None,
@@ -166,7 +168,10 @@ def node_samples(
     names = parse_metrics(metrics)
     start, end = resolve_range(start, end)
     node = fleet_service.get_node_by_hostname(session, hostname=hostname)
-    step = metrics_service.choose_step_s(start, end) if step_s is None else step_s
+    raw_from = charts.raw_from(request.app.state.settings, utcnow())
+    step = (
+        metrics_service.choose_step_s(start, end, raw_from=raw_from) if step_s is None else step_s
+    )
     series = metrics_service.node_series(
         session, node=node, metrics=names, start=start, end=end, step_s=step, zone=zone
     )

@@ -45,7 +45,12 @@ def _context(
 ) -> dict[str, Any]:
     now = utcnow()
     zone = viewer_tz(request)
-    window = fleet_charts.resolve_chart_range(now=now, zone=zone, **window_args)
+    window = fleet_charts.resolve_chart_range(
+        now=now,
+        zone=zone,
+        raw_from=fleet_charts.raw_from(request.app.state.settings, now),
+        **window_args,
+    )
     detail = get_gpu_detail(
         session,
         hostname=hostname,

@@ -43,7 +43,11 @@ def get_gpu(
     range (default the last hour). 404 naming the node or GPU; 400 for a bad range."""
     now = utcnow()
     window = fleet_charts.resolve_chart_range(
-        preset=range_ or None, start=start or None, end=end or None, now=now
+        preset=range_ or None,
+        start=start or None,
+        end=end or None,
+        now=now,
+        raw_from=fleet_charts.raw_from(request.app.state.settings, now),
     )
     detail = get_gpu_detail(
         session,
@@ -95,6 +99,7 @@ def get_gpu(
     summary="One GPU's samples over a range",
 )
 def get_gpu_samples(
+    request: Request,
     session: SessionDep,
     hostname: str,
     gpu: GpuKey,
@@ -116,7 +121,10 @@ def get_gpu_samples(
     zone = fleet_router.parse_zone_param(tz)
     names = list(GPU_CHART_METRICS) if metrics is None else fleet_router.parse_metrics(metrics)
     start, end = fleet_router.resolve_range(start, end)
-    step = metrics_service.choose_step_s(start, end) if step_s is None else step_s
+    raw_from = fleet_charts.raw_from(request.app.state.settings, utcnow())
+    step = (
+        metrics_service.choose_step_s(start, end, raw_from=raw_from) if step_s is None else step_s
+    )
     view = fleet_service.get_node_view(session, hostname=hostname, stale_after_s=0)
     chosen = gpu_service.resolve_gpu(view, key=gpu)
     return gpu_service.gpu_samples(

@@ -91,6 +91,7 @@ async def ingest(
                 received_at=received_at,
                 future_tolerance_s=settings.future_tolerance_s,
                 retention_days=settings.retention_days,
+                raw_retention_days=settings.raw_retention_days,
                 stale_after_s=settings.stale_after_s,
                 content_sha256=digest,
                 legacy_sha256=legacy,

@@ -48,6 +48,7 @@ def store_batch(
     received_at: datetime,
     future_tolerance_s: float,
     retention_days: float,
+    raw_retention_days: float | None = None,
     stale_after_s: float = 120.0,
     content_sha256: str | None = None,
     legacy_sha256: Callable[[], str] | None = None,
@@ -58,6 +59,9 @@ def store_batch(
     :func:`content_digest`): a re-sent batch id with the same content is a replay, with other
     content a conflict. ``legacy_sha256`` gives the digest as servers before the orjson one
     computed it (:func:`legacy_content_digest`), for a batch first stored by one of them.
+    Samples and section readings older than ``raw_retention_days`` (default:
+    ``retention_days``), events older than ``retention_days``, are refused as
+    ``older_than_retention``.
 
     Returns:
         the counts of stored, duplicate and rejected samples (``replayed=True`` for a re-sent
@@ -84,7 +88,10 @@ def store_batch(
 
     skew_s = (head.sent_at - received_at).total_seconds()
     newest_allowed = received_at + timedelta(seconds=future_tolerance_s)
-    oldest_allowed = received_at - timedelta(days=retention_days)
+    oldest_allowed = received_at - timedelta(
+        days=retention_days if raw_retention_days is None else raw_retention_days
+    )
+    oldest_event = received_at - timedelta(days=retention_days)
     nulled: Counter[str] = Counter()
     _update_node(node, batch=head, received_at=received_at, skew_s=skew_s)
     gpus, conflicts = _upsert_gpus(
@@ -132,7 +139,7 @@ def store_batch(
         batch=head,
         received_at=received_at,
         newest_allowed=newest_allowed,
-        oldest_allowed=oldest_allowed,
+        oldest_allowed=oldest_event,
     )
     changed = None
     if head.topology is not None:

@@ -43,19 +43,29 @@ NICE_STEPS_S = (
     86400,
 )
 TARGET_POINTS = 360
+#: The finest rollup: the least step of a range that reaches past the raw retention.
+MINUTE_S = 60
 
 
-def choose_step_s(start: datetime, end: datetime, *, target_points: int = TARGET_POINTS) -> int:
+def choose_step_s(
+    start: datetime,
+    end: datetime,
+    *,
+    target_points: int = TARGET_POINTS,
+    raw_from: datetime | None = None,
+) -> int:
     """Bucket width in seconds for ``[start, end]``: the smallest nice step giving at most
-    ``target_points`` buckets; 0 (raw samples) when the range is 15 minutes or less."""
+    ``target_points`` buckets; 0 (raw samples) when the range is 15 minutes or less. A range
+    starting before ``raw_from`` (the oldest raw sample kept: now minus the raw retention)
+    takes at least a minute, so it is read from the 1-minute rollups, which outlive raw rows."""
     span = (end - start).total_seconds()
-    if span <= 900:
-        return 0
-    wanted = span / target_points
-    for step in NICE_STEPS_S:
-        if step >= wanted:
-            return step
-    return NICE_STEPS_S[-1]
+    step = 0
+    if span > 900:
+        wanted = span / target_points
+        step = next((s for s in NICE_STEPS_S if s >= wanted), NICE_STEPS_S[-1])
+    if raw_from is not None and start < raw_from:
+        return max(step, MINUTE_S)
+    return step
 
 
 @dataclass

@@ -1,5 +1,7 @@
-"""Retention: delete samples (GPU and node sections), events and batch ids older than
-``retention_days``. Topology snapshots are kept: they are few, and the current one may be old."""
+"""Retention: delete raw samples (GPU and node sections) older than ``raw_retention_days``,
+events and batch ids older than ``retention_days``; the rollups have their own retention
+(:mod:`app.series.rollups.jobs`). Topology snapshots are kept: they are few, and the current
+one may be old."""
 
 from __future__ import annotations
 
@@ -19,24 +21,33 @@ log = logging.getLogger(__name__)
 
 
 def prune(
-    session: Session, *, retention_days: float, now: datetime | None = None
+    session: Session,
+    *,
+    retention_days: float,
+    raw_retention_days: float | None = None,
+    now: datetime | None = None,
 ) -> dict[str, int]:
-    """Delete rows older than the retention window; a block (an hour, 6 hours or a day of
-    samples) goes when its whole span is older.
+    """Delete events and batch ids older than ``retention_days``, and raw samples, current
+    readings and the arrival feed (:func:`app.series.retention.prune`) older than
+    ``raw_retention_days`` (default: ``retention_days``); a block (an hour, 6 hours or a day
+    of samples) goes when its whole span is older.
 
-    Batch ids are kept as long as samples, so an agent replaying an old spool within the window
-    still gets its replay answer instead of a double store. Samples, current readings and the
-    arrival feed are pruned by :func:`app.series.retention.prune`.
+    Batch ids are kept as long as the longer of the two (the ingest refuses samples older than
+    the raw retention), so an agent replaying an old spool within the window still gets its replay
+    answer instead of a double store.
 
     Returns:
         rows deleted per table.
     """
     at = now or utcnow()
     cutoff = at - timedelta(days=retention_days)
-    deleted = series_retention.prune(session, cutoff=cutoff, now=at)
+    raw_days = retention_days if raw_retention_days is None else raw_retention_days
+    deleted = series_retention.prune(session, cutoff=at - timedelta(days=raw_days), now=at)
     statements: dict[str, Any] = {
         "node_event": delete(NodeEvent).where(NodeEvent.occurred_at < cutoff),
-        "ingest_batch": delete(IngestBatch).where(IngestBatch.received_at < cutoff),
+        "ingest_batch": delete(IngestBatch).where(
+            IngestBatch.received_at < at - timedelta(days=max(retention_days, raw_days))
+        ),
     }
     for table, statement in statements.items():
         result = cast(CursorResult[Any], session.execute(statement))
@@ -44,11 +55,15 @@ def prune(
     return deleted
 
 
-def prune_job(factory: sessionmaker[Session], retention_days: float) -> None:
+def prune_job(
+    factory: sessionmaker[Session], retention_days: float, raw_retention_days: float
+) -> None:
     """Scheduled wrapper: one transaction, errors logged and never raised into the scheduler."""
     try:
         with session_scope(factory) as session:
-            deleted = prune(session, retention_days=retention_days)
+            deleted = prune(
+                session, retention_days=retention_days, raw_retention_days=raw_retention_days
+            )
         if any(deleted.values()):
             log.info("retention prune deleted %s", deleted)
     except Exception:

@@ -25,7 +25,7 @@ def store_page(request: Request, session: SessionDep) -> HTMLResponse:
         "backend": backend,
         "rate_window_s": RATE_WINDOW_S,
         "compact_after_s": settings.compact_after_s,
-        "retention_days": settings.retention_days,
+        "raw_retention_days": settings.raw_retention_days,
         "minute_days": settings.rollup_minute_retention_days,
         "minutes_after_days": settings.compact_minutes_after_days,
         "host_minutes_after_days": settings.compact_host_minutes_after_days,

@@ -46,3 +46,27 @@ def test_prune_deletes_samples_sections_events_and_batch_ids_past_retention(
     left = section_counts(db_url)
     assert {name: left[name] for name in sections} == dict.fromkeys(sections, 0)
     assert left["topology_snapshot"] == left["topology_change"] == 1  # the current one stays
+
+
+def test_raw_samples_go_after_the_raw_retention_and_events_after_the_longer_one(
+    server: LiveServer, db_url: str
+) -> None:
+    """Raw samples and section readings are pruned after ``raw_retention_days``, events and
+    batch ids after ``retention_days`` (30): two days on, with a one-day raw retention, the
+    samples are gone and the event and the batch id stay."""
+    token = create_token(db_url, "node-a")
+    event = {"occurred_at": datetime.now(UTC).isoformat(), "kind": "xid", "xid": 13}
+    payload = with_sections(batch(samples_per_gpu=2, events=[event]), datetime.now(UTC))
+    post_batch(server.url, token, payload)
+    engine = make_engine(db_url)
+    with session_scope(make_session_factory(engine)) as session:
+        gone = prune(
+            session,
+            retention_days=30,
+            raw_retention_days=1,
+            now=datetime.now(UTC) + timedelta(days=2),
+        )
+    engine.dispose()
+    assert (gone["gpu_sample"], gone["nvlink_sample"], gone["disk_sample"]) == (4, 36, 2)
+    assert (gone["node_event"], gone["ingest_batch"]) == (0, 0)
+    assert counts(db_url) == {"samples": 0, "events": 1, "batches": 1}

@@ -229,18 +229,26 @@ def rebuild(
     """Recompute every rollup bucket from ``since`` (default: the oldest raw sample) to now,
     :data:`REBUILD_CHUNK_S` of history per transaction, then set the folded-until marks (and
     the GPU arrival watermark) to the rebuild's start minus :data:`SETTLE_S`, so charts read
-    the rollups and the job goes on from there. Raw rows must still exist from the hour of
-    ``since`` on: that hour's buckets are recomputed from them. Returns
-    (minute, hour) buckets written per raw table."""
+    the rollups and the job goes on from there. Returns (minute, hour) buckets written per raw
+    table.
+
+    Rollups outlive raw samples (the raw retention is shorter), and a recomputed bucket is
+    replaced by what the raw rows say: so a rebuild never starts before the oldest stored
+    sample, and where hour rollups of that sample's hour or older exist (their raw rows may
+    have been pruned) it starts at the next whole hour, leaving the partly pruned hour as it
+    was folded."""
     began = now or utcnow()
     totals: dict[str, tuple[int, int]] = {}
     for spec in SPECS:
         with session_scope(factory) as session:
             stored_from, newest = _stored_span(session, spec)
-            oldest = since or stored_from
+            first_bucket = session.scalar(select(func.min(spec.tables[3600].c.bucket_start_s)))
         written = (0, 0)
-        if oldest is not None and newest is not None:
+        if stored_from is not None and newest is not None:
+            oldest = stored_from if since is None else max(since, stored_from)
             lo = math.floor(oldest.timestamp() / fold.HOUR_S) * fold.HOUR_S
+            if oldest == stored_from and first_bucket is not None and first_bucket <= lo:
+                lo = math.ceil(oldest.timestamp() / fold.HOUR_S) * fold.HOUR_S
             hi = newest.timestamp() + 1
             while lo < hi:
                 with session_scope(factory) as session:
