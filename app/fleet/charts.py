@@ -105,6 +105,21 @@ def raw_from(settings: Settings, now: datetime) -> datetime:
     return now - timedelta(days=settings.raw_retention_days)
 
 
+def to_whole_minutes(
+    start: datetime, end: datetime, raw_from: datetime | None
+) -> tuple[datetime, datetime]:
+    """``[start, end]`` widened to whole minutes where it lies before ``raw_from``: there only
+    the 1-minute rollups are left, and a part of a minute would be read from raw rows that
+    retention has pruned (the edge minute would be missing)."""
+    if raw_from is None:
+        return start, end
+    if start < raw_from:
+        start = start.replace(second=0, microsecond=0)
+    if end < raw_from and (end.second or end.microsecond):
+        end = end.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return start, end
+
+
 def resolve_chart_range(
     *,
     preset: str | None,
@@ -130,11 +145,13 @@ def resolve_chart_range(
             raise BadRequest("start must be before end")
         if t1 - t0 > MAX_RANGE:
             raise BadRequest("the range may not exceed 31 days")
+        t0, t1 = to_whole_minutes(t0, t1, raw_from)
         return ChartRange(t0, t1, None, choose_step_s(t0, t1, raw_from=raw_from))
     name = preset or DEFAULT_PRESET
     if name not in PRESETS:
         raise BadRequest(f"unknown range {name!r}; one of {', '.join(PRESETS)}")
     t0 = now - PRESETS[name]
+    t0, _ = to_whole_minutes(t0, now, raw_from)
     return ChartRange(t0, now, name, choose_step_s(t0, now, raw_from=raw_from))
 
 

@@ -169,9 +169,10 @@ def node_samples(
     start, end = resolve_range(start, end)
     node = fleet_service.get_node_by_hostname(session, hostname=hostname)
     raw_from = charts.raw_from(request.app.state.settings, utcnow())
-    step = (
-        metrics_service.choose_step_s(start, end, raw_from=raw_from) if step_s is None else step_s
-    )
+    step = step_s
+    if step is None:
+        start, end = charts.to_whole_minutes(start, end, raw_from)
+        step = metrics_service.choose_step_s(start, end, raw_from=raw_from)
     series = metrics_service.node_series(
         session, node=node, metrics=names, start=start, end=end, step_s=step, zone=zone
     )

@@ -122,9 +122,10 @@ def get_gpu_samples(
     names = list(GPU_CHART_METRICS) if metrics is None else fleet_router.parse_metrics(metrics)
     start, end = fleet_router.resolve_range(start, end)
     raw_from = fleet_charts.raw_from(request.app.state.settings, utcnow())
-    step = (
-        metrics_service.choose_step_s(start, end, raw_from=raw_from) if step_s is None else step_s
-    )
+    step = step_s
+    if step is None:
+        start, end = fleet_charts.to_whole_minutes(start, end, raw_from)
+        step = metrics_service.choose_step_s(start, end, raw_from=raw_from)
     view = fleet_service.get_node_view(session, hostname=hostname, stale_after_s=0)
     chosen = gpu_service.resolve_gpu(view, key=gpu)
     return gpu_service.gpu_samples(

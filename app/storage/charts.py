@@ -55,11 +55,17 @@ CHARTS_BY_METRIC = {c.metric: c for c in CHARTS}
 
 
 def resolve_range(
-    *, preset: str | None, start: str | None, end: str | None, now: datetime
+    *,
+    preset: str | None,
+    start: str | None,
+    end: str | None,
+    now: datetime,
+    raw_from: datetime | None = None,
 ) -> ChartRange:
     """:func:`app.fleet.charts.resolve_chart_range` (15m … 30d presets, or ``start``/``end``;
-    the same 400s) with buckets of at least :data:`MIN_STEP_S`."""
-    window = _resolve(preset=preset, start=start, end=end, now=now)
+    the same 400s; a minute at least before ``raw_from``) with buckets of at least
+    :data:`MIN_STEP_S`."""
+    window = _resolve(preset=preset, start=start, end=end, now=now, raw_from=raw_from)
     return ChartRange(window.start, window.end, window.preset, max(window.step_s, MIN_STEP_S))
 
 

@@ -13,9 +13,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
+from app.config import Settings
 from app.db import SessionDep, utcnow
 from app.errors import BadRequest
-from app.fleet.charts import PRESETS, ChartRange
+from app.fleet.charts import PRESETS, ChartRange, raw_from
 from app.fleet.pages import LABEL_COLUMNS, SLOW_IO_S
 from app.series.rollups import specs as rollup_specs
 from app.storage import charts, fleet_now
@@ -137,13 +138,15 @@ def _now_context(
 
 
 def _context(
-    session: Session, f: StorageFilters, *, with_charts: bool
+    session: Session, f: StorageFilters, *, with_charts: bool, settings: Settings
 ) -> tuple[dict[str, Any], dict[str, ChartData]]:
     """The template context, and the charts' data when ``with_charts`` (else only the counter
     totals the tables need are read)."""
     rollup_specs.keep_marks(session)
     now = utcnow()
-    window = charts.resolve_range(preset=f.range, start=f.start, end=f.end, now=now)
+    window = charts.resolve_range(
+        preset=f.range, start=f.start, end=f.end, now=now, raw_from=raw_from(settings, now)
+    )
     scope = fs.select_nodes(session, labels=dict(f.labels), search=f.q)
     query = _chart_query(scope, window, f)
     if not with_charts:
@@ -202,7 +205,7 @@ def storage_page(
         canonical += f"{'&' if canonical else '?'}{TZ_PARAM}={zone}"
     if request.url.query and f"?{request.url.query}" != canonical:
         return RedirectResponse(f"/storage{canonical}", status_code=303)
-    context, data = _context(session, f, with_charts=True)
+    context, data = _context(session, f, with_charts=True, settings=request.app.state.settings)
     window: ChartRange = context["window"]
     figures = [charts.build_figure(spec, data[spec.metric]) for spec in charts.CHARTS]
     has_data = any(not d.empty for d in data.values())
@@ -238,5 +241,5 @@ def storage_now_partial(
 ) -> HTMLResponse:
     """The "now" tables alone, for the 5 s htmx refresh."""
     f = _filters(range_, start, end, q, label, match, top, by)
-    context, _ = _context(session, f, with_charts=False)
+    context, _ = _context(session, f, with_charts=False, settings=request.app.state.settings)
     return render(request, "storage/_now.html", context)

@@ -16,10 +16,12 @@ from app.fleet.models import Gpu, Node
 from app.metrics import service as metrics_service
 from app.metrics.service import choose_step_s
 from app.retention.jobs import prune
+from app.series.compact import compact
 from app.series.rollups import fold, jobs
 from app.series.rollups.models import rollup_watermark
 from app.series.rollups.specs import GPU
 from app.series.tables import gpu_sample
+from app.storage import charts as storage_charts
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 T_OLD = datetime(2026, 11, 20, 6, 0, tzinfo=UTC)
@@ -130,7 +132,8 @@ def test_a_chart_older_than_the_raw_retention_still_draws_from_the_minute_rollup
 def test_rollups_rebuild_leaves_the_rollups_of_pruned_samples_as_they_were(db_url: str) -> None:
     """Two hours of samples, folded; the raw retention then prunes the first hour and a half.
     A rebuild recomputes from the remaining raw rows only whole hours after the oldest one: the
-    second hour keeps its 60 folded samples instead of being recomputed from the 30 left."""
+    second hour keeps its 60 folded samples instead of being recomputed from the 30 left —
+    with or without ``--since``, and with those 30 packed into a block (Postgres)."""
     engine = make_engine(db_url)
     factory = make_session_factory(engine)
     base = int(T_OLD.timestamp())
@@ -161,8 +164,24 @@ def test_rollups_rebuild_leaves_the_rollups_of_pruned_samples_as_they_were(db_ur
         cutoff = T_OLD + timedelta(minutes=90)
         with session_scope(factory) as session:
             prune(session, retention_days=30, raw_retention_days=1, now=cutoff + timedelta(days=1))
-        jobs.rebuild(factory, since=None, now=T_OLD + timedelta(hours=3))
-        jobs.rebuild(factory, since=T_OLD - timedelta(days=1), now=T_OLD + timedelta(hours=3))
+        later = T_OLD + timedelta(hours=3)
+        jobs.rebuild(factory, since=None, now=later)
+        jobs.rebuild(factory, since=T_OLD - timedelta(days=1), now=later)
+        # A --since inside the partly pruned hour starts at the next whole hour too.
+        jobs.rebuild(factory, since=T_OLD + timedelta(minutes=95), now=later)
+        if db_url.startswith("postgresql"):
+            # Packed into the hour block of 10:00 (block_start on the hour, first sample at
+            # :30): the rebuild counts from the block's first sample, not its start.
+            with session_scope(factory) as session:
+                jobs.set_mark(session, GPU.horizon_key, later)
+            packed = compact(
+                factory,
+                compact_after_s=3600,
+                now=T_OLD + timedelta(days=1),
+                minutes_after_s=None,
+            )
+            assert packed.rows_packed["gpu_sample"] > 0, packed  # the oldest rows at least
+            jobs.rebuild(factory, since=T_OLD - timedelta(days=1), now=later)
         hours, minutes = GPU.tables[3600], GPU.tables[60]
         with session_scope(factory) as session:
             kept = session.execute(
@@ -181,3 +200,21 @@ def test_rollups_rebuild_leaves_the_rollups_of_pruned_samples_as_they_were(db_ur
         (base + 3600, 60, float(sum(range(60, 120)))),
     ]
     assert minute_count == 120
+
+
+def test_old_ranges_widen_to_whole_minutes_on_every_chart_page() -> None:
+    """Before the raw retention only minutes are left: a range is widened to whole minutes
+    (its edge minutes would otherwise be read from pruned raw rows and go missing), on the
+    node and GPU pages and on the storage page, whose own least step is 15 s."""
+    edge = NOW - timedelta(days=7)
+    start = (edge - timedelta(days=1, seconds=-30)).isoformat()  # hh:mm:30
+    end = (edge - timedelta(days=1, seconds=-630)).isoformat()  # 10 min later
+    node = resolve_chart_range(preset=None, start=start, end=end, now=NOW, raw_from=edge)
+    storage = storage_charts.resolve_range(
+        preset=None, start=start, end=end, now=NOW, raw_from=edge
+    )
+    for window in (node, storage):
+        assert (window.start.second, window.end.second, window.step_s) == (0, 0, 60)
+        assert window.end - window.start == timedelta(minutes=11)
+    recent = storage_charts.resolve_range(preset="1h", start=None, end=None, now=NOW, raw_from=edge)
+    assert (recent.start, recent.step_s) == (NOW - timedelta(hours=1), 15)

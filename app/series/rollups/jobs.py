@@ -207,16 +207,23 @@ def rollup_job(
 
 def _stored_span(session: Session, spec: Spec) -> tuple[datetime | None, datetime | None]:
     """The oldest and newest ``sampled_at`` of ``spec``'s samples, raw rows and blocks alike
-    (a block counts from its start and to its end)."""
+    (the oldest blocks' first sample; a block counts to its end)."""
     raw = spec.raw
     oldest = session.scalar(select(func.min(raw.c.sampled_at)))
     newest = session.scalar(select(func.max(raw.c.sampled_at)))
     form = BLOCK_FORMS.get(spec.name)
     if form is not None and session.get_bind().dialect.name == "postgresql":
+        b = form.block.c
         first, last = session.execute(
-            select(func.min(form.block.c.block_start), func.max(form.block.c.block_start))
+            select(func.min(b.block_start), func.max(b.block_start))
         ).one()
         if first is not None:
+            # A block's first sample lies its first delta after its start (a day block of rows
+            # that retention thinned starts hours after midnight).
+            delta_us = session.scalar(
+                select(func.min(b.sampled_at_delta_us[1])).where(b.block_start == first)
+            )
+            first += timedelta(microseconds=int(delta_us or 0))
             end = last + timedelta(seconds=form.block_s)
             oldest = first if oldest is None else min(oldest, first)
             newest = end if newest is None else max(newest, end)
@@ -247,8 +254,10 @@ def rebuild(
         if stored_from is not None and newest is not None:
             oldest = stored_from if since is None else max(since, stored_from)
             lo = math.floor(oldest.timestamp() / fold.HOUR_S) * fold.HOUR_S
-            if oldest == stored_from and first_bucket is not None and first_bucket <= lo:
-                lo = math.ceil(oldest.timestamp() / fold.HOUR_S) * fold.HOUR_S
+            stored_s = stored_from.timestamp()
+            if first_bucket is not None and first_bucket <= stored_s:
+                # The hour of the oldest stored sample may have lost older ones to retention.
+                lo = max(lo, math.ceil(stored_s / fold.HOUR_S) * fold.HOUR_S)
             hi = newest.timestamp() + 1
             while lo < hi:
                 with session_scope(factory) as session:
