@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Float, and_, cast, func, literal, literal_column, select
+from sqlalchemy import Float, and_, cast, func, literal, literal_column, select, true
 from sqlalchemy.orm import Session
 
 from app.db import epoch_s
@@ -395,9 +395,9 @@ def _read_whole(
         return _empty(len(exprs))
     span = timedelta(microseconds=span_us)
     if postgres:
-        per_node = t.c.sampled_at >= Node.last_sample_at - literal(span)
-    else:  # seconds as floats: a second wider, the exact bound is the windows'
-        per_node = epoch_s(t.c.sampled_at) >= epoch_s(Node.last_sample_at) - span_us / 1e6 - 1
+        return _read_whole_pg(session, exprs, span, node_ids)
+    # seconds as floats: a second wider, the exact bound is the windows'
+    per_node = epoch_s(t.c.sampled_at) >= epoch_s(Node.last_sample_at) - span_us / 1e6 - 1
     stmt = (
         select(*_columns(exprs, t, postgres))
         .select_from(t.join(Gpu, Gpu.id == t.c.gpu_id).join(Node, Node.id == Gpu.node_id))
@@ -405,11 +405,36 @@ def _read_whole(
     )
     if node_ids is not None:
         stmt = stmt.where(Node.id.in_(sorted(node_ids)))
-    if not postgres:
-        return _from_rows(session.execute(stmt).all(), len(exprs))
+    return _from_rows(session.execute(stmt).all(), len(exprs))
+
+
+def _read_whole_pg(
+    session: Session,
+    exprs: Sequence[MetricExpr],
+    span: timedelta,
+    node_ids: Collection[int] | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_read_whole` on Postgres: per GPU one range scan of its primary key
+    ``(gpu_id, sampled_at)`` from its node's newest sample minus ``span``, forced by
+    ``LATERAL``. Written as a join, the planner could loop over the nodes with a range scan
+    of every GPU's samples by time each (its estimate of one such scan: 1,625 rows; in fact
+    490,000), which held a whole load at 1,000 nodes for minutes instead of a second."""
+    t = gpu_sample
+    per_gpu = (
+        select(*_columns(exprs, t, True))
+        .where(t.c.gpu_id == Gpu.id, t.c.sampled_at >= Node.last_sample_at - literal(span))
+        .lateral("per_gpu")
+    )
+    stmt = (
+        select(*per_gpu.c)
+        .select_from(Gpu)
+        .join(Node, Node.id == Gpu.node_id)
+        .join(per_gpu, true())
+        .where(Node.last_sample_at.is_not(None))
+    )
     if node_ids is not None:
-        return _packed(session, stmt, len(exprs))
-    return _packed_in_halves(session, stmt, t.c.gpu_id, len(exprs))
+        return _packed(session, stmt.where(Node.id.in_(sorted(node_ids))), len(exprs))
+    return _packed_in_halves(session, stmt, Gpu.id, len(exprs))
 
 
 def _packed_in_halves(
