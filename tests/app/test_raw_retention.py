@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import make_engine, make_session_factory, session_scope
@@ -78,6 +79,19 @@ def test_the_chart_range_takes_the_raw_retention_into_account() -> None:
     )
 
 
+def _one_gpu_node(session: Session, hostname: str) -> tuple[Node, Gpu]:
+    """A node with one GPU, created at :data:`T_OLD`, and no rollup marks set."""
+    session.execute(delete(rollup_watermark))
+    node = Node(hostname=hostname, labels={}, created_at=T_OLD)
+    session.add(node)
+    session.flush()
+    gpu = Gpu(node_id=node.id, uuid=f"GPU-{hostname}", index=0, first_seen_at=T_OLD)
+    gpu.last_seen_at = T_OLD
+    session.add(gpu)
+    session.flush()
+    return node, gpu
+
+
 def test_a_chart_older_than_the_raw_retention_still_draws_from_the_minute_rollups(
     db_url: str,
 ) -> None:
@@ -86,14 +100,7 @@ def test_a_chart_older_than_the_raw_retention_still_draws_from_the_minute_rollup
     engine = make_engine(db_url)
     try:
         with session_scope(make_session_factory(engine)) as session:
-            session.execute(delete(rollup_watermark))
-            node = Node(hostname="old-a", labels={}, created_at=T_OLD)
-            session.add(node)
-            session.flush()
-            gpu = Gpu(node_id=node.id, uuid="GPU-old", index=0, first_seen_at=T_OLD)
-            gpu.last_seen_at = T_OLD
-            session.add(gpu)
-            session.flush()
+            node, gpu = _one_gpu_node(session, "old-a")
             session.execute(
                 gpu_sample.insert(),
                 [
@@ -139,14 +146,7 @@ def test_rollups_rebuild_leaves_the_rollups_of_pruned_samples_as_they_were(db_ur
     base = int(T_OLD.timestamp())
     try:
         with session_scope(factory) as session:
-            session.execute(delete(rollup_watermark))
-            node = Node(hostname="old-b", labels={}, created_at=T_OLD)
-            session.add(node)
-            session.flush()
-            gpu = Gpu(node_id=node.id, uuid="GPU-old-b", index=0, first_seen_at=T_OLD)
-            gpu.last_seen_at = T_OLD
-            session.add(gpu)
-            session.flush()
+            node, gpu = _one_gpu_node(session, "old-b")
             gpu_id = gpu.id
             session.execute(
                 gpu_sample.insert(),
