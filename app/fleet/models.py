@@ -44,7 +44,7 @@ class Gpu(Base):
     """One physical GPU, identified by its NVML UUID (``nvmlDeviceGetUUID``).
 
     ``state`` is ``ok``, ``lost`` (NVML ``GPU_IS_LOST``) or ``unknown_error`` as last reported.
-    ``last_sample_at`` is the newest stored ``gpu_sample.sampled_at`` of this GPU, so the latest
+    ``last_sample_at`` is the newest stored sample ``sampled_at`` of this GPU, so the latest
     values are one primary-key lookup away instead of a scan. ``unavailable`` (metric → NVML
     return code name), ``mig_instances`` and ``processes`` are as of the latest batch.
     """

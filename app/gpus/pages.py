@@ -101,7 +101,7 @@ def gpu_page(
     gpu_index = {detail.gpu.gpu.id: detail.gpu.gpu.index}
     marks = [event_mark(e, gpu_index) for e in detail.events]
     marks += dst_marks(window.start, window.end, zone)
-    samples = gpu_service.gpu_samples(
+    samples = gpu_service.series_of_gpu(
         session,
         node=detail.view.node,
         gpu=detail.gpu.gpu,

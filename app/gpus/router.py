@@ -128,7 +128,7 @@ def get_gpu_samples(
         step = metrics_service.choose_step_s(start, end, raw_from=raw_from)
     view = fleet_service.get_node_view(session, hostname=hostname, stale_after_s=0)
     chosen = gpu_service.resolve_gpu(view, key=gpu)
-    return gpu_service.gpu_samples(
+    return gpu_service.series_of_gpu(
         session,
         node=view.node,
         gpu=chosen.gpu,

@@ -66,7 +66,7 @@ def list_gpu_events(
     return list(session.scalars(stmt))
 
 
-def gpu_samples(
+def series_of_gpu(
     session: Session,
     *,
     node: Node,

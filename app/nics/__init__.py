@@ -1,1 +1,1 @@
-"""InfiniBand/RoCE NIC ports of a node (``nic_port_sample``)."""
+"""InfiniBand/RoCE NIC ports of a node (readings held by :mod:`app.series`)."""

@@ -1,1 +1,2 @@
-"""NVLink state, speed, traffic and error counters per GPU link (``nvlink_sample``)."""
+"""NVLink state, speed, traffic and error counters per GPU link (readings held by
+:mod:`app.series`)."""

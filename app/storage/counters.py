@@ -2,11 +2,11 @@
 
 The counters are those the agent reports as running totals since boot (or since mount):
 
-* NFS ``retransmits`` (``nfs_sample``): Σ over operations of (transmissions − ops) from the
+* NFS ``retransmits`` (NFS mount readings): Σ over operations of (transmissions − ops) from the
   per-op lines of ``/proc/self/mountstats`` (``OP: ops transmissions timeouts …``, the format of
   fs/nfs/super.c ``nfs_show_stats`` / net/sunrpc/stats.c ``rpc_clnt_show_stats`` that nfs-utils'
   ``mountstats`` reads); 64-bit in the kernel.
-* InfiniBand port error counters (``nic_port_sample``): ``symbol_error``, ``link_downed``,
+* InfiniBand port error counters (IB port readings): ``symbol_error``, ``link_downed``,
   ``link_error_recovery``, ``port_rcv_errors``, ``port_xmit_discards`` from
   ``/sys/class/infiniband/<dev>/ports/<n>/counters/`` (IBA PortCounters; 8/16-bit counters that
   saturate instead of wrapping).

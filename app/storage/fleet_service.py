@@ -1,8 +1,8 @@
 """Fleet-wide storage and InfiniBand time series for the ``/storage`` page: which nodes, and
 each chart's top N series plus the summary of the rest, bucketed in SQL.
 
-Gauges (the agent's per-interval rates and latencies, ``disk_sample`` / ``nfs_sample`` /
-``nic_port_sample``) are averaged per bucket. Every query reads the minute or hour rollups
+Gauges (the agent's per-interval rates and latencies of disks, NFS mounts and
+IB ports) are averaged per bucket. Every query reads the minute or hour rollups
 where their buckets nest, with raw rows only at the window's partial edges
 (:mod:`app.series.rollups.source`); rankings and "did it move" checks over the whole window read the
 hour rollups whatever the step, since a window's mean, max and min do not depend on buckets.

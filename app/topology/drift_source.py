@@ -3,12 +3,10 @@ node's latest stored topology, its GPU inventory with the newest PCIe readings, 
 NVLink states and the newest NIC port states.
 
 Six statements whatever the fleet's size (documents, nodes, GPUs, their newest PCIe readings,
-NVLinks, NIC ports), each a
-plain ``SELECT`` that runs on Postgres and SQLite. The indexes they rely on:
-``ix_topology_change_node_id_received_at``, ``gpu_sample``'s primary key (``gpu_id``,
-``sampled_at``), ``ix_nvlink_sample_gpu_id_sampled_at`` (one backward probe per GPU, then a
-range of its links' newest rows) and ``ix_nic_port_sample_sampled_at`` with
-``nic_port_sample``'s primary key.
+NVLinks, NIC ports), each a plain ``SELECT`` that runs on Postgres and SQLite: topology
+documents by ``ix_topology_change_node_id_received_at``, PCIe readings by a primary-key lookup
+per GPU (:func:`app.series.gpu_now.newest`), NVLink and NIC port states from their current
+readings (:mod:`app.series.latest`).
 """
 
 from __future__ import annotations
@@ -125,7 +123,7 @@ def nvlinks_up(session: Session, *, oldest: datetime) -> dict[int, dict[int, int
 def nic_port_states(
     session: Session, *, oldest: datetime
 ) -> dict[int, dict[str, list[str | None]]]:
-    """Node id → NIC device → ``nic_port_sample.state`` of each of its ports' newest rows, for
+    """Node id → NIC device → ``state`` of each of its ports' current readings, for
     ports reported at or after ``oldest`` and within :data:`app.series.writes.LATEST_WINDOW_S` of
     the node's newest port reading (older ports are gone, as on the node page). One statement;
     the window is applied here, since a port reported since ``oldest`` makes the node's newest
@@ -150,9 +148,9 @@ def load_signatures(session: Session, *, now: datetime) -> dict[str, NodeSignatu
     """Hostname → :class:`NodeSignature` of every node that has stored a topology by ``now``,
     in hostname order; five SQL statements however many nodes there are.
 
-    PCIe values are each GPU's newest ``gpu_sample`` (``pcie_link_gen``, ``…_max``,
-    ``pcie_link_width``, ``…_max``); NVLinks count the newest ``nvlink_sample`` rows with state
-    ``up``; NIC states are the newest ``nic_port_sample.state`` per port. Readings older than
+    PCIe values are each GPU's newest sample (``pcie_link_gen``, ``…_max``,
+    ``pcie_link_width``, ``…_max``); NVLinks count the current link readings with state
+    ``up``; NIC states are each port's current ``state``. Readings older than
     :data:`READING_MAX_AGE_S` before ``now`` are left out."""
     documents = latest_documents(session, now=now)
     if not documents:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class NvlinkState:
-    """One GPU link's newest reading (app.nvlinks ``nvlink_sample``): ``state`` is ``up``,
+    """One GPU link's newest reading (:mod:`app.series.readings`): ``state`` is ``up``,
     ``down`` or ``unknown`` (``nvmlDeviceGetNvLinkState``); the remote end from
     ``nvmlDeviceGetNvLinkRemotePciInfo`` / ``…RemoteDeviceType``."""
 

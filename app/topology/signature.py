@@ -113,7 +113,7 @@ def build_signature(
 ) -> NodeSignature:
     """The signature of a node from its stored topology ``document`` (docs/ingest.md
     ``topology``), its GPU inventory, ``nvlinks_up`` (GPU index → NVLinks ``up``, from the newest
-    ``nvlink_sample`` rows) and ``nic_port_states`` (NIC device → sysfs ``state`` of each port).
+    NVLink readings) and ``nic_port_states`` (NIC device → sysfs ``state`` of each port).
 
     A GPU is present when the topology lists it and the inventory does not mark it lost or
     missing; a NIC when the topology or the port readings name it. The model is the inventory's

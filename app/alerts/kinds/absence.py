@@ -1,7 +1,8 @@
 """Absence kind: a node with no batch received for ``after`` (``node.last_seen_at``, never-seen
 nodes counted from ``created_at``), a GPU of a fresh node missing from the batches received for
 ``after`` (``gpu.last_seen_at``), or a GPU metric with no non-null value received for ``after``
-(``gpu_sample.received_at``). All server receive times: agent clock skew cannot fake death."""
+(the samples' ``received_at``, :func:`app.series.gpu_now.reported_since`). All server receive
+times: agent clock skew cannot fake death."""
 
 from __future__ import annotations
 
