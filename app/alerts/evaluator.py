@@ -432,13 +432,17 @@ def evaluate(
         if only is None or only(spec):
             specs.append((rule_id, spec))
     shared.plan(ctx, (spec for _, spec in specs))
+    shared.read_ahead(ctx, EVAL_WORK_MEM)
 
     def observe_one(item: tuple[int, RuleSpec]) -> tuple[int, RuleSpec, list[Observation]]:
         rule_id, spec = item
         return rule_id, spec, observe(ctx, spec)
 
-    # A failed query must not abort the others' snapshot: isolated in savepoints.
-    observed = _each_guarded(reader, specs, observe_one, report)
+    try:
+        # A failed query must not abort the others' snapshot: isolated in savepoints.
+        observed = _each_guarded(reader, specs, observe_one, report)
+    finally:
+        shared.finish(ctx)
     lap = report.lap("observe", lap)
     if recent_gpu is not None and not ctx.cache.get("recent_gpu_used"):
         recent_gpu.release(session)

@@ -10,12 +10,14 @@ entity, never histories.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from app.alerts.context import EvalContext
+from app.alerts.kinds import prefetch
 from app.alerts.kinds.entity_values import EntityValues
 from app.alerts.spec import RateCondition, RuleSpec, ThresholdCondition
 from app.series import recent_gpu
@@ -28,6 +30,7 @@ EntityKey = tuple[Any, ...]
 Need = tuple[str, str]  # (metric, aggregation: last | avg | min | max | rate)
 _CACHE = "shared_aggregates"
 _PLAN = "shared_plan"
+_AHEAD = "shared_read_ahead"
 
 
 def _slot(cond: ThresholdCondition | RateCondition) -> tuple[tuple[str, str, float], Need]:
@@ -61,6 +64,11 @@ def values(ctx: EvalContext, cond: ThresholdCondition | RateCondition) -> Entity
     slot, need = _slot(cond)
     cache: dict[tuple[str, str, float], dict[Need, EntityValues]]
     cache = ctx.cache.setdefault(_CACHE, {})
+    ahead: prefetch.ReadAhead | None = ctx.cache.get(_AHEAD)
+    if ahead is not None and need not in cache.get(slot, {}):
+        got = ahead.take(slot)
+        if got is not None:
+            prefetch.merged(got, cache)
     if need not in cache.get(slot, {}):
         planned: dict[tuple[str, str, float], set[Need]] = ctx.cache.setdefault(_PLAN, {})
         planned.setdefault(slot, set()).add(need)
@@ -81,6 +89,61 @@ def values(ctx: EvalContext, cond: ThresholdCondition | RateCondition) -> Entity
         else:
             cache[slot] = _compute(ctx, slot, sorted(planned[slot]))
     return cache[slot][need]
+
+
+def read_ahead(ctx: EvalContext, work_mem: str) -> None:
+    """Start reading the planned slots that only SQL serves (rates, host windows and host
+    ``last``) on a second connection (:mod:`app.alerts.kinds.prefetch`), in the order the
+    rules first ask for them, when ``ctx`` is the scheduler's whole-fleet evaluation on
+    Postgres; :func:`values` then takes them. Call :func:`finish` when the rules are
+    observed."""
+    recent = ctx.recent_gpu
+    if (
+        recent is None
+        or not recent.consume_feed
+        or ctx.only_nodes is not None
+        or ctx.session.get_bind().dialect.name != "postgresql"
+    ):
+        return
+    planned: dict[tuple[str, str, float], set[Need]] = ctx.cache.get(_PLAN, {})
+    reads: list[tuple[frozenset[tuple[str, str, float]], prefetch.Read]] = []
+    grouped: set[tuple[str, str]] = set()
+    for slot, needs in planned.items():
+        target_name, mode, _ = slot
+        if mode == "window" and not _is_recent_gpu(slot) and slot[:2] not in grouped:
+            grouped.add(slot[:2])
+            group = {
+                s: sorted(n)
+                for s, n in planned.items()
+                if s[:2] == slot[:2] and not _is_recent_gpu(s)
+            }
+            reads.append((frozenset(group), functools.partial(_windows_of, slot[0], group)))
+        elif mode == "rate" or (mode == "last" and target_name != "gpu"):
+            reads.append((frozenset([slot]), functools.partial(_computed_of, slot, sorted(needs))))
+    if reads:
+        ctx.cache[_AHEAD] = prefetch.ReadAhead(ctx, reads, work_mem)
+
+
+def finish(ctx: EvalContext) -> None:
+    """End :func:`read_ahead`'s reads (waiting for any still running)."""
+    ahead: prefetch.ReadAhead | None = ctx.cache.pop(_AHEAD, None)
+    if ahead is not None:
+        ahead.close()
+
+
+def _windows_of(
+    target_name: str, group: dict[tuple[str, str, float], list[Need]], ctx: Any
+) -> dict[tuple[str, str, float], dict[Need, EntityValues]]:
+    return {
+        s: {n: EntityValues.of(v) for n, v in columns.items()}
+        for s, columns in scans.windows(ctx, target_name, group).items()
+    }
+
+
+def _computed_of(
+    slot: tuple[str, str, float], needs: list[Need], ctx: Any
+) -> dict[tuple[str, str, float], dict[Need, EntityValues]]:
+    return {slot: _compute(ctx, slot, needs)}
 
 
 def _is_recent_gpu(slot: tuple[str, str, float]) -> bool:
