@@ -443,3 +443,27 @@ def test_gpu_last_from_memory_equals_the_primary_key_lookups(db_url: str, sessio
     temps = dict(from_memory[("temp_c", "last")])
     assert len(temps) == 3 + 3 + 2
     assert sorted(v for (_, node), v in temps.items() if node == node_c) == [40.0, 41.0]
+
+
+def test_a_whole_load_reads_nodes_behind_or_ahead_of_the_fleet_like_the_database_scan(
+    db_url: str, session_of: Any
+) -> None:
+    """On Postgres the whole fleet loads by one range scan of time from the fleet's median
+    newest sample (``recent_gpu.RANGE_SLACK_S``); a node whose newest sample is 30 min behind
+    (a late agent) is read by primary key instead, and one 90 s ahead is in the range: every
+    window equals the database scan, on both backends."""
+    rng = random.Random(11)
+    for hostname, shift in (("node-a", 0), ("node-b", 0), ("node-c", 0), ("late", 1800)):
+        ages = sorted({rng.choice(range(0, 400, 5)) + shift for _ in range(30)})
+        store_payload(db_url, random_batch(rng, hostname, ages), received_at=NOW)
+    ahead = random_batch(rng, "ahead", [0, 10, 20, 200])
+    for s in ahead["samples"]:
+        s["sampled_at"] = (
+            datetime.fromisoformat(s["sampled_at"]) + timedelta(seconds=90)
+        ).isoformat()
+    store_payload(db_url, ahead, received_at=NOW + timedelta(seconds=90))
+    with session_of() as session:
+        expected = by_database(session)
+        late = [v for (s, n), v in expected.items() if s[2] == 300.0 and n == ("temp_c", "max")]
+        assert len(late[0]) == 5 * 3  # every GPU of the five nodes has a 5-min window
+        same(by_memory(session, None), expected)
