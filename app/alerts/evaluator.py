@@ -438,11 +438,15 @@ def evaluate(
         rule_id, spec = item
         return rule_id, spec, observe(ctx, spec)
 
+    # Rules whose aggregates are read ahead go last, so the reads run while the others are
+    # observed; the transitions are then applied in rule order again.
+    ordered = sorted(specs, key=lambda item: shared.waits_for_read_ahead(ctx, item[1]))
     try:
         # A failed query must not abort the others' snapshot: isolated in savepoints.
-        observed = _each_guarded(reader, specs, observe_one, report)
+        observed = _each_guarded(reader, ordered, observe_one, report)
     finally:
         shared.finish(ctx)
+    observed.sort(key=lambda item: item[0])
     lap = report.lap("observe", lap)
     if recent_gpu is not None and not ctx.cache.get("recent_gpu_used"):
         recent_gpu.release(session)

@@ -124,6 +124,16 @@ def read_ahead(ctx: EvalContext, work_mem: str) -> None:
         ctx.cache[_AHEAD] = prefetch.ReadAhead(ctx, reads, work_mem)
 
 
+def waits_for_read_ahead(ctx: EvalContext, spec: RuleSpec) -> bool:
+    """Whether ``spec``'s aggregate is among those :func:`read_ahead` reads (observing such
+    rules last gives the reads time to finish)."""
+    ahead: prefetch.ReadAhead | None = ctx.cache.get(_AHEAD)
+    cond = spec.condition
+    if ahead is None or not isinstance(cond, ThresholdCondition | RateCondition):
+        return False
+    return _slot(cond)[0] in ahead.slots
+
+
 def finish(ctx: EvalContext) -> None:
     """End :func:`read_ahead`'s reads (waiting for any still running)."""
     ahead: prefetch.ReadAhead | None = ctx.cache.pop(_AHEAD, None)
