@@ -102,7 +102,7 @@ class Settings(BaseSettings):
         default=None, description="application Xids that never change health; default: table"
     )
     health_event_window_s: float = Field(default=86400.0, gt=0, le=90 * 86400)
-    health_throttle_window_s: float = Field(default=300.0, gt=0, le=86400)
+    health_throttle_window_s: float = Field(default=60.0, gt=0, le=86400)
     health_throttle_min_fraction: float = Field(default=0.8, gt=0, le=1)
     health_disk_wait_s: float = Field(default=0.05, gt=0, le=3600)
     health_nfs_rtt_s: float = Field(default=0.1, gt=0, le=3600)

@@ -202,14 +202,41 @@ class EventCondition(_Strict):
         return self
 
 
+HEALTH_CODE = re.compile(r"[a-z0-9_]+\*?")
+
+
 class HealthCondition(_Strict):
     """An entity of ``target`` is in one of ``states`` (``app.health``), optionally only for the
-    reason ``codes`` given (``gpu_lost``, ``nvlink_down``, ``xid_79`` …)."""
+    reason ``codes`` given (``gpu_lost``, ``nvlink_down``, ``xid_79`` …; ``app.health.reasons``
+    lists them). A code ending in ``*`` matches every code that starts with the rest:
+    ``xid_*`` is any Xid."""
 
     kind: Literal["health"]
     target: Literal["node", "gpu"] = "node"
     states: list[Literal["degraded", "unhealthy", "unknown"]] = Field(min_length=1)
     codes: list[str] = Field(default_factory=list)
+
+    @field_validator("codes")
+    @classmethod
+    def _codes(cls, codes: list[str]) -> list[str]:
+        for code in codes:
+            if not HEALTH_CODE.fullmatch(code):
+                raise ValueError(
+                    f"health code {code!r}: lowercase letters, digits and _ (a reason code such"
+                    " as ib_port_down), optionally ending in * for every code starting so"
+                )
+        return codes
+
+    def matches(self, codes: tuple[str, ...]) -> bool:
+        """Whether any of an entity's reason ``codes`` is one of this condition's (every code
+        when it names none)."""
+        if not self.codes:
+            return True
+        return any(
+            c == want or (want.endswith("*") and c.startswith(want[:-1]))
+            for c in codes
+            for want in self.codes
+        )
 
 
 class DriftCondition(_Strict):

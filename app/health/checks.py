@@ -9,6 +9,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from app.fleet.service import NodeView
+from app.health import reasons
 from app.health.evidence import Evidence
 from app.health.rules import (
     LOST_EVENT_KINDS,
@@ -25,8 +26,8 @@ Found = dict[int | None, list[ReasonOut]]
 
 #: The metrics of each GPU's newest sample that :func:`latest_values` reads.
 LATEST_METRICS_READ = (
-    "remapped_rows_pending",
-    "remapped_rows_failure",
+    reasons.REMAPPED_ROWS_PENDING,
+    reasons.REMAPPED_ROWS_FAILURE,
     "pcie_link_gen",
     "pcie_link_gen_max",
     "pcie_link_width",
@@ -63,7 +64,7 @@ def inventory(view: NodeView, *, events_first_lost: dict[int, datetime]) -> Foun
             text = f"GPU {gpu.index} lost / fallen off the bus ({why})"
             since = events_first_lost.get(gpu.id)
             found[gpu.id].append(
-                _reason(view, "gpus-heading", State.UNHEALTHY, "gpu_lost", text, since=since)
+                _reason(view, "gpus-heading", State.UNHEALTHY, reasons.GPU_LOST, text, since=since)
             )
         elif gpu.state == "missing":
             text = f"GPU {gpu.index} is missing from the node's latest inventory"
@@ -72,7 +73,7 @@ def inventory(view: NodeView, *, events_first_lost: dict[int, datetime]) -> Foun
                     view,
                     "gpus-heading",
                     State.UNHEALTHY,
-                    "gpu_missing",
+                    reasons.GPU_MISSING,
                     text,
                     since=gpu.last_seen_at,
                 )
@@ -99,7 +100,7 @@ def events(
                         view,
                         "events-heading",
                         State.UNHEALTHY,
-                        "gpu_lost",
+                        reasons.GPU_LOST,
                         text,
                         since=event.occurred_at,
                     )
@@ -114,40 +115,45 @@ def events(
         meaning = xid_text(xid) or "not in the health table"
         text = f"Xid {xid} ({meaning}) ×{len(times)} in the last {hours:g} h"
         found[gpu_id].append(
-            _reason(view, "events-heading", state, f"xid_{xid}", text, since=times[0])
+            _reason(view, "events-heading", state, reasons.xid_code(xid), text, since=times[0])
         )
     return found, first_lost
 
 
 def latest_values(view: NodeView) -> Found:
-    """From each GPU's newest sample: remapped rows pending or failed, PCIe link downtrained."""
+    """From each GPU's newest sample: remapped rows pending or failed, a PCIe link narrower than
+    its maximum."""
     found: Found = defaultdict(list)
     for g in view.gpus:
         s, at = g.latest, g.latest_at
         if s.get("remapped_rows_failure"):
             text = "row remapping failed (nvmlDeviceGetRemappedRows)"
             found[g.gpu.id].append(
-                _reason(view, "gpus-heading", State.UNHEALTHY, "remapped_rows_failure", text)
+                _reason(view, "gpus-heading", State.UNHEALTHY, reasons.REMAPPED_ROWS_FAILURE, text)
             )
         if s.get("remapped_rows_pending"):
             text = "remapped rows pending: reset the GPU to apply them"
             found[g.gpu.id].append(
                 _reason(
-                    view, "gpus-heading", State.DEGRADED, "remapped_rows_pending", text, since=at
+                    view,
+                    "gpus-heading",
+                    State.DEGRADED,
+                    reasons.REMAPPED_ROWS_PENDING,
+                    text,
+                    since=at,
                 )
             )
-        low = [
-            f"{label} {s[cur]} of {s[top]}"
-            for label, cur, top in (
-                ("gen", "pcie_link_gen", "pcie_link_gen_max"),
-                ("width x", "pcie_link_width", "pcie_link_width_max"),
-            )
-            if s.get(cur) is not None and s.get(top) is not None and s[cur] < s[top]
-        ]
-        if low:
-            text = "PCIe link below its maximum: " + ", ".join(low).replace("x ", "x")
+        width, widest = s.get("pcie_link_width"), s.get("pcie_link_width_max")
+        # Width only, as the default alert rule judges it: an idle GPU lowers its PCIe
+        # generation on purpose (power saving), a lane lost is a riser, cable or seating.
+        if width is not None and widest is not None and width < widest:
+            text = f"PCIe link width x{width} of x{widest}"
+            if s.get("pcie_link_gen") is not None and s.get("pcie_link_gen_max") is not None:
+                text += f" (gen {s['pcie_link_gen']} of {s['pcie_link_gen_max']})"
             found[g.gpu.id].append(
-                _reason(view, "gpus-heading", State.DEGRADED, "pcie_downtrained", text, since=at)
+                _reason(
+                    view, "gpus-heading", State.DEGRADED, reasons.PCIE_DOWNTRAINED, text, since=at
+                )
             )
     return found
 
@@ -162,8 +168,8 @@ def throttling(view: NodeView, rules: HealthRules, evidence: Evidence) -> Found:
         if counts is None or counts.samples < MIN_THROTTLE_SAMPLES:
             continue
         for code, hits, since, what in (
-            ("thermal_throttle", counts.thermal, counts.thermal_since, "thermal"),
-            ("power_throttle", counts.power, counts.power_since, "power"),
+            (reasons.THERMAL_THROTTLE, counts.thermal, counts.thermal_since, "thermal"),
+            (reasons.POWER_THROTTLE, counts.power, counts.power_since, "power"),
         ):
             share = hits / counts.samples
             if share >= rules.throttle_min_fraction:
@@ -185,7 +191,9 @@ def links(view: NodeView, evidence: Evidence) -> Found:
         text = f"NVLink down: link{'s' if len(gone) > 1 else ''} {numbers}"
         since = min(link.sampled_at for link in gone)
         found[g.gpu.id].append(
-            _reason(view, "nvlinks-heading", State.UNHEALTHY, "nvlink_down", text, since=since)
+            _reason(
+                view, "nvlinks-heading", State.UNHEALTHY, reasons.NVLINK_DOWN, text, since=since
+            )
         )
     return found
 
@@ -199,7 +207,9 @@ def ports(view: NodeView, evidence: Evidence) -> Found:
     for port in down:
         text = f"{port.device} port {port.port} is {port.state or 'not reported'} (was ACTIVE)"
         found[None].append(
-            _reason(view, "nics-heading", State.UNHEALTHY, "ib_port_down", text, since=port.since)
+            _reason(
+                view, "nics-heading", State.UNHEALTHY, reasons.IB_PORT_DOWN, text, since=port.since
+            )
         )
     return found
 
@@ -219,7 +229,7 @@ def storage(view: NodeView, rules: HealthRules, evidence: Evidence) -> Found:
                 view,
                 "storage-heading",
                 State.DEGRADED,
-                "storage_latency_high",
+                reasons.STORAGE_LATENCY_HIGH,
                 text,
                 since=min(at for _, at in slow),
             )

@@ -84,7 +84,7 @@ class HealthRules:
     xid_ignored: frozenset[int]
     stale_after_s: float = 120.0
     event_window_s: float = 86400.0
-    throttle_window_s: float = 300.0
+    throttle_window_s: float = 60.0
     throttle_min_fraction: float = 0.8
     disk_wait_s: float = 0.05
     nfs_rtt_s: float = 0.1

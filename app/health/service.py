@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from app.db import utcnow
 from app.fleet import service as fleet_service
 from app.fleet.service import NodeView
-from app.health import checks
+from app.health import checks, reasons
 from app.health.evidence import Evidence, load_evidence
 from app.health.held import hold_since
 from app.health.rules import HealthRules, State, worst
@@ -56,7 +56,7 @@ def _stale_reason(view: NodeView, rules: HealthRules) -> ReasonOut:
         text = f"no telemetry received for more than {rules.stale_after_s:g} s"
     return ReasonOut(
         state=State.UNKNOWN,
-        code="stale",
+        code=reasons.STALE,
         text=text,
         since=node.last_seen_at,
         evidence=f"/nodes/{node.hostname}",

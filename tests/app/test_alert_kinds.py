@@ -428,3 +428,42 @@ def test_a_host_last_value_is_the_entitys_current_reading_within_ten_minutes(url
     )
     evaluate_at(url, NOW)
     assert alert_states(url) == {("port-down", "node-a/mlx5_0/1"): ("firing", 0.0)}
+
+
+def test_the_default_pack_pages_for_health_findings_that_had_no_rule(url: str) -> None:
+    """Issue 13's misses, on the default pack: an InfiniBand port that left ACTIVE pages
+    node-ib-port-down; an Xid 94 (Degraded) pages gpu-xid-degraded; an application Xid 13
+    and a PCIe generation lowered at idle page nothing; remapped rows pending page."""
+    import yaml
+
+    from app.alerts.rulefiles import DEFAULT_RULES_DIR
+
+    g = [gpu(i) for i in range(4)]
+    before = node_batch("node-a", g, at=NOW - timedelta(seconds=60))
+    before["nic_ports"] = [nic_port(NOW - timedelta(seconds=60), "mlx5_0")]
+    store_payload(url, before, received_at=NOW - timedelta(seconds=60))
+    now = node_batch(
+        "node-a",
+        g,
+        events=[xid(g[1], 94, NOW - timedelta(seconds=5)), xid(g[2], 13, NOW)],
+        per_gpu={
+            0: {"pcie_link_gen": 1, "pcie_link_gen_max": 5},
+            3: {"remapped_rows_pending": 1},
+        },
+    )
+    now["nic_ports"] = [nic_port(NOW, "mlx5_0", state="DOWN", phys_state="Polling")]
+    store_payload(url, now, received_at=NOW)
+    docs = [
+        doc
+        for path in sorted(DEFAULT_RULES_DIR.glob("*.yaml"))
+        for doc in yaml.safe_load(path.read_text())["rules"]
+    ]
+    add_rules(url, *docs)
+
+    evaluate_at(url, NOW)
+
+    assert {key: state for key, (state, _) in alert_states(url).items()} == {
+        ("node-ib-port-down", "node-a"): "firing",
+        ("gpu-xid-degraded", "node-a/1"): "firing",
+        ("gpu-row-remap-pending", "node-a/3"): "firing",
+    }

@@ -174,6 +174,23 @@ def test_a_pcie_link_below_its_maximum_makes_the_gpu_degraded(
 
     assert health["state"] == "degraded"
     assert codes(health) == ["pcie_downtrained"]
+    assert health["gpus"][0]["reasons"][0]["text"] == "PCIe link width x8 of x16 (gen 5 of 5)"
+
+
+def test_a_pcie_generation_below_its_maximum_alone_is_healthy(
+    server: LiveServer, db_url: str
+) -> None:
+    """An idle GPU lowers its PCIe generation to save power (gen 1 of 5 at full width): no
+    fault, as the default rule gpu-pcie-link-downtrained judges it (width only)."""
+    at = datetime.now(UTC) - timedelta(seconds=5)
+    payload = batch(gpus=1, samples_per_gpu=0)
+    link = {"pcie_link_gen_max": 5, "pcie_link_width_max": 16}
+    payload["samples"] = [
+        sample(payload["gpus"][0], at, pcie_link_gen=1, pcie_link_width=16, **link)
+    ]
+    ingest(server, db_url, payload)
+
+    assert node_health(server)["state"] == "healthy"
 
 
 def test_remapped_rows_pending_make_the_gpu_degraded(server: LiveServer, db_url: str) -> None:

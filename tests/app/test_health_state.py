@@ -218,10 +218,10 @@ def test_an_answer_changed_since_listed_is_shown_but_not_filed_under_the_old_dig
 
 
 def _pending_batch(gpus: list[dict[str, Any]], at: datetime, *, pending: bool) -> dict[str, Any]:
-    """GPU 0 sampled at ``at`` with remapped rows pending (or not) and a PCIe link at gen 4
-    of 5 (while pending)."""
+    """GPU 0 sampled at ``at`` with remapped rows pending (or not) and a PCIe link at x8 of
+    x16 (while pending)."""
     payload = batch("n-01", gpus=gpus, samples_per_gpu=0)
-    degraded = {"remapped_rows_pending": 1, "pcie_link_gen": 4, "pcie_link_gen_max": 5}
+    degraded = {"remapped_rows_pending": 1, "pcie_link_width": 8, "pcie_link_width_max": 16}
     payload["samples"] = [sample(gpus[0], at, **(degraded if pending else {}))]
     return payload
 
@@ -263,8 +263,8 @@ def test_a_clear_reading_the_refresh_did_not_see_restarts_the_since(db_url: str)
     store_payload(db_url, _pending_batch(gpus, t0, pending=True), received_at=t0)
     assert {r["since"] for r in _stored(db_url, t0)["n-01"]["reasons"]} == {iso(t0)}
     payload = batch("n-01", gpus=gpus, samples_per_gpu=0)
-    pending = {"remapped_rows_pending": 1, "pcie_link_gen": 4, "pcie_link_gen_max": 5}
-    clear = {"remapped_rows_pending": 0, "pcie_link_gen": 5, "pcie_link_gen_max": 5}
+    pending = {"remapped_rows_pending": 1, "pcie_link_width": 8, "pcie_link_width_max": 16}
+    clear = {"remapped_rows_pending": 0, "pcie_link_width": 16, "pcie_link_width_max": 16}
     times = [t0 + timedelta(seconds=s) for s in (10, 20, 30)]
     payload["samples"] = [
         sample(gpus[0], times[0], **pending),

@@ -104,12 +104,16 @@ def test_the_default_pack_validates_and_names_a_runbook_for_every_rule() -> None
         "gpu-critical-xid",
         "gpu-double-bit-ecc",
         "gpu-row-remap-failure",
+        "gpu-row-remap-pending",
+        "gpu-xid-degraded",
         "gpu-nvlink-down",
         "gpu-temperature-high",
         "gpu-thermal-throttling",
+        "gpu-power-throttling",
         "gpu-pcie-link-downtrained",
         "node-gpu-count-below-inventory",
         "node-agent-stale",
+        "node-ib-port-down",
         "storage-latency-high",
         "storage-nfs-latency-high",
     ]
@@ -165,8 +169,8 @@ def test_cli_apply_defaults_then_export_and_errors_exit_1(tmp_path: Path) -> Non
     failed = fleetwatch("rules", "apply", str(bad), "--database-url", url)
 
     assert first.returncode == 0, first.stderr
-    assert first.stdout.splitlines()[-1] == "12 created, 0 updated, 0 unchanged"
-    assert again.stdout.splitlines()[-1] == "0 created, 0 updated, 12 unchanged"
-    assert exported.stdout.count("\n- name: ") == 12
+    assert first.stdout.splitlines()[-1] == "16 created, 0 updated, 0 unchanged"
+    assert again.stdout.splitlines()[-1] == "0 created, 0 updated, 16 unchanged"
+    assert exported.stdout.count("\n- name: ") == 16
     assert failed.returncode == 1
     assert failed.stderr.startswith(f"{bad}:11: rules[0].condition.threshold.op: Input should be")

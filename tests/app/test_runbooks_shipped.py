@@ -100,6 +100,24 @@ EXPECTED: dict[str, list[str]] = {
         "fleetwatch token create gpu-a-01",
     ],
     "storage-latency-high": ["ibstat", "scontrol update nodename=gpu-a-01 state=drain reason="],
+    "node-ib-port-down": [
+        "scontrol update nodename=gpu-a-01 state=drain reason=",
+        "kubectl cordon gpu-a-01",
+        "ibstat",
+        "perfquery -x",
+        "phys_state",
+    ],
+    "gpu-row-remap-pending": [
+        *DRAIN,
+        "nvidia-smi -q -d ROW_REMAPPER -i 3",
+        "nvidia-smi -r -i 3",
+        "Xid 63",
+    ],
+    "gpu-power-throttling": [
+        "nvidia-smi -q -d PERFORMANCE,POWER -i 3",
+        "scontrol update nodename=gpu-a-01 state=drain reason=",
+        "0x80",
+    ],
 }
 BY_RULE: dict[str, list[str]] = {
     "storage-latency-high": ["iostat -x nvme0n1 5 3", "smartctl -a /dev/nvme0n1"],

@@ -64,7 +64,7 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
     out = []
     identity: tuple[str, ...]
     for e in found:
-        if cond.codes and not any(c in cond.codes for c in e.codes):
+        if not cond.matches(e.codes):
             continue
         if e.gpu_id is None:
             if not ctx.node_in(spec.scope, e.node_id):
