@@ -12,13 +12,14 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from app.db import make_engine
+from app.db import make_engine, make_session_factory
 from app.migrate import alembic_config, upgrade
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -89,6 +90,16 @@ TABLES = (
     "nic_port_sample_fleet_1m",
     "sample_arrival",  # the ingest's feed to the alert evaluator: no foreign key either
 )
+
+
+@contextmanager
+def session_factory(url: str) -> Iterator[Any]:
+    """A session factory on ``url``, its engine disposed at the end."""
+    engine = make_engine(url)
+    try:
+        yield make_session_factory(engine)
+    finally:
+        engine.dispose()
 
 
 def wipe(url: str) -> None:

@@ -14,6 +14,7 @@ from sqlalchemy import delete, select, text, update
 from app.alerts.instance_reads import AT, READ, ActiveInstanceCache, active_instances
 from app.alerts.models import AlertInstance, AlertRule
 from app.db import make_engine, make_session_factory, session_scope
+from tests.dbs import session_factory
 from tests.factories import add_rules, batch, evaluate_at, gpu, sample, store_payload, wipe_alerts
 
 NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
@@ -32,9 +33,8 @@ def url(postgres_url: str) -> Iterator[str]:
 @pytest.fixture
 def factory(url: str) -> Iterator[Any]:
     """A session factory on ``url``."""
-    engine = make_engine(url)
-    yield make_session_factory(engine)
-    engine.dispose()
+    with session_factory(url) as sessions:
+        yield sessions
 
 
 def hot(at: datetime, hostname: str, temp_c: float = 90) -> dict[str, Any]:

@@ -261,6 +261,20 @@ def test_absence_is_judged_by_server_receive_time_not_agent_clock(url: str) -> N
     assert alert_states(url) == {("stale", "node-b"): ("firing", 150.0)}
 
 
+def test_a_node_that_never_reported_is_not_absent(url: str) -> None:
+    """Issue 13: creating a node's token (the node exists, has never sent a batch) pages
+    nobody; once it has reported and then stops, it does."""
+    from tests.factories import create_token
+
+    create_token(url, "node-new")
+    store_payload(url, node_batch("node-a", [gpu(0)]), received_at=NOW)
+    add_rules(url, rule("stale", {"kind": "absence", "target": "node", "after": "2m"}))
+
+    evaluate_at(url, NOW + timedelta(hours=1))
+
+    assert alert_states(url) == {("stale", "node-a"): ("firing", 3600.0)}
+
+
 def test_absence_of_a_metric_counts_only_non_null_values_received(url: str) -> None:
     store_payload(
         url, node_batch("node-a", [gpu(0), gpu(1)], per_gpu={1: {"fan_pct": 40}}), received_at=NOW

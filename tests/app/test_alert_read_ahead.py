@@ -17,12 +17,12 @@ from app.alerts.context import load_context
 from app.alerts.evaluator import evaluate
 from app.alerts.kinds import prefetch, shared
 from app.alerts.spec import RuleSpec
-from app.db import make_engine, make_session_factory, session_scope
+from app.db import session_scope
 from app.health.rules import DEFAULT_RULES
 from app.series import rule_scans
 from app.series.recent_gpu import RecentGpuSamples
 from tests.app.section_factories import disk, nfs_mount, nic_port
-from tests.dbs import wipe
+from tests.dbs import session_factory, wipe
 from tests.factories import (
     add_rules,
     alert_states,
@@ -81,9 +81,8 @@ def url(postgres_url: str) -> Iterator[str]:
 @pytest.fixture
 def factory(url: str) -> Iterator[Any]:
     """Sessions on the seeded database."""
-    engine = make_engine(url)
-    yield make_session_factory(engine)
-    engine.dispose()
+    with session_factory(url) as sessions:
+        yield sessions
 
 
 def specs() -> list[RuleSpec]:

@@ -44,7 +44,7 @@ def seed(url: str, nodes: int, *, at: datetime) -> None:
         host = f"node-{n:02d}"
         gpus = [gpu(0, hostname=host), gpu(1, hostname=host)]
         gone = gpu(2, hostname=host)  # not in the second inventory: missing
-        before = at - timedelta(seconds=600)  # before the 300 s throttle window
+        before = at - timedelta(seconds=600)  # before the throttle window
         first = batch(host, gpus=[*gpus, gone], samples_per_gpu=1, start=before)
         first["nic_ports"] = [nic_port(before, "mlx5_0")]
         store_payload(url, first, received_at=before)

@@ -132,9 +132,9 @@ def test_a_0005_database_with_history_upgrades_compacts_and_downgrades_losing_no
         assert rebuilt.returncode == 0, rebuilt.stderr
         done = fleetwatch("storage", "compact", "--after", "3600", "--database-url", url)
         assert done.returncode == 0, done.stderr
-        # Each GPU keeps the health throttle window (300 s) + 10 minutes before its newest
-        # sample raw (16 samples a minute apart): 300 - 16.
-        assert "gpu_sample: 284 rows packed into 5 blocks" in done.stdout
+        # Each GPU keeps the health throttle window (60 s) + 10 minutes before its newest
+        # sample raw (12 samples a minute apart): 300 - 12.
+        assert "gpu_sample: 288 rows packed into 5 blocks" in done.stdout
         # The minutes of 2026-11-01 (a whole day, folded by the rebuild) as one day block.
         assert "gpu_sample_1m: 300 rows packed into 1 blocks" in done.stdout
         assert gpu_rows(url) == expected
@@ -143,9 +143,9 @@ def test_a_0005_database_with_history_upgrades_compacts_and_downgrades_losing_no
         stats = fleetwatch("storage", "stats", "--exact", "--database-url", url)
         assert stats.returncode == 0, stats.stderr
         lines = {line.split()[0]: line.split() for line in stats.stdout.splitlines()[1:]}
-        assert lines["gpu_sample"][1] == "raw" and lines["gpu_sample"][3] == "16"
+        assert lines["gpu_sample"][1] == "raw" and lines["gpu_sample"][3] == "12"
         assert lines["gpu_sample_block"][1:3] == ["hour", "blocks"]
-        assert lines["gpu_sample_block"][4:6] == ["5", "284"]
+        assert lines["gpu_sample_block"][4:6] == ["5", "288"]
         assert lines["nvlink_sample_block"][4:6] == ["2", "578"]
         assert lines["gpu_sample_1m"][1:3] == ["1", "min"]
         assert lines["gpu_sample_1m_block"][1:4] == ["1", "min,", "days"]

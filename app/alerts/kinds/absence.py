@@ -1,5 +1,5 @@
-"""Absence kind: a node with no batch received for ``after`` (``node.last_seen_at``, never-seen
-nodes counted from ``created_at``), a GPU of a fresh node missing from the batches received for
+"""Absence kind: a node with no batch received for ``after`` (``node.last_seen_at``; a node that
+never reported is not absent but not yet there: creating its token pages nobody), a GPU of a fresh node missing from the batches received for
 ``after`` (``gpu.last_seen_at``), or a GPU metric with no non-null value received for ``after``
 (the samples' ``received_at``, :func:`app.series.gpu_now.reported_since`). All server receive
 times: agent clock skew cannot fake death."""
@@ -81,15 +81,16 @@ def _fresh_gpu_ids(ctx: EvalContext) -> set[int]:
 
 
 def _sorted_ages(ctx: EvalContext, target: str) -> tuple[list[float], list[int]]:
-    """Seconds since each node was last seen (never seen: since it was created), or each GPU of
-    a fresh node, ascending, with the ids in the same order (once per evaluation)."""
+    """Seconds since each node that ever reported was last seen, or each GPU of a fresh node,
+    ascending, with the ids in the same order (once per evaluation)."""
     key = f"absence_ages_{target}"
     if key not in ctx.cache:
         now = ctx.now
         if target == "node":
             pairs = [
-                ((now - (n.last_seen_at or n.created_at)).total_seconds(), n.id)
+                ((now - n.last_seen_at).total_seconds(), n.id)
                 for n in ctx.nodes.values()
+                if n.last_seen_at is not None
             ]
         else:
             fresh = _fresh_gpu_ids(ctx)
