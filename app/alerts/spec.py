@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.health import reasons
 from app.series.rule_targets import ALL_TARGET_METRICS, COUNTER_TARGET_METRICS
 
 DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -202,7 +203,7 @@ class EventCondition(_Strict):
         return self
 
 
-HEALTH_CODE = re.compile(r"[a-z0-9_]+\*?")
+HEALTH_CODE = re.compile(r"[a-z0-9_]{1,64}\*?")
 
 
 class HealthCondition(_Strict):
@@ -222,8 +223,15 @@ class HealthCondition(_Strict):
         for code in codes:
             if not HEALTH_CODE.fullmatch(code):
                 raise ValueError(
-                    f"health code {code!r}: lowercase letters, digits and _ (a reason code such"
-                    " as ib_port_down), optionally ending in * for every code starting so"
+                    f"health code {code[:80]!r}: up to 64 lowercase letters, digits and _ (a"
+                    " reason code such as ib_port_down), optionally ending in * for every code"
+                    " starting so"
+                )
+            if not reasons.names_a_reason(code):
+                known = ", ".join(sorted(reasons.CODES))
+                raise ValueError(
+                    f"health code {code!r} matches no health reason; the reasons are {known}"
+                    " (xid_* is xid_<n> for every Xid)"
                 )
         return codes
 

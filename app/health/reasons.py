@@ -74,6 +74,20 @@ def xid_code(xid: int) -> str:
     return f"xid_{xid}"
 
 
+def names_a_reason(code: str) -> bool:
+    """Whether a rule's ``code`` can match a reason: a registered code, ``xid_<n>`` (``n``
+    without leading zeros, as the checks write it), or a prefix ending in ``*`` of one of
+    those (``xid_*``, ``gpu_*``)."""
+    if code.endswith("*"):
+        prefix = code[:-1]
+        if prefix.startswith("xid_"):
+            digits = prefix[4:]
+            return digits == "" or (digits.isdigit() and digits[0] != "0")
+        return bool(prefix) and any(c.startswith(prefix) for c in (*CODES, "xid_"))
+    family = family_of(code)
+    return family is not None and (family.code != XID_FAMILY or not code[4:].startswith("0"))
+
+
 def family_of(code: str) -> Reason | None:
     """The registered reason ``code`` belongs to (an ``xid_<n>`` to the Xid family); None for
     a code no check gives."""

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from app.alerts.rulefiles import DEFAULT_RULES_DIR, load_path
-from app.alerts.spec import EventCondition, HealthCondition, RuleSpec, ThresholdCondition
+from app.alerts.spec import HealthCondition, RuleSpec, ThresholdCondition
 from app.config import PROJECT_ROOT
 from app.health import reasons
-from app.health.rules import DEFAULT_RULES, XID_UNHEALTHY, State
+from app.health.rules import DEFAULT_RULES, State
 
 PACK = {spec.name: spec for spec, _ in load_path(DEFAULT_RULES_DIR, source_prefix="defaults")}
 
@@ -29,10 +29,11 @@ JUDGED_ALIKE = {
 }
 
 
-def health_rules_for(reason: reasons.Reason) -> list[RuleSpec]:
-    """Default health rules that fire for an entity with ``reason`` in its state."""
+def health_rules_for(reason: reasons.Reason, state: State | None = None) -> list[RuleSpec]:
+    """Default health rules that fire for an entity in ``state`` (default: the reason's)
+    with ``reason`` (the Xid family as Xid 94)."""
     code = "xid_94" if reason.code == reasons.XID_FAMILY else reason.code
-    state = State.DEGRADED if reason.code == reasons.XID_FAMILY else reason.state
+    state = state or reason.state
     return [
         spec
         for spec in PACK.values()
@@ -53,14 +54,19 @@ def test_every_health_reason_has_a_default_rule_that_pages(reason: reasons.Reaso
     assert paged, f"health reason {reason.code} has no default alert rule"
 
 
-def test_unhealthy_xids_page_as_critical_xids_and_degraded_ones_as_a_warning() -> None:
-    critical = PACK["gpu-critical-xid"].condition
-    assert isinstance(critical, EventCondition)
-    assert sorted(critical.xids) == sorted(XID_UNHEALTHY) == sorted(DEFAULT_RULES.xid_unhealthy)
-    degraded = health_rules_for(reasons.CODES[reasons.XID_FAMILY])
+def test_xids_page_as_health_counts_them_whatever_the_lists_say() -> None:
+    """An Xid pages critical while health counts it Unhealthy and as a warning while Degraded,
+    for the lists in force (an operator moving Xid 94 to the Unhealthy list makes it
+    critical) and as long as health counts it (the event window)."""
+    family = reasons.CODES[reasons.XID_FAMILY]
+    unhealthy = health_rules_for(family, State.UNHEALTHY)
+    degraded = health_rules_for(family, State.DEGRADED)
+    assert [(s.name, s.severity) for s in unhealthy] == [("gpu-critical-xid", "critical")]
     assert [(s.name, s.severity) for s in degraded] == [("gpu-xid-degraded", "warning")]
-    assert degraded[0].condition.matches((reasons.xid_code(119),))  # type: ignore[union-attr]
-    assert not degraded[0].condition.matches(("xidx",))  # type: ignore[union-attr]
+    for spec in (*unhealthy, *degraded):
+        cond = spec.condition
+        assert isinstance(cond, HealthCondition)
+        assert cond.matches((reasons.xid_code(119),)) and not cond.matches(("xidx",))
 
 
 def test_storage_rules_use_the_health_thresholds() -> None:
@@ -124,3 +130,35 @@ def test_every_registered_code_is_recognised_and_others_are_not() -> None:
     assert reasons.family_of("xid_79") is reasons.CODES[reasons.XID_FAMILY]
     assert reasons.family_of(reasons.IB_PORT_DOWN) is reasons.CODES[reasons.IB_PORT_DOWN]
     assert reasons.family_of("xid_") is None and reasons.family_of("made_up") is None
+
+
+@pytest.mark.parametrize(
+    "code", ["ib_port_down", "xid_*", "xid_79", "xid_7*", "gpu_*", "storage_latency_high"]
+)
+def test_a_rule_may_name_any_reason_or_family(code: str) -> None:
+    RuleSpec.model_validate(
+        {"name": "r", "condition": {"kind": "health", "states": ["unhealthy"], "codes": [code]}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        ("nosuch_code", "matches no health reason"),
+        ("xid_abc", "matches no health reason"),
+        ("xid_", "matches no health reason"),
+        ("xid_007", "matches no health reason"),  # the checks write xid_7
+        ("xid_0*", "matches no health reason"),
+        ("zzz_*", "matches no health reason"),
+        ("XID_*", "lowercase letters"),
+        ("*", "lowercase letters"),
+        ("x" * 65, "up to 64"),
+    ],
+)
+def test_a_code_no_check_gives_is_refused_naming_the_field(code: str, says: str) -> None:
+    from pydantic import ValidationError
+
+    doc = {"name": "r", "condition": {"kind": "health", "states": ["unhealthy"], "codes": [code]}}
+    with pytest.raises(ValidationError) as err:
+        RuleSpec.model_validate(doc)
+    assert says in str(err.value) and "codes" in str(err.value)

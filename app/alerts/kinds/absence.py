@@ -1,8 +1,9 @@
 """Absence kind: a node with no batch received for ``after`` (``node.last_seen_at``; a node that
-never reported is not absent but not yet there: creating its token pages nobody), a GPU of a fresh node missing from the batches received for
-``after`` (``gpu.last_seen_at``), or a GPU metric with no non-null value received for ``after``
-(the samples' ``received_at``, :func:`app.series.gpu_now.reported_since`). All server receive
-times: agent clock skew cannot fake death."""
+never reported is not absent but not yet there: creating its token pages nobody), a GPU of a
+fresh node missing from the batches received for ``after`` (``gpu.last_seen_at``), or a GPU
+metric with no non-null value received for ``after`` (the samples' ``received_at``,
+:func:`app.series.gpu_now.reported_since`). All server receive times: agent clock skew cannot
+fake death."""
 
 from __future__ import annotations
 
