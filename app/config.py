@@ -244,6 +244,23 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _raw_retention_covers_the_health_windows(self) -> Settings:
+        # Health reads raw readings over these windows (an IB port counts as down only with an
+        # ACTIVE reading earlier in the event window): a shorter raw retention would weaken it
+        # without a word, a port down longer than the retention no longer counting.
+        kept_s = self.raw_retention_days * 86400
+        for name in ("health_event_window_s", "health_throttle_window_s"):
+            window_s = getattr(self, name)
+            if kept_s < window_s:
+                raise ValueError(
+                    f"FLEETWATCH_RAW_RETENTION_DAYS ({self.raw_retention_days:g} days) is shorter"
+                    f" than FLEETWATCH_{name.upper()} ({window_s:g} s), which health reads raw"
+                    f" readings over: keep raw samples at least {window_s / 86400:g} days or"
+                    " shorten the window"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _check_xid_lists_disjoint(self) -> Settings:
         lists = {
             "unhealthy": self.health_xid_unhealthy,

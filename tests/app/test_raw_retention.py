@@ -55,6 +55,23 @@ def test_a_bad_raw_retention_names_the_setting(monkeypatch: pytest.MonkeyPatch) 
         Settings()
 
 
+def test_a_raw_retention_shorter_than_a_health_window_stops_start_up_naming_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Health reads raw IB port readings over its event window: half a day of raw samples
+    under a 1-day window would quietly stop counting ports down for longer than that."""
+    from app.config import SettingsError, load_settings
+
+    monkeypatch.setenv("FLEETWATCH_RAW_RETENTION_DAYS", "0.5")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    message = str(err.value)
+    assert "FLEETWATCH_RAW_RETENTION_DAYS (0.5 days)" in message
+    assert "FLEETWATCH_HEALTH_EVENT_WINDOW_S (86400 s)" in message
+    monkeypatch.setenv("FLEETWATCH_HEALTH_EVENT_WINDOW_S", "3600")
+    assert load_settings().raw_retention_days == 0.5  # the window fits: accepted
+
+
 def test_a_range_older_than_the_raw_retention_is_read_at_a_minute_at_least() -> None:
     oldest = NOW - timedelta(days=7)
     recent = NOW - timedelta(minutes=15)
