@@ -66,6 +66,11 @@ XID_IGNORED: dict[int, str] = {
 #: 0x8; power = SW power cap 0x4, HW power brake 0x80.
 THERMAL_BITS = 0x20 | 0x40 | 0x8
 POWER_BITS = 0x4 | 0x80
+#: The power bits that make a GPU Degraded: the HW power brake (a PSU, the power shelf or the
+#: rack's budget asserting it). The SW power cap (0x4) is the GPU at its power limit, as a
+#: busy GPU runs under a training job's full load: normal, charted as ``power_throttled``,
+#: never a health finding (it made busy GPUs Degraded, and would have paged, every minute).
+HEALTH_POWER_BITS = 0x80
 #: A single sample never makes throttling "sustained".
 MIN_THROTTLE_SAMPLES = 3
 

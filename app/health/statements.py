@@ -22,7 +22,7 @@ from sqlalchemy import (
 from app.db import UTCDateTime
 from app.events import models as event_models
 from app.fleet import models as fleet_models
-from app.health.rules import LOST_EVENT_KINDS, POWER_BITS, THERMAL_BITS
+from app.health.rules import HEALTH_POWER_BITS, LOST_EVENT_KINDS, THERMAL_BITS
 from app.health.sql import before
 from app.series import gpu_history, latest, port_history
 from app.series.writes import LATEST_WINDOW_S
@@ -85,7 +85,7 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
         .order_by(NodeEvent.occurred_at, NodeEvent.id),
         throttle=gpu_history.bit_counts(
             "clocks_event_reasons",
-            (THERMAL_BITS, POWER_BITS),
+            (THERMAL_BITS, HEALTH_POWER_BITS),
             window_s=throttle_window_s,
             dialect=dialect,
             nodes=lambda node_id: _of_ids(node_id, dialect),

@@ -231,6 +231,22 @@ def test_a_single_throttled_sample_is_not_sustained(server: LiveServer, db_url: 
     assert node_health(server)["state"] == "healthy"
 
 
+def test_the_hw_power_brake_degrades_a_gpu(server: LiveServer, db_url: str) -> None:
+    ingest(server, db_url, throttled_batch([0x80, 0x84, 0x80, 0x80, 0x80, 0x4]))
+
+    health = node_health(server)
+
+    assert health["state"] == "degraded"
+    assert codes(health) == ["power_throttle"]
+
+
+def test_the_sw_power_cap_of_a_busy_gpu_is_healthy(server: LiveServer, db_url: str) -> None:
+    """0x4 SW power cap is a busy GPU at its power limit, normal under full load."""
+    ingest(server, db_url, throttled_batch([0x4, 0x4, 0x4, 0x4, 0x4, 0x4]))
+
+    assert node_health(server)["state"] == "healthy"
+
+
 def test_high_disk_wait_or_nfs_rtt_makes_the_node_degraded(server: LiveServer, db_url: str) -> None:
     at = datetime.now(UTC) - timedelta(seconds=5)
     payload = batch(gpus=1, samples_per_gpu=1)
