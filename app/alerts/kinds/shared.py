@@ -74,16 +74,11 @@ def values(ctx: EvalContext, cond: ThresholdCondition | RateCondition) -> Entity
         planned.setdefault(slot, set()).add(need)
         if slot[1] == "window":
             recent = _is_recent_gpu(slot)
-            group = {
-                s: sorted(n)
-                for s, n in planned.items()
-                if s[:2] == slot[:2] and _is_recent_gpu(s) == recent
-            }
+            group = _window_group(planned, slot)
             if recent:
                 cache.update(_recent_gpu_windows(ctx, group))
             else:
-                for s, columns in scans.windows(ctx, slot[0], group).items():
-                    cache[s] = {n: EntityValues.of(v) for n, v in columns.items()}
+                cache.update(_windows_of(slot[0], group, ctx))
         elif slot == ("gpu", "last", 0.0) and _memory_for_last(ctx):
             cache[slot] = _recent_gpu_last(ctx, sorted(planned[slot]))
         else:
@@ -112,11 +107,7 @@ def read_ahead(ctx: EvalContext, work_mem: str) -> None:
         target_name, mode, _ = slot
         if mode == "window" and not _is_recent_gpu(slot) and slot[:2] not in grouped:
             grouped.add(slot[:2])
-            group = {
-                s: sorted(n)
-                for s, n in planned.items()
-                if s[:2] == slot[:2] and not _is_recent_gpu(s)
-            }
+            group = _window_group(planned, slot)
             reads.append((frozenset(group), functools.partial(_windows_of, slot[0], group)))
         elif mode == "rate" or (mode == "last" and target_name != "gpu"):
             reads.append((frozenset([slot]), functools.partial(_computed_of, slot, sorted(needs))))
@@ -139,6 +130,19 @@ def finish(ctx: EvalContext) -> None:
     ahead: prefetch.ReadAhead | None = ctx.cache.pop(_AHEAD, None)
     if ahead is not None:
         ahead.close()
+
+
+def _window_group(
+    planned: dict[tuple[str, str, float], set[Need]], slot: tuple[str, str, float]
+) -> dict[tuple[str, str, float], list[Need]]:
+    """The planned window slots computed together with ``slot``: its target's, all from memory
+    or all in SQL as ``slot`` is."""
+    recent = _is_recent_gpu(slot)
+    return {
+        s: sorted(n)
+        for s, n in planned.items()
+        if s[:2] == slot[:2] and _is_recent_gpu(s) == recent
+    }
 
 
 def _windows_of(
