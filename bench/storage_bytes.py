@@ -182,6 +182,9 @@ def main() -> None:
     )
     parser.add_argument("--port", type=int, default=19090)
     parser.add_argument(
+        "--keep", action="store_true", help="keep the database (its name is printed) to study"
+    )
+    parser.add_argument(
         "--admin-url",
         default=os.environ.get(
             "FLEETWATCH_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -251,8 +254,11 @@ def main() -> None:
     finally:
         if prom is not None:
             prom_anchor.stop_prometheus(prom)
-        with engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        if args.keep:
+            print(f"kept database {name}", flush=True)
+        else:
+            with engine.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         engine.dispose()
         for path in sorted(work.rglob("*"), reverse=True):
             path.unlink() if path.is_file() else path.rmdir()

@@ -67,6 +67,18 @@ FLOATS = array_of(Double())
 TEXTS = array_of(Text())
 COUNTERS = array_of(UInt64())
 
+#: Float columns of a GPU block kept as integer steps where that is exact: name → scale.
+#: ``energy_j`` is NVML's millijoule counter divided by 1000 (app/metrics/catalog.py): as
+#: doubles an hour of it is 8 bytes per value that pglz cannot shrink (a fifth of a block at
+#: 10-s samples), as steps of whole millijoules between samples it is under half that.
+GPU_STEPPED = {"energy_j": 1000}
+
+
+def steps_column(name: str) -> str:
+    """The block column holding ``name``'s integer steps (see :class:`BlockSpec`)."""
+    return f"{name}_steps"
+
+
 gpu_sample_block = Table(
     "gpu_sample_block",
     Base.metadata,
@@ -75,14 +87,20 @@ gpu_sample_block = Table(
     Column("sample_count", Integer, nullable=False),
     Column("received_until", UTCDateTime(), nullable=False),
     Column("sampled_at_delta_us", INTEGERS, nullable=False),
-    *(Column(m.name, INTEGERS if m.integer else FLOATS, nullable=False) for m in METRICS),
+    *(
+        Column(m.name, INTEGERS if m.integer else FLOATS, nullable=m.name in GPU_STEPPED)
+        for m in METRICS
+    ),
+    *(Column(steps_column(name), INTEGERS, nullable=True) for name in GPU_STEPPED),
     Index("ix_gpu_sample_block_block_start", "block_start"),
 )
 """An hour of one GPU's ``gpu_sample`` rows; ``received_until`` is the newest arrival among
 them (per-sample arrival times are not kept once compacted). ``sampled_at_delta_us`` holds each
 sample's time as microseconds since the previous sample (the first: since ``block_start``): at a
 steady interval the array repeats one value and compresses to almost nothing, where the
-timestamps themselves took 16 % of a block."""
+timestamps themselves took 16 % of a block. A column of :data:`GPU_STEPPED` is stored in one of
+two forms per block: its doubles, or (``<name>_steps``, the doubles ``NULL``) each value times
+the scale as an integer step from the previous value (the first from 0)."""
 
 nvlink_sample_block = Table(
     "nvlink_sample_block",
@@ -162,6 +180,12 @@ class BlockSpec:
         values: the value columns, alike in name in both tables.
         arrival: True when the raw table has ``received_at`` (kept as ``received_until``).
         block_s: the width of a block, seconds (a divisor of a day, or a day).
+        stepped: value columns (name → scale) stored as integer steps where exact: a block
+            whose every value ``v`` of the column is non-null and ``round(v × scale) / scale
+            == v`` in double arithmetic keeps ``round(v × scale)`` minus the previous one in
+            ``<name>_steps`` and ``NULL`` in ``<name>``; any other block keeps the doubles.
+            Readers sum the steps in order and divide by the scale, which gives back the
+            very double that was checked (:func:`stepped_value_sql`).
     """
 
     name: str
@@ -171,6 +195,7 @@ class BlockSpec:
     values: tuple[str, ...]
     arrival: bool = False
     block_s: int = BLOCK_S
+    stepped: tuple[tuple[str, int], ...] = ()
 
     @property
     def owner(self) -> str:
@@ -185,6 +210,7 @@ GPU = BlockSpec(
     ("gpu_id",),
     tuple(m.name for m in METRICS),
     arrival=True,
+    stepped=tuple(GPU_STEPPED.items()),
 )
 NVLINK = BlockSpec(
     "nvlink_sample",
@@ -211,3 +237,38 @@ NIC = _host_spec(NicPortSample, ("device", "port"))
 HOST_SPECS: tuple[BlockSpec, ...] = (DISK, MOUNT, NFS, NIC)
 SPECS: tuple[BlockSpec, ...] = (GPU, NVLINK, *HOST_SPECS)
 BY_NAME: dict[str, BlockSpec] = {s.name: s for s in SPECS}
+
+#: Largest magnitude of a stepped value times its scale that is checked: a ``bigint`` holds it
+#: with room for a step between two such values (bigger values keep their doubles).
+STEPPED_LIMIT = 4.0e18
+
+
+def exact_steps_sql(value: str, scale: int) -> str:
+    """SQL true where the double ``value`` can be stored as an integer at ``scale`` and read
+    back as the same double by :func:`stepped_value_sql` (false for NULL and NaN)."""
+    # CASE, not AND: Postgres may evaluate AND's operands in any order, and the cast of a
+    # value past the limit raises.
+    return (
+        f"coalesce(CASE WHEN abs({value}) * {scale} < {STEPPED_LIMIT:.0f} "
+        f"THEN CAST(round({value} * {scale}) AS bigint)::float8 / {scale}::float8 = {value} "
+        "END, false)"
+    )
+
+
+def step_sql(value: str, scale: int, window: str) -> str:
+    """SQL: ``value`` times ``scale`` as an integer, minus the previous row's in ``window`` (a
+    window definition); NULL where the value cannot be stepped (the block keeps doubles)."""
+    scaled = (
+        f"CASE WHEN {exact_steps_sql(value, scale)} "
+        f"THEN CAST(round({value} * {scale}) AS bigint) END"
+    )
+    return f"{scaled} - coalesce(lag({scaled}) OVER ({window}), 0)"
+
+
+def stepped_value_sql(value: str, steps: str, scale: int, order: str) -> str:
+    """SQL: a stepped column's value at one unnested row: ``value`` (the doubles' element) when
+    the block kept doubles, else the running sum of ``steps`` in ``order`` over the scale."""
+    return (
+        f"coalesce({value}, "
+        f"CAST(CAST(sum({steps}) OVER (ORDER BY {order}) AS bigint) AS float8) / {scale}::float8)"
+    )

@@ -31,7 +31,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import session_scope, utcnow
 from app.fleet.models import Gpu, Node
 from app.series import minute_blocks
-from app.series.blocks import BLOCK_ORIGIN, BLOCK_S, SPECS, BlockSpec
+from app.series.blocks import (
+    BLOCK_ORIGIN,
+    BLOCK_S,
+    SPECS,
+    BlockSpec,
+    exact_steps_sql,
+    step_sql,
+    stepped_value_sql,
+    steps_column,
+)
 from app.series.rollups import specs as rollup_specs
 from app.series.writes import LATEST_WINDOW_S
 
@@ -80,8 +89,17 @@ def reopen_sql(spec: BlockSpec) -> str:
     keys = spec.keys
     raw, block = _q(spec.raw.name), _q(spec.block.name)
     same_key = " AND ".join(f"r.{_q(k)} = b.{_q(k)}" for k in keys)
-    arrays = ", ".join(f"o.{_q(c)}" for c in ("sampled_at_delta_us", *spec.values))
-    alias = ", ".join(_q(c) for c in ("dt_us", *spec.values))
+    stored = ("sampled_at_delta_us", *spec.values, *(steps_column(c) for c, _ in spec.stepped))
+    arrays = ", ".join(f"o.{_q(c)}" for c in stored)
+    alias = ", ".join(_q(c) for c in ("dt_us", *stored[1:]))
+    scales = dict(spec.stepped)
+    unpacked = ", ".join(
+        f"d.{_q(c)}"
+        if c not in scales
+        else f"{stepped_value_sql(f'd.{_q(c)}', f'd.{_q(steps_column(c))}', scales[c], 'd.ord')}"
+        f" AS {_q(c)}"
+        for c in spec.values
+    )
     arrival_col = ', "received_at"' if spec.arrival else ""
     arrival_val = ", o.received_until" if spec.arrival else ""
     # Rows the rollups have not folded yet are not packed either: re-opening for them would
@@ -116,7 +134,7 @@ SELECT {", ".join(f"o.{_q(k)}" for k in keys)},
     {", ".join(f"u.{_q(c)}" for c in spec.values)}
 FROM opened o, LATERAL (
     SELECT sum(d.dt_us) OVER (ORDER BY d.ord) AS offset_us,
-        {", ".join(f"d.{_q(c)}" for c in spec.values)}
+        {unpacked}
     FROM unnest({arrays}) WITH ORDINALITY AS d({alias}, ord)) u
 ON CONFLICT ({", ".join(_q(k) for k in keys)}, "sampled_at") DO UPDATE SET {updates}
 RETURNING 1
@@ -136,11 +154,20 @@ def pack_sql(spec: BlockSpec) -> str:
     folded = " AND r.received_at <= :folded" if spec.arrival else ""
     arrival_col = ', "received_until"' if spec.arrival else ""
     arrival_val = ", max(m.received_at)" if spec.arrival else ""
-    aggregates = ", ".join(
-        f"array_agg(m.{_q(c)} ORDER BY m.sampled_at)" for c in ("dt_us", *spec.values)
-    )
     by_series = ", ".join(f"m.{_q(k)}" for k in keys)
     block_of_m = _bin("m.sampled_at", spec.block_s)
+    window = f"PARTITION BY {by_series}, {block_of_m} ORDER BY m.sampled_at"
+    scales = dict(spec.stepped)
+    aggregates = ", ".join(
+        [f"array_agg(m.{_q(c)} ORDER BY m.sampled_at)" for c in ("dt_us",)]
+        + [_aggregate(c, scales.get(c)) for c in spec.values]
+        + [_steps_aggregate(c, scale) for c, scale in spec.stepped]
+    )
+    steps = "".join(
+        f",\n        {step_sql(f'm.{_q(c)}', scale, window)} AS {_q(steps_column(c))}"
+        for c, scale in spec.stepped
+    )
+    stepped_cols = "".join(f", {_q(steps_column(c))}" for c, _ in spec.stepped)
     return f"""
 WITH newest AS (
     SELECT o.id AS owner,
@@ -161,11 +188,12 @@ WITH newest AS (
         CAST(EXTRACT(EPOCH FROM m.sampled_at - coalesce(
             lag(m.sampled_at) OVER (
                 PARTITION BY {by_series}, {block_of_m} ORDER BY m.sampled_at),
-            {block_of_m})) * 1000000 AS bigint) AS dt_us
+            {block_of_m})) * 1000000 AS bigint) AS dt_us{steps}
     FROM moved m
 ), written AS (
     INSERT INTO {block} ({", ".join(_q(k) for k in keys)}, "block_start", "sample_count"
-        {arrival_col}, "sampled_at_delta_us", {", ".join(_q(c) for c in spec.values)})
+        {arrival_col}, "sampled_at_delta_us", {", ".join(_q(c) for c in spec.values)}
+        {stepped_cols})
     SELECT {by_series}, m.block_start, count(*)
         {arrival_val}, {aggregates}
     FROM stepped m
@@ -174,6 +202,21 @@ WITH newest AS (
 )
 SELECT count(*), coalesce(sum(sample_count), 0) FROM written
 """
+
+
+def _aggregate(column: str, scale: int | None) -> str:
+    """A block's array of ``column``; for a stepped column NULL where the block is stepped."""
+    values = f"array_agg(m.{_q(column)} ORDER BY m.sampled_at)"
+    if scale is None:
+        return values
+    exact = exact_steps_sql(f"m.{_q(column)}", scale)
+    return f"CASE WHEN bool_and({exact}) THEN NULL ELSE {values} END"
+
+
+def _steps_aggregate(column: str, scale: int) -> str:
+    """A block's array of ``column``'s steps, NULL where the block keeps the doubles."""
+    steps = f"array_agg(m.{_q(steps_column(column))} ORDER BY m.sampled_at)"
+    return f"CASE WHEN bool_and({exact_steps_sql(f'm.{_q(column)}', scale)}) THEN {steps} END"
 
 
 def compact_owners(

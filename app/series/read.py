@@ -15,8 +15,11 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    ColumnElement,
+    Double,
     Select,
     Subquery,
+    cast,
     column,
     func,
     literal_column,
@@ -29,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from app.db import UTCDateTime
-from app.series.blocks import BY_NAME, GPU, BlockSpec
+from app.series.blocks import BY_NAME, GPU, BlockSpec, steps_column
 
 
 def rows_between(
@@ -87,21 +90,30 @@ def _unpacked(
     sum of ``sampled_at_delta_us`` (µs, exact)."""
     block = spec.block
     raw = spec.raw
+    scales = {name: scale for name, scale in spec.stepped if name in columns}
+    stepped = [steps_column(name) for name in scales]
     steps = (
-        func.unnest(block.c.sampled_at_delta_us, *(block.c[name] for name in columns))
+        func.unnest(
+            block.c.sampled_at_delta_us,
+            *(block.c[name] for name in columns),
+            *(block.c[name] for name in stepped),
+        )
         .table_valued(
             column("dt_us", BigInteger()),
             *(column(name, raw.c[name].type) for name in columns),
+            *(column(name, BigInteger()) for name in stepped),
             with_ordinality="ord",
         )
         .render_derived(name="d", with_types=False)
     )
     offset = func.sum(steps.c.dt_us).over(order_by=steps.c.ord)
-    unpacked = (
-        select(offset.label("offset_us"), *(steps.c[name] for name in columns))
-        .select_from(steps)
-        .lateral("u")
-    )
+    values = [
+        steps.c[name]
+        if name not in scales
+        else _stepped_value(steps, name, scales[name]).label(name)
+        for name in columns
+    ]
+    unpacked = select(offset.label("offset_us"), *values).select_from(steps).lateral("u")
     sampled_at = type_coerce(
         block.c.block_start + unpacked.c.offset_us * literal_column("interval '1 microsecond'"),
         UTCDateTime(),
@@ -118,6 +130,15 @@ def _unpacked(
     if end is not None:
         stmt = stmt.where(block.c.block_start <= end)
     return stmt
+
+
+def _stepped_value(steps: Any, name: str, scale: int) -> ColumnElement[Any]:
+    """A stepped column's value at an unnested row (:func:`~app.series.blocks.stepped_value_sql`
+    as an expression): the double where the block kept doubles, else the running sum of the
+    steps, as ``bigint`` then ``float8`` (the conversion the packing checked), over the scale."""
+    running = func.sum(steps.c[steps_column(name)]).over(order_by=steps.c.ord)
+    as_double: ColumnElement[float] = cast(cast(running, BigInteger()), Double())
+    return func.coalesce(steps.c[name], as_double / literal_column(f"{scale}::float8"))
 
 
 def _any_block(spec: BlockSpec, n: int) -> str:
