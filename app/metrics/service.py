@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -176,19 +175,19 @@ def node_series_from(
                 session, list(gpus), catalog, start, end, step_s, segments, source_s
             )
         )
-        for row in session.execute(stmt):
-            target = series[row[0]]
-            key = int(row[1])
-            target.times.append(
-                datetime.fromtimestamp(key * step_s, UTC)
+        # Rows come ordered by GPU, then bucket: one GPU's rows are taken as columns at once.
+        for gpu_id, group in itertools.groupby(session.execute(stmt).all(), key=lambda r: r[0]):
+            target = series[gpu_id]
+            of_gpu = list(group)
+            keys = [int(r[1]) for r in of_gpu]
+            target.times.extend(
+                [datetime.fromtimestamp(k * step_s, UTC) for k in keys]
                 if segments is None
-                else wall_bucket_start(key, step_s, segments)
+                else [wall_bucket_start(k, step_s, segments) for k in keys]
             )
-            for i, name in enumerate(metrics):
-                value = row[2 + i]
-                if value is not None and isinstance(value, float) and math.isnan(value):
-                    value = None
-                target.values[name].append(value)
+            for i, name in enumerate(metrics, start=2):
+                # NaN (a float unequal to itself) → None; Decimals and ints pass as they are.
+                target.values[name].extend([None if r[i] != r[i] else r[i] for r in of_gpu])
     return sorted(series.values(), key=lambda s: s.gpu_index)
 
 

@@ -138,7 +138,7 @@ def _stepped_value(steps: Any, name: str, scale: int) -> ColumnElement[Any]:
     steps, as ``bigint`` then ``float8`` (the conversion the packing checked), over the scale."""
     running = func.sum(steps.c[steps_column(name)]).over(order_by=steps.c.ord)
     as_double: ColumnElement[float] = cast(cast(running, BigInteger()), Double())
-    return func.coalesce(steps.c[name], as_double / literal_column(f"{scale}::float8"))
+    return func.coalesce(steps.c[name], as_double / literal_column(f"{scale}::float8", Double()))
 
 
 def _any_block(spec: BlockSpec, n: int) -> str:

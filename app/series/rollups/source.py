@@ -89,7 +89,7 @@ def parts(
     time_label = "bucket" if step_s else "t_s"
 
     def from_raw(lo: datetime, hi: datetime, hi_closed: bool) -> Any:
-        source = readable(spec, lo, hi, dialect)
+        source = readable(spec, lo, hi, dialect, names={name for name, _ in fields})
         raw = source.raw
         columns = []
         for name, kind in fields:

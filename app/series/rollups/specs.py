@@ -3,6 +3,7 @@ raw table, used by the fold, the query side and retention alike."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -88,12 +89,21 @@ SPECS: tuple[Spec, ...] = (GPU, DISK, NFS, NIC)
 BY_RAW: dict[str, Spec] = {s.name: s for s in SPECS}
 
 
-def readable(spec: Spec, start: datetime, end: datetime, dialect: str) -> Spec:
+def readable(
+    spec: Spec,
+    start: datetime,
+    end: datetime,
+    dialect: str,
+    names: Collection[str] | None = None,
+) -> Spec:
     """``spec`` reading its raw samples in ``[start, end]`` whatever their form: on Postgres a
-    table with a compacted form (:mod:`app.series`) is read as raw rows ∪ unpacked blocks."""
+    table with a compacted form (:mod:`app.series`) is read as raw rows ∪ unpacked blocks,
+    unpacking the columns of the fields ``names`` only (all fields when ``None``: a chart's
+    edge needs 4 of a GPU block's 39 arrays, and each array is decompressed whole)."""
     if spec.name not in BLOCK_FORMS or dialect != "postgresql":
         return spec
-    columns = sorted({p for f in spec.fields for p in (f.parts or (f.name,))})
+    wanted = [f for f in spec.fields if names is None or f.name in names]
+    columns = sorted({p for f in wanted for p in (f.parts or (f.name,))})
     rows = series_read.rows_between(
         spec.name, columns=columns, start=start, end=end, dialect=dialect
     )
