@@ -246,16 +246,26 @@ def rules_apply(
         raise typer.Exit(1) from None
     finally:
         engine.dispose()
+    inhibit = report.inhibit
     for word, names in (
         ("created", report.created),
         ("updated", report.updated),
         ("unchanged", report.unchanged),
+        ("created inhibition rule", inhibit.created),
+        ("updated inhibition rule", inhibit.updated),
+        ("unchanged inhibition rule", inhibit.unchanged),
     ):
         for name in names:
             typer.echo(f"{word}: {name}")
     typer.echo(
         f"{len(report.created)} created, {len(report.updated)} updated, "
         f"{len(report.unchanged)} unchanged"
+        + (
+            f"; inhibition rules: {len(inhibit.created)} created, {len(inhibit.updated)} "
+            f"updated, {len(inhibit.unchanged)} unchanged"
+            if inhibit.created or inhibit.updated or inhibit.unchanged
+            else ""
+        )
     )
 
 
@@ -266,7 +276,8 @@ def rules_export(
     ] = None,
     database_url: DatabaseOpt = None,
 ) -> None:
-    """Print every stored rule as YAML that ``rules apply`` takes back unchanged."""
+    """Print every stored rule and inhibition rule as YAML that ``rules apply`` takes back
+    unchanged."""
     from app.alerts.rulefiles import export_yaml
     from app.db import make_engine, make_session_factory, session_scope
 

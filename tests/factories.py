@@ -159,12 +159,13 @@ def wipe_alerts(url: str) -> None:
     """Delete every alerting row (``tests.dbs.wipe`` leaves these tables alone)."""
     from sqlalchemy import delete
 
-    from app.alerts.models import AlertRule, AlertSilence, Runbook
+    from app.alerts.models import AlertInhibitRule, AlertRule, AlertSilence, Runbook
 
     engine = make_engine(url)
     try:
         with session_scope(make_session_factory(engine)) as session:
-            for model in (AlertRule, AlertSilence, Runbook):  # instances, events, acks cascade
+            # instances, events, acks cascade
+            for model in (AlertRule, AlertSilence, Runbook, AlertInhibitRule):
                 session.execute(delete(model))
     finally:
         engine.dispose()

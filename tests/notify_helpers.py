@@ -152,14 +152,14 @@ def wipe_notify(url: str) -> None:
     """Delete channels (routes and deliveries cascade) and every alerting row."""
     from sqlalchemy import delete
 
-    from app.alerts.models import AlertRule, AlertSilence
+    from app.alerts.models import AlertInhibitRule, AlertRule, AlertSilence
     from app.db import make_engine, make_session_factory, session_scope
     from app.notify.models import NotifyChannel
 
     engine = make_engine(url)
     try:
         with session_scope(make_session_factory(engine)) as session:
-            for model in (NotifyChannel, AlertRule, AlertSilence):
+            for model in (NotifyChannel, AlertRule, AlertSilence, AlertInhibitRule):
                 session.execute(delete(model))
     finally:
         engine.dispose()
@@ -209,9 +209,11 @@ class Alerts:
         team: str | None = None,
         silenced: bool = False,
         acked: bool = False,
+        extra: dict[str, str] | None = None,
     ) -> int:
         """Move the (rule, host) instance to ``to_state`` with its event; returns the
-        instance id."""
+        instance id. ``extra`` labels (a GPU's ``gpu_uuid`` …) join the instance's labels and
+        its fingerprint."""
         from sqlalchemy import select
 
         from app.alerts.models import AlertEvent, AlertInstance
@@ -226,16 +228,18 @@ class Alerts:
             "owner_team": team or "",
             "hostname": host,
             "cluster": cluster,
+            **(extra or {}),
         }
+        fingerprint = "/".join([host, *sorted((extra or {}).values())])
         with session_scope(self.factory) as session:
             inst = session.scalar(
                 select(AlertInstance).where(
-                    AlertInstance.rule_id == rule_id, AlertInstance.fingerprint == host
+                    AlertInstance.rule_id == rule_id, AlertInstance.fingerprint == fingerprint
                 )
             )
             if inst is None:
                 inst = AlertInstance(
-                    rule_id=rule_id, fingerprint=host, state="inactive", labels=labels
+                    rule_id=rule_id, fingerprint=fingerprint, state="inactive", labels=labels
                 )
                 session.add(inst)
             prev = from_state or inst.state

@@ -48,6 +48,21 @@ class AlertRule(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
+class AlertInhibitRule(Base):
+    """An inhibition rule as validated by :class:`app.alerts.inhibit_spec.InhibitRuleSpec`;
+    ``spec`` is its JSON document, ``source`` ``api``, ``defaults:<file>`` or ``file:<file>``."""
+
+    __tablename__ = "alert_inhibit_rule"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    source: Mapped[str] = mapped_column(String(512), default="api")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 class AlertInstance(Base):
     """One rule × entity (node, GPU, disk, mount, NIC port …).
 

@@ -1,21 +1,26 @@
 """JSON API of alerting: ``/api/v1/rules`` (CRUD, enable/disable, preview), ``/api/v1/alerts``
-(list, detail, ack) and ``/api/v1/silences`` (create, list, expire)."""
+(list, detail, ack), ``/api/v1/silences`` (create, list, expire) and
+``/api/v1/inhibit-rules`` (list, get, put, delete)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy.orm import Session
 
+from app.alerts import inhibition, store
 from app.alerts import service as alert_service
-from app.alerts import store
-from app.alerts.models import AlertInstance, AlertRule, AlertSilence
+from app.alerts.inhibit_spec import InhibitRuleSpec
+from app.alerts.models import AlertInhibitRule, AlertInstance, AlertRule, AlertSilence
 from app.alerts.schemas import (
     AckIn,
     AckOut,
     AlertDetailOut,
     AlertEventOut,
     AlertOut,
+    InhibitRuleOut,
     PreviewEntity,
     RuleOut,
     SilenceIn,
@@ -24,6 +29,7 @@ from app.alerts.schemas import (
 from app.alerts.spec import RuleSpec
 from app.api_params import IdPath
 from app.db import SessionDep, WriteSessionDep, utcnow
+from app.errors import NotFound
 from app.health.rules import rules_from_settings
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
@@ -45,8 +51,10 @@ def rule_out(rule: AlertRule) -> RuleOut:
     )
 
 
-def alert_out(inst: AlertInstance, rule: AlertRule) -> AlertOut:
-    """An instance as the API shows it."""
+def alert_out(
+    inst: AlertInstance, rule: AlertRule, inhibitor: inhibition.Inhibitor | None = None
+) -> AlertOut:
+    """An instance as the API shows it (``inhibitor``: what inhibits it now, if anything)."""
     spec = rule.spec
     return AlertOut(
         id=inst.id,
@@ -67,7 +75,14 @@ def alert_out(inst: AlertInstance, rule: AlertRule) -> AlertOut:
         last_evaluated_at=inst.last_evaluated_at,
         silenced=inst.silenced,
         acked=inst.acked,
+        inhibited_by=[] if inhibitor is None else [inhibitor.source_id],
     )
+
+
+def _inhibitors(session: Session, instances: list[AlertInstance]) -> dict[int, Any]:
+    """What inhibits each firing instance of ``instances`` now."""
+    firing = {i.id: i.labels for i in instances if i.state == "firing"}
+    return inhibition.inhibitors(session, firing)
 
 
 @router.get("/rules", response_model=list[RuleOut], summary="Alert rules")
@@ -140,15 +155,17 @@ def list_alerts(
         owner_team=owner_team,
         limit=limit,
     )
-    return [alert_out(i, r) for i, r in rows]
+    muted = _inhibitors(session, [i for i, _ in rows])
+    return [alert_out(i, r, muted.get(i.id)) for i, r in rows]
 
 
 @router.get("/alerts/{alert_id}", response_model=AlertDetailOut, summary="One alert")
 def get_alert(session: SessionDep, alert_id: IdPath) -> AlertDetailOut:
     """An instance with its transitions (oldest first) and acknowledgements."""
     inst, rule = alert_service.get_alert(session, alert_id=alert_id)
+    muted = _inhibitors(session, [inst])
     return AlertDetailOut(
-        **alert_out(inst, rule).model_dump(),
+        **alert_out(inst, rule, muted.get(inst.id)).model_dump(),
         events=[
             AlertEventOut.model_validate(e)
             for e in alert_service.list_events(session, alert_id=alert_id)
@@ -195,3 +212,68 @@ def create_silence(session: WriteSessionDep, body: SilenceIn) -> SilenceOut:
 def expire_silence(session: WriteSessionDep, silence_id: IdPath) -> SilenceOut:
     """End a silence now."""
     return SilenceOut.model_validate(alert_service.expire_silence(session, silence_id=silence_id))
+
+
+def inhibit_rule_out(rule: AlertInhibitRule) -> InhibitRuleOut:
+    """A stored inhibition rule as the API shows it."""
+    return InhibitRuleOut(
+        name=rule.name,
+        enabled=rule.enabled,
+        source=rule.source,
+        created_at=rule.created_at,
+        updated_at=rule.updated_at,
+        spec=rule.spec,
+    )
+
+
+@router.get("/inhibit-rules", response_model=list[InhibitRuleOut], summary="Inhibition rules")
+def list_inhibit_rules(session: SessionDep) -> list[InhibitRuleOut]:
+    """Every inhibition rule (Alertmanager ``inhibit_rules``), by name."""
+    return [inhibit_rule_out(r) for r in inhibition.list_rules(session)]
+
+
+@router.get("/inhibit-rules/{name}", response_model=InhibitRuleOut, summary="One inhibition rule")
+def get_inhibit_rule(session: SessionDep, name: str) -> InhibitRuleOut:
+    """One inhibition rule (404 if unknown)."""
+    rule = inhibition.get_rule(session, name)
+    if rule is None:
+        raise NotFound(f"no inhibition rule named {name!r}")
+    return inhibit_rule_out(rule)
+
+
+@router.put(
+    "/inhibit-rules/{name}",
+    response_model=InhibitRuleOut,
+    summary="Create or replace an inhibition rule",
+    responses={201: {"description": "Created"}, 422: {"description": "A field is wrong"}},
+)
+def put_inhibit_rule(
+    session: WriteSessionDep, response: Response, name: str, spec: InhibitRuleSpec
+) -> InhibitRuleOut:
+    """Create or replace inhibition rule ``name`` (201 when created; the body's ``name`` must
+    be ``name``). Matchers in Alertmanager's text form (``alertname="gpu-lost"``) or as
+    ``{name, op, value}``."""
+    if spec.name != name:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "name"),
+                    "msg": f"the body's name {spec.name!r} is not the path's {name!r}",
+                    "input": spec.name,
+                }
+            ]
+        )
+    rule, outcome = inhibition.put_rule(session, spec=spec, source="api")
+    if outcome == "created":
+        response.status_code = 201
+    return inhibit_rule_out(rule)
+
+
+@router.delete("/inhibit-rules/{name}", status_code=204, summary="Delete an inhibition rule")
+def delete_inhibit_rule(session: WriteSessionDep, name: str) -> Response:
+    """Delete inhibition rule ``name`` (404 if unknown); what it held back pages at the next
+    repeat scan."""
+    if not inhibition.delete_rule(session, name):
+        raise NotFound(f"no inhibition rule named {name!r}")
+    return Response(status_code=204)

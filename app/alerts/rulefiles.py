@@ -1,8 +1,10 @@
 """Rules as YAML files: ``fleetwatch rules apply FILE|DIR`` and ``fleetwatch rules export``.
 
 A file holds ``rules:`` followed by a list of rule documents (:class:`RuleSpec`), or the list
-alone. Errors name the file and line: the YAML is composed into nodes (PyYAML keeps each node's
-start mark) and each validation error's location is walked down that tree.
+alone, and/or ``inhibit_rules:`` followed by a list of inhibition rules
+(:class:`~app.alerts.inhibit_spec.InhibitRuleSpec`, Alertmanager's shape). Errors name the file
+and line: the YAML is composed into nodes (PyYAML keeps each node's start mark) and each
+validation error's location is walked down that tree.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import yaml
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from app.alerts import store
+from app.alerts import inhibition, store
+from app.alerts.inhibit_spec import InhibitRuleSpec
 from app.alerts.spec import RuleSpec
 
 DEFAULT_RULES_DIR = Path(__file__).resolve().parent / "default_rules"
@@ -107,11 +110,28 @@ def load_file(path: Path) -> list[RuleSpec]:
     return [spec for spec, _ in _load_lines(path)]
 
 
-NO_RULES = "no rules in this file (expected 'rules:' followed by a list of rules)"
+NO_RULES = (
+    "no rules in this file (expected 'rules:' followed by a list of rules, and/or "
+    "'inhibit_rules:' followed by a list of inhibition rules)"
+)
+KEYS = ("rules", "inhibit_rules")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One file's documents, each with the 1-based line where it starts."""
+
+    rules: list[tuple[RuleSpec, int]]
+    inhibit_rules: list[tuple[InhibitRuleSpec, int]]
 
 
 def _load_lines(path: Path) -> list[tuple[RuleSpec, int]]:
     """:func:`load_file`'s rules, each with the 1-based line where its document starts."""
+    return _load(path).rules
+
+
+def _load(path: Path) -> Loaded:
+    """Every document of one file (see :func:`load_file` for the errors)."""
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -128,35 +148,62 @@ def _load_lines(path: Path) -> list[tuple[RuleSpec, int]]:
         raise RuleFilesInvalid([RuleFileError(name, 1, "", NO_RULES)])
     if duplicates := _duplicate_keys(root, name):
         raise RuleFilesInvalid(duplicates)
-    items_node: yaml.Node = root
+    sections: dict[str, tuple[Any, yaml.Node]] = {}
     if isinstance(data, dict):
-        if set(data) != {"rules"}:
+        if not data or not set(data) <= set(KEYS):
             raise RuleFilesInvalid(
-                [RuleFileError(name, 1, "", "a rule file has one top-level key: rules")]
+                [
+                    RuleFileError(
+                        name, 1, "", "a rule file's top-level keys are rules, inhibit_rules"
+                    )
+                ]
             )
-        data = data["rules"]
-        items_node = next(v for k, v in root.value if k.value == "rules")
-    if not isinstance(data, list):
-        line = items_node.start_mark.line + 1
-        raise RuleFilesInvalid([RuleFileError(name, line, "rules", "must be a list of rules")])
-    if not data:
-        raise RuleFilesInvalid([RuleFileError(name, items_node.start_mark.line + 1, "", NO_RULES)])
-    specs: list[tuple[RuleSpec, int]] = []
+        for key, value_node in ((k.value, v) for k, v in root.value):
+            sections[key] = (data[key], value_node)
+    else:
+        sections["rules"] = (data, root)
+    for key, (items, node) in sections.items():
+        if not isinstance(items, list):
+            line = node.start_mark.line + 1
+            raise RuleFilesInvalid([RuleFileError(name, line, key, f"must be a list of {key}")])
+    if not any(items for items, _ in sections.values()):
+        line = next(iter(sections.values()))[1].start_mark.line + 1
+        raise RuleFilesInvalid([RuleFileError(name, line, "", NO_RULES)])
     errors: list[RuleFileError] = []
-    for i, item in enumerate(data):
+    rules = _validated(name, "rules", RuleSpec, sections.get("rules"), errors)
+    inhibits = _validated(
+        name, "inhibit_rules", InhibitRuleSpec, sections.get("inhibit_rules"), errors
+    )
+    if errors:
+        raise RuleFilesInvalid(errors)
+    return Loaded(rules, inhibits)
+
+
+def _validated(
+    name: str,
+    key: str,
+    model: Any,
+    section: tuple[Any, yaml.Node] | None,
+    errors: list[RuleFileError],
+) -> list[Any]:
+    """The documents of one section validated by ``model``, each with its line; problems are
+    appended to ``errors``."""
+    if section is None:
+        return []
+    items, items_node = section
+    specs: list[Any] = []
+    for i, item in enumerate(items):
         item_node = items_node.value[i]
         try:
-            specs.append((RuleSpec.model_validate(item), item_node.start_mark.line + 1))
+            specs.append((model.model_validate(item), item_node.start_mark.line + 1))
         except ValidationError as exc:
             for err in exc.errors():
                 node = _node_at(item_node, tuple(err["loc"]))
                 where = ".".join(str(p) for p in err["loc"])
                 msg = err["msg"].removeprefix("Value error, ")
                 errors.append(
-                    RuleFileError(name, node.start_mark.line + 1, f"rules[{i}].{where}", msg)
+                    RuleFileError(name, node.start_mark.line + 1, f"{key}[{i}].{where}", msg)
                 )
-    if errors:
-        raise RuleFilesInvalid(errors)
     return specs
 
 
@@ -166,42 +213,69 @@ def load_path(path: Path, *, source_prefix: str = "file") -> list[tuple[RuleSpec
     Raises:
         RuleFilesInvalid: every error of every file, and rule names defined twice.
     """
+    return load_all(path, source_prefix=source_prefix)[0]
+
+
+def load_all(
+    path: Path, *, source_prefix: str = "file"
+) -> tuple[list[tuple[RuleSpec, str]], list[tuple[InhibitRuleSpec, str]]]:
+    """Every rule and every inhibition rule under ``path``, each with its source
+    (``file:<name>``), all validated first.
+
+    Raises:
+        RuleFilesInvalid: every error of every file, and names defined twice (rules and
+            inhibition rules each have their own names).
+    """
     loaded: list[tuple[RuleSpec, str]] = []
+    inhibits: list[tuple[InhibitRuleSpec, str]] = []
     errors: list[RuleFileError] = []
-    seen: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}
     for file in rule_files(path):
         try:
-            specs = _load_lines(file)
+            found = _load(file)
         except RuleFilesInvalid as exc:
             errors += exc.errors
             continue
-        for spec, line in specs:
-            if spec.name in seen:
-                message = f"rule name already defined at {seen[spec.name]}"
-                errors.append(RuleFileError(str(file), line, spec.name, message))
-            else:
-                seen[spec.name] = f"{file}:{line}"
-            loaded.append((spec, f"{source_prefix}:{file.name}"))
+        source = f"{source_prefix}:{file.name}"
+        for kind, entries, into in (
+            ("rule", found.rules, loaded),
+            ("inhibition rule", found.inhibit_rules, inhibits),
+        ):
+            for spec, line in entries:
+                if (kind, spec.name) in seen:
+                    message = f"{kind} name already defined at {seen[(kind, spec.name)]}"
+                    errors.append(RuleFileError(str(file), line, spec.name, message))
+                else:
+                    seen[(kind, spec.name)] = f"{file}:{line}"
+                into.append((spec, source))  # type: ignore[arg-type]
     if errors:
         raise RuleFilesInvalid(errors)
-    return loaded
+    return loaded, inhibits
 
 
 def apply_path(session: Session, *, path: Path, defaults: bool = False) -> store.ApplyReport:
-    """Validate every rule under ``path``, then create or update them (nothing is applied when
-    any file has an error).
+    """Validate every rule and inhibition rule under ``path``, then create or update them
+    (nothing is applied when any file has an error). The report is the rules'; the inhibition
+    rules' is on ``report.inhibit``.
 
     Raises:
-        RuleFilesInvalid: see :func:`load_path`.
+        RuleFilesInvalid: see :func:`load_all`.
     """
-    specs = load_path(path, source_prefix="defaults" if defaults else "file")
-    return store.apply_specs(session, specs=specs)
+    specs, inhibits = load_all(path, source_prefix="defaults" if defaults else "file")
+    report = store.apply_specs(session, specs=specs)
+    report.inhibit = inhibition.apply_specs(session, specs=inhibits)
+    return report
 
 
 def export_yaml(session: Session) -> str:
-    """Every stored rule as one YAML document that ``apply`` takes back unchanged."""
+    """Every stored rule and inhibition rule as one YAML document that ``apply`` takes back
+    unchanged."""
     docs = []
     for rule in store.list_rules(session):
         doc = store.spec_of(rule).document()
         docs.append({k: v for k, v in doc.items() if v is not None})
-    return yaml.safe_dump({"rules": docs}, sort_keys=False, allow_unicode=True, width=100)
+    out: dict[str, Any] = {"rules": docs}
+    inhibits = [r.spec for r in inhibition.list_rules(session)]
+    if inhibits:
+        out["inhibit_rules"] = inhibits
+    return yaml.safe_dump(out, sort_keys=False, allow_unicode=True, width=100)

@@ -111,6 +111,22 @@ class AlertOut(BaseModel):
     last_evaluated_at: datetime
     silenced: bool
     acked: bool
+    inhibited_by: list[int] = Field(
+        default_factory=list,
+        description="ids of the firing alerts that inhibit this one (it pages nobody); "
+        "empty when none does",
+    )
+
+
+class InhibitRuleOut(BaseModel):
+    """A stored inhibition rule; ``spec`` is its document (``PUT`` takes it back)."""
+
+    name: str
+    enabled: bool
+    source: str
+    created_at: datetime
+    updated_at: datetime
+    spec: dict[str, Any]
 
 
 class AlertDetailOut(AlertOut):

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts.context import fingerprint, load_context
 from app.alerts.evaluator import condition_of, instance_labels, texts
+from app.alerts.inhibition import InhibitApplyReport
 from app.alerts.kinds import observe
 from app.alerts.lifecycle import InstanceState, Timing, step
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
@@ -146,11 +147,13 @@ def delete_rule(session: Session, *, name: str) -> None:
 
 @dataclass
 class ApplyReport:
-    """Rule names ``fleetwatch rules apply`` created, updated and left unchanged."""
+    """Rule names ``fleetwatch rules apply`` created, updated and left unchanged; ``inhibit``
+    the same for the inhibition rules."""
 
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    inhibit: InhibitApplyReport = field(default_factory=InhibitApplyReport)
 
 
 def apply_specs(session: Session, *, specs: list[tuple[RuleSpec, str]]) -> ApplyReport:

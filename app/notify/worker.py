@@ -7,7 +7,7 @@ A tick (every ``notify_worker_interval_s``, :mod:`app.notify.jobs`):
    order). On Postgres ``SELECT … FOR UPDATE OF notify_delivery SKIP LOCKED``, so several
    processes share the work without taking a row twice; SQLite's single writer serializes it.
    Claimed rows get a lease (``leased_until``) and ``attempts + 1``; firing/repeat rows whose
-   alert is now silenced (or, for repeats, acknowledged) become ``suppressed``.
+   alert is now silenced or inhibited (or, for repeats, acknowledged) become ``suppressed``.
    A row sent before belongs to a message (``message_id``): it is claimed only with every
    other waiting row of that message, and never regrouped.
 2. **Send** (no transaction open): new rows grouped by channel and group key (firing/repeat),
@@ -36,6 +36,7 @@ import httpx
 from sqlalchemy import exists, or_, select, update
 from sqlalchemy.orm import Session, aliased, sessionmaker
 
+from app.alerts import inhibition
 from app.alerts.models import AlertInstance
 from app.db import session_scope, utcnow
 from app.notify.ack_links import AckSigner
@@ -242,24 +243,34 @@ class DeliveryWorker:
     def _muted(
         self, session: Session, rows: list[NotifyDelivery], keep_acked: set[int]
     ) -> dict[int, str]:
-        """Rows not to send (row id → why): silenced alerts, and repeats of acknowledged ones
-        except to the channels in ``keep_acked`` (Alertmanager: it would resolve them)."""
+        """Rows not to send (row id → why): silenced and inhibited alerts
+        (:mod:`app.alerts.inhibition`), and repeats of acknowledged ones except to the channels
+        in ``keep_acked`` (Alertmanager: it would resolve them)."""
         ids = {r.instance_id for r in rows if r.kind in ("firing", "repeat") and r.instance_id}
         if not ids:
             return {}
         state = {
-            i: (s, a)
-            for i, s, a in session.execute(
-                select(AlertInstance.id, AlertInstance.silenced, AlertInstance.acked).where(
-                    AlertInstance.id.in_(ids)
-                )
+            i: (s, a, labels)
+            for i, s, a, labels in session.execute(
+                select(
+                    AlertInstance.id,
+                    AlertInstance.silenced,
+                    AlertInstance.acked,
+                    AlertInstance.labels,
+                ).where(AlertInstance.id.in_(ids))
             )
         }
+        inhibited = inhibition.inhibitors(
+            session, {i: labels for i, (_, _, labels) in state.items()}
+        )
         muted: dict[int, str] = {}
         for row in rows:
-            silenced, acked = state.get(row.instance_id or 0, (False, False))
+            silenced, acked, _ = state.get(row.instance_id or 0, (False, False, {}))
+            by = inhibited.get(row.instance_id or 0)
             if row.kind in ("firing", "repeat") and silenced:
                 muted[row.id] = "silenced before it was sent"
+            elif row.kind in ("firing", "repeat") and by is not None:
+                muted[row.id] = by.reason()
             elif row.kind == "repeat" and acked and row.channel_id not in keep_acked:
                 muted[row.id] = "acknowledged before it was sent"
         return muted

@@ -207,3 +207,44 @@ def test_silences_create_list_expire_and_validate(api: str, db_url: str) -> None
     assert naive.status_code == 422 and naive.json()["detail"][0]["loc"] == ["body", "ends_at"]
     assert backwards.status_code == 400
     assert post(f"{api}/silences/424242/expire").status_code == 404
+
+
+def test_inhibit_rules_put_get_delete_and_the_alerts_they_mute(api: str, db_url: str) -> None:
+    post(f"{api}/rules", {"name": "hot", "condition": HOT})
+    post(f"{api}/rules", {"name": "warm", "condition": {**HOT, "threshold": 60}})
+    evaluate_at(db_url, datetime.now(UTC))
+    rule = {
+        "name": "hot-mutes-warm",
+        "source_matchers": ['alertname="hot"'],
+        "target_matchers": [{"name": "alertname", "op": "=", "value": "warm"}],
+        "equal": ["hostname", "gpu_uuid"],
+    }
+
+    created = httpx.put(f"{api}/inhibit-rules/hot-mutes-warm", json=rule)
+    again = httpx.put(f"{api}/inhibit-rules/hot-mutes-warm", json=rule)
+    renamed = httpx.put(f"{api}/inhibit-rules/other", json=rule)
+    bad = httpx.put(
+        f"{api}/inhibit-rules/x", json={**rule, "name": "x", "source_matchers": ["hot"]}
+    )
+    alerts = {a["rule"]: a for a in httpx.get(f"{api}/alerts").json()}
+
+    assert created.status_code == 201, created.text
+    assert created.json()["spec"]["source_matchers"] == [
+        {"name": "alertname", "op": "=", "value": "hot"}
+    ]
+    assert again.status_code == 200 and again.json() == created.json()
+    assert renamed.status_code == 422
+    assert renamed.json()["detail"][0]["loc"] == ["body", "name"]
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"][:2] == ["body", "source_matchers"]
+    assert alerts["warm"]["inhibited_by"] == [alerts["hot"]["id"]]
+    assert alerts["hot"]["inhibited_by"] == []
+    detail = httpx.get(f"{api}/alerts/{alerts['warm']['id']}").json()
+    assert detail["inhibited_by"] == [alerts["hot"]["id"]]
+    assert [r["name"] for r in httpx.get(f"{api}/inhibit-rules").json()] == ["hot-mutes-warm"]
+
+    assert httpx.delete(f"{api}/inhibit-rules/hot-mutes-warm").status_code == 204
+    assert httpx.get(f"{api}/inhibit-rules/hot-mutes-warm").status_code == 404
+    assert httpx.delete(f"{api}/inhibit-rules/hot-mutes-warm").status_code == 404
+    warm = [a for a in httpx.get(f"{api}/alerts").json() if a["rule"] == "warm"]
+    assert warm[0]["inhibited_by"] == []

@@ -236,7 +236,8 @@ def test_a_file_without_rules_is_an_error_naming_it(tmp_path: Path, text: str, l
     path.write_text(text)
 
     assert errors_of(path) == [
-        f"{path}:{line}: no rules in this file (expected 'rules:' followed by a list of rules)"
+        f"{path}:{line}: no rules in this file (expected 'rules:' followed by a list of rules, "
+        "and/or 'inhibit_rules:' followed by a list of inhibition rules)"
     ]
 
 
@@ -256,7 +257,8 @@ def test_cli_apply_of_an_empty_file_exits_1_naming_it(tmp_path: Path) -> None:
 
     assert got.returncode == 1
     assert got.stderr.splitlines() == [
-        f"{empty}:1: no rules in this file (expected 'rules:' followed by a list of rules)"
+        f"{empty}:1: no rules in this file (expected 'rules:' followed by a list of rules, "
+        "and/or 'inhibit_rules:' followed by a list of inhibition rules)"
     ]
     assert "created" not in got.stdout
 

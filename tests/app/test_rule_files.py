@@ -169,8 +169,14 @@ def test_cli_apply_defaults_then_export_and_errors_exit_1(tmp_path: Path) -> Non
     failed = fleetwatch("rules", "apply", str(bad), "--database-url", url)
 
     assert first.returncode == 0, first.stderr
-    assert first.stdout.splitlines()[-1] == "16 created, 0 updated, 0 unchanged"
-    assert again.stdout.splitlines()[-1] == "0 created, 0 updated, 16 unchanged"
-    assert exported.stdout.count("\n- name: ") == 16
+    assert first.stdout.splitlines()[-1] == (
+        "16 created, 0 updated, 0 unchanged; inhibition rules: 4 created, 0 updated, 0 unchanged"
+    )
+    assert "created inhibition rule: gpu-lost-mutes-its-gpu" in first.stdout.splitlines()
+    assert again.stdout.splitlines()[-1] == (
+        "0 created, 0 updated, 16 unchanged; inhibition rules: 0 created, 0 updated, 4 unchanged"
+    )
+    assert exported.stdout.count("\n- name: ") == 16 + 4
+    assert "\ninhibit_rules:\n" in exported.stdout
     assert failed.returncode == 1
     assert failed.stderr.startswith(f"{bad}:11: rules[0].condition.threshold.op: Input should be")

@@ -19,7 +19,7 @@ from app.runbooks.render import render_markdown
 
 RULE_FILES = sorted((PROJECT_ROOT / "app" / "alerts" / "default_rules").glob("*.yaml"))
 RULES: list[dict[str, Any]] = [
-    r for f in RULE_FILES for r in yaml.safe_load(f.read_text())["rules"]
+    r for f in RULE_FILES for r in yaml.safe_load(f.read_text()).get("rules", [])
 ]
 RUNBOOKS = PROJECT_ROOT / "runbooks"
 
