@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.alerts import inhibition
 from app.alerts.inhibit_spec import InhibitRuleSpec
 from app.alerts.models import AlertInstance, AlertRule
+from app.alerts.silences import matches
 from app.alerts.rulefiles import (
     DEFAULT_RULES_DIR,
     RuleFilesInvalid,
@@ -264,3 +265,13 @@ def test_rule_files_take_inhibit_rules_with_lines_and_export_gives_them_back(
         again = apply_path(s, path=back)
     assert again.inhibit.created == again.inhibit.updated == []
     assert len(again.inhibit.unchanged) == len(first.inhibit.created)
+
+
+def test_every_default_inhibition_rule_names_rules_of_the_default_pack() -> None:
+    rules, inhibits = load_all(DEFAULT_RULES_DIR)
+    names = [{"alertname": spec.name} for spec, _ in rules]
+    for spec, _ in inhibits:
+        for side in (spec.source_matchers, spec.target_matchers):
+            on_name = [m.model_dump() for m in side if m.name == "alertname"]
+            assert on_name, spec.name
+            assert any(matches(on_name, n) for n in names), (spec.name, on_name)

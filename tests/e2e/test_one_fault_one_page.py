@@ -1,0 +1,122 @@
+"""One fault, one page: every fault kind the simulator injects, each on its own node of a
+simulated fleet pushing over real HTTP to a server whose own jobs evaluate the default rule
+pack (with its default inhibition rules) every second and send the outbox to a local webhook
+receiver. Each node's fault must reach the receiver as exactly one firing notice, of the alert
+an on-call engineer should act on; the alerts it also raised stay visible, inhibited. Prints
+the table of the closing note (fault, alerts firing, inhibited, pages)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from agents.fleetspec import FleetNode
+from agents.simfleet import SimFleet
+from app.config import Settings
+from app.demo import add_webhook, apply_default_rules
+from app.main import create_app
+from tests.conftest import make_settings
+from tests.dbs import wipe
+from tests.factories import create_token
+from tests.live_server import free_port
+from tests.notify_helpers import receiver, wipe_notify
+
+#: node → (fault kind, GPU or port index, duration s, Xid, the one alert that pages).
+FAULTS: dict[str, tuple[str, int | None, float, int | None, str]] = {
+    "lost-001": ("gpu_lost", 2, 60.0, None, "gpu-lost"),
+    "xid79-001": ("xid", 1, 60.0, 79, "gpu-lost"),
+    "xid48-001": ("xid", 3, 60.0, 48, "gpu-critical-xid"),
+    "xid94-001": ("xid", 0, 60.0, 94, "gpu-xid-degraded"),
+    "nvlink-001": ("nvlink_down", 5, 60.0, None, "gpu-critical-xid"),
+    "ib-001": ("ib_port_down", 0, 60.0, None, "node-ib-port-down"),
+    "stop-001": ("agent_stop", None, 20.0, None, "node-agent-stale"),
+}
+
+
+@pytest.fixture
+def settings(db_url: str, tmp_path: Path) -> Iterator[Settings]:
+    yield make_settings(
+        db_url,
+        tmp_path,
+        alert_eval_interval_s=1,
+        stale_after_s=5,
+        notify_allow_hosts=["127.0.0.1"],
+    )
+    wipe_notify(db_url)
+    wipe(db_url)
+
+
+def pages(bodies: list[dict[str, object]]) -> Counter[tuple[str, str]]:
+    """(hostname, alertname) → firing notices received."""
+    out: Counter[tuple[str, str]] = Counter()
+    for body in bodies:
+        alerts = body["alerts"]
+        assert isinstance(alerts, list)
+        for a in alerts:
+            if a["status"] == "firing":
+                out[(a["labels"]["hostname"], a["labels"]["alertname"])] += 1
+    return out
+
+
+def test_every_injected_fault_pages_exactly_once(
+    settings: Settings, db_url: str, tmp_path: Path
+) -> None:
+    apply_default_rules(settings)
+    with receiver() as hook:
+        add_webhook(settings, url=hook.url + "/hook", secret=None)
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}"
+        nodes = [FleetNode(h, create_token(db_url, h), 8, {"cluster": "e2e"}) for h in FAULTS]
+        fleet = SimFleet(
+            nodes,
+            server_url=url,
+            spool_root=tmp_path / "spool",
+            interval_s=0.5,
+            batch_interval_s=1.0,
+            agent_options={"backoff_base_s": 0.2, "backoff_cap_s": 1.0},
+        )
+        wanted = {(host, fault[4]) for host, fault in FAULTS.items()}
+        fleet.start()
+        try:
+            time.sleep(4.0)  # every node reports, alerts settle
+            quiet = httpx.get(f"{url}/api/v1/alerts", timeout=10).json()
+            injected = time.monotonic()
+            for host, (kind, index, duration_s, xid, _) in FAULTS.items():
+                fleet.inject(host, kind, index, duration_s, xid)
+            while time.monotonic() < injected + 120 and not wanted <= set(pages(hook.bodies())):
+                time.sleep(0.5)
+            paged_at = time.monotonic() - injected
+            time.sleep(12.0)  # a second page of any fault (the next timer ticks) arrives by now
+            alerts = httpx.get(f"{url}/api/v1/alerts", timeout=10).json()
+        finally:
+            fleet.stop(timeout_s=20)
+            server.should_exit = True
+            thread.join(timeout=15)
+        got = pages(hook.bodies())
+
+    print(f"\nevery fault paged within {paged_at:.1f} s of injection ({db_url.split(':')[0]})")
+    print("| fault | alerts firing | inhibited | pages |")
+    for host, (kind, _, _, xid, _) in FAULTS.items():
+        mine = [a for a in alerts if a["labels"]["hostname"] == host and a["state"] == "firing"]
+        firing = sorted(a["rule"] for a in mine)
+        muted = sorted(a["rule"] for a in mine if a["inhibited_by"])
+        sent = sorted(name for (h, name), n in got.items() if h == host for _ in range(n))
+        label = f"{kind} {xid}" if xid else kind
+        print(f"| {label} | {', '.join(firing)} | {', '.join(muted) or '-'} | {', '.join(sent)} |")
+    assert quiet == []
+    for host, fault in FAULTS.items():
+        assert [(name, n) for (h, name), n in got.items() if h == host] == [(fault[4], 1)], host
