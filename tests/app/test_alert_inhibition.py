@@ -14,7 +14,6 @@ from sqlalchemy.orm import Session
 from app.alerts import inhibition
 from app.alerts.inhibit_spec import InhibitRuleSpec
 from app.alerts.models import AlertInstance, AlertRule
-from app.alerts.silences import matches
 from app.alerts.rulefiles import (
     DEFAULT_RULES_DIR,
     RuleFilesInvalid,
@@ -22,6 +21,7 @@ from app.alerts.rulefiles import (
     export_yaml,
     load_all,
 )
+from app.alerts.silences import matches
 from app.db import session_scope, utcnow
 from app.notify.outbox import enqueue_repeats
 from tests.app import test_notify_delivery as delivery
