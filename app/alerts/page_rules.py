@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.alerts import store
+from app.alerts import inhibition, store
 from app.alerts.models import AlertInstance
 from app.alerts.page_forms import RuleForm, parse_rule
 from app.db import SessionDep, WriteSessionDep
@@ -57,7 +57,7 @@ def _back(request: Request, path: str) -> RedirectResponse:
 
 @router.get("/rules", response_class=HTMLResponse)
 def rules_page(request: Request, session: SessionDep) -> HTMLResponse:
-    """Every rule with its firing and pending alert counts."""
+    """Every rule with its firing and pending alert counts, then the inhibition rules."""
     counts: dict[tuple[int, str], int] = {
         (rule_id, state): n
         for rule_id, state, n in session.execute(
@@ -69,7 +69,12 @@ def rules_page(request: Request, session: SessionDep) -> HTMLResponse:
     return render(
         request,
         "rules/page.html",
-        {"nav": "alerts", "rules": store.list_rules(session), "counts": counts},
+        {
+            "nav": "alerts",
+            "rules": store.list_rules(session),
+            "counts": counts,
+            "inhibit_rules": inhibition.list_rules(session),
+        },
     )
 
 

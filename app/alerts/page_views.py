@@ -12,6 +12,7 @@ from urllib.parse import quote, urlencode
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.alerts.inhibition import Inhibitor, inhibitors
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
 from app.api_params import MAX_ID
 from app.errors import BadRequest
@@ -40,6 +41,7 @@ class AlertRow:
     silenced: bool
     acked: bool
     runbook: tuple[str, str] | None
+    inhibited_by: Inhibitor | None = None
 
     @property
     def entity(self) -> tuple[str, str | None]:
@@ -88,6 +90,12 @@ def runbook_link(spec: dict[str, Any], alert_id: int | None = None) -> tuple[str
     if spec.get("runbook_url"):
         return "runbook", spec["runbook_url"]
     return None
+
+
+def with_inhibitors(session: Session, rows: list[AlertRow]) -> list[AlertRow]:
+    """``rows`` with what inhibits each firing one now (:mod:`app.alerts.inhibition`)."""
+    found = inhibitors(session, {r.id: r.labels for r in rows if r.state == "firing"})
+    return [replace(r, inhibited_by=found[r.id]) if r.id in found else r for r in rows]
 
 
 def row_of(inst: AlertInstance, rule: AlertRule) -> AlertRow:

@@ -32,6 +32,7 @@ from app.alerts.page_views import (
     resolved_history,
     row_of,
     runbook_link,
+    with_inhibitors,
 )
 from app.alerts.schemas import storable_text
 from app.db import SessionDep, WriteSessionDep, session_scope, utcnow
@@ -88,7 +89,7 @@ def list_context(session: Session, request: Request, f: AlertFilters) -> dict[st
         every = resolved_history(session, since=f.history_start(now))
     else:
         pairs = alert_service.list_alerts(session, states=STATES_OF_TAB[f.tab], limit=5000)
-        every = _sorted([row_of(i, r) for i, r in pairs])
+        every = with_inhibitors(session, _sorted([row_of(i, r) for i, r in pairs]))
     rows = [r for r in every if f.keep(r)]
     return {
         "filters": f,
@@ -169,7 +170,7 @@ def summary_context(session: Session) -> dict[str, Any]:
     """Firing alerts for a summary: ``total``, ``counts`` [(severity, n)], the first
     :data:`SUMMARY_TOP` ``rows`` (worst and oldest first) and ``now``."""
     pairs = alert_service.list_alerts(session, states=["firing"], limit=5000)
-    rows = _sorted([row_of(i, r) for i, r in pairs])
+    rows = with_inhibitors(session, _sorted([row_of(i, r) for i, r in pairs]))
     counts = [(s, n) for s in SEVERITIES if (n := sum(r.severity == s for r in rows))]
     return {"rows": rows[:SUMMARY_TOP], "total": len(rows), "counts": counts, "now": utcnow()}
 
@@ -208,7 +209,7 @@ def _detail(
         "alerts/detail.html",
         {
             "nav": "alerts",
-            "row": row_of(inst, rule),
+            "row": with_inhibitors(session, [row_of(inst, rule)])[0],
             "inst": inst,
             "rule": rule,
             "entity": entity_of(inst.labels),

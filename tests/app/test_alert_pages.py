@@ -289,3 +289,41 @@ def test_fleet_overview_panel_lists_firing_alerts(site: Any, db_url: str) -> Non
     wipe_alerts(db_url)
     empty = get(site["url"] + "/fleet/_nodes").text
     assert "No firing alerts" in empty.split('id="overview-alerts"', 1)[1]
+
+
+def test_an_inhibited_alert_is_marked_with_its_source_and_the_rules_page_lists_the_rules(
+    site: Any, db_url: str
+) -> None:
+    from app.alerts import inhibition
+    from app.alerts.inhibit_spec import InhibitRuleSpec
+    from app.db import make_engine, make_session_factory, session_scope
+
+    add_rules(db_url, {"name": "hotter", "severity": "critical", "condition": HOT})
+    evaluate_at(db_url, datetime.now(UTC))
+    spec = InhibitRuleSpec.model_validate(
+        {
+            "name": "hot-mutes-hotter",
+            "description": "one page for one " + XSS,
+            "source_matchers": ['alertname="hot"'],
+            "target_matchers": ['alertname="hotter"'],
+            "equal": ["hostname", "gpu_uuid"],
+        }
+    )
+    engine = make_engine(db_url)
+    with session_scope(make_session_factory(engine)) as session:
+        inhibition.put_rule(session, spec=spec)
+    engine.dispose()
+    ids = {a["rule"]: a["id"] for a in get(site["url"] + "/api/v1/alerts").json()}
+    chip = f'<a class="chip marker-silenced marker-inhibited" href="/alerts/{ids["hot"]}"'
+
+    listing = get(site["url"] + "/alerts").text
+    detail = get(site["url"] + f"/alerts/{ids['hotter']}").text
+    source = get(site["url"] + f"/alerts/{ids['hot']}").text
+    rules = get(site["url"] + "/rules").text
+
+    assert listing.count(chip) == 1 and "inhibited by hot</a>" in listing
+    assert chip in detail
+    assert chip not in source
+    assert '<tr data-inhibit-rule="hot-mutes-hotter">' in rules
+    assert '<code>alertname="hot"</code>' in rules and "hostname, gpu_uuid" in rules
+    assert "one page for one &lt;script&gt;" in rules and XSS not in rules
