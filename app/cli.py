@@ -1,5 +1,5 @@
-"""``fleetwatch`` command line: ``migrate``, ``serve``, ``token create|revoke``, ``rules
-apply|export``, ``demo``."""
+"""``fleetwatch`` command line: ``migrate``, ``serve``, ``token create|revoke``, ``node
+retire|return``, ``rules apply|export``, ``demo`` …"""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ cli = typer.Typer(
 )
 token_cli = typer.Typer(help="Per-node ingest tokens.", no_args_is_help=True)
 cli.add_typer(token_cli, name="token")
+node_cli = typer.Typer(help="Take nodes out of the fleet and back.", no_args_is_help=True)
+cli.add_typer(node_cli, name="node")
 rules_cli = typer.Typer(help="Alert rules as YAML files.", no_args_is_help=True)
 cli.add_typer(rules_cli, name="rules")
 from app.series.rollups.cli import rollups_cli  # noqa: E402
@@ -193,6 +195,62 @@ def token_create(
     finally:
         engine.dispose()
     typer.echo(token)
+
+
+@node_cli.command("retire")
+def node_retire(
+    hostname: Annotated[str, typer.Argument(help="the node's hostname")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="why: decommissioned, replaced, renamed …")
+    ],
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Retire NODE: revoke its tokens; it leaves the fleet's lists, counts, health and alerts
+    (they resolve at the next evaluation); its history stays. A batch under a new token brings
+    it back."""
+    from app.db import make_engine, make_session_factory, session_scope
+    from app.errors import NotFound
+    from app.fleet import retire
+
+    settings = _settings(database_url=database_url)
+    _require_migrated(settings)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            _, revoked = retire.retire(session, hostname=hostname, reason=reason)
+    except NotFound as exc:
+        typer.echo(f"fleetwatch: {exc.detail}", err=True)
+        raise typer.Exit(1) from None
+    except ValueError as exc:
+        typer.echo(f"fleetwatch: --{exc}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        engine.dispose()
+    typer.echo(f"retired {hostname}; revoked {revoked} token(s)")
+
+
+@node_cli.command("return")
+def node_return(
+    hostname: Annotated[str, typer.Argument(help="the node's hostname")],
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Return a retired NODE to the fleet (give its agent a new token if its were revoked)."""
+    from app.db import make_engine, make_session_factory, session_scope
+    from app.errors import NotFound
+    from app.fleet import retire
+
+    settings = _settings(database_url=database_url)
+    _require_migrated(settings)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            retire.return_to_service(session, hostname=hostname)
+    except NotFound as exc:
+        typer.echo(f"fleetwatch: {exc.detail}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        engine.dispose()
+    typer.echo(f"{hostname} is back in the fleet")
 
 
 @token_cli.command("revoke")

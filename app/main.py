@@ -29,6 +29,7 @@ from app.csrf import OriginCheckMiddleware
 from app.db import make_engine, make_session_factory
 from app.errors import FleetwatchError
 from app.fleet import pages as fleet_pages
+from app.fleet import retire_pages
 from app.fleet import router as fleet_router
 from app.gc_tuning import tune_gc
 from app.gpus import router as gpu_router
@@ -247,6 +248,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(notify_pages.router)
     app.include_router(notify_ui_pages.router)
     app.include_router(fleet_pages.router)
+    app.include_router(retire_pages.router)
     app.include_router(alert_pages.router)
     app.include_router(topology_pages.router)
     app.include_router(storage_pages.router)

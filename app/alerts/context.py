@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.alerts.spec import Scope
-from app.fleet.models import Gpu, Node
+from app.fleet.models import Gpu, Node, in_service
 from app.health.rules import HealthRules
 from app.health.schemas import NodeHealthOut
 from app.series.recent_gpu import RecentGpuSamples
@@ -241,8 +241,9 @@ def load_context(
         Node.last_seen_at,
         Node.last_sample_at,
         Node.clock_skew_s,
-    )
-    gpu_query = _GPU_QUERY
+    ).where(in_service())
+    # A retired node's GPUs are left out with it: its alerts resolve as entities gone.
+    gpu_query = _GPU_QUERY.where(Gpu.node_id.in_(select(Node.id).where(in_service())))
     only = None if node_ids is None else frozenset(node_ids)
     if only is not None:
         node_query = node_query.where(Node.id.in_(sorted(only)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Integer, String
+from sqlalchemy import JSON, BigInteger, ColumnElement, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db import Base, UTCDateTime
@@ -19,6 +19,10 @@ class Node(Base):
     timestamp of its newest stored sample; ``clock_skew_s`` is ``sent_at - received_at`` of the
     latest batch. ``collector`` (``nvml``, ``simulated`` …) and ``collection_errors`` (``[{"source",
     "message"}]``) are those of the latest batch that said (agents 0.2 and later).
+    ``retired_at`` / ``retired_reason``: taken out of the fleet by an operator
+    (:mod:`app.fleet.retire`): its tokens revoked, it leaves the fleet's lists, counts, health
+    and alert evaluation (its alerts resolve), its history stays; a batch from it under a new
+    token brings it back (NULL again).
     """
 
     __tablename__ = "node"
@@ -36,6 +40,8 @@ class Node(Base):
     clock_skew_s: Mapped[float | None] = mapped_column(Float)
     collector: Mapped[str | None] = mapped_column(String(32))
     collection_errors: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    retired_reason: Mapped[str | None] = mapped_column(Text)
 
     gpus: Mapped[list[Gpu]] = relationship(back_populates="node", order_by="Gpu.index")
 
@@ -69,3 +75,8 @@ class Gpu(Base):
     processes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 
     node: Mapped[Node] = relationship(back_populates="gpus")
+
+
+def in_service() -> ColumnElement[bool]:
+    """SQL: the node is not retired (what every fleet list, count, health and alert reads)."""
+    return Node.retired_at.is_(None)

@@ -1,4 +1,5 @@
-"""JSON read API: ``/api/v1/nodes``, ``/api/v1/nodes/{hostname}`` and its samples."""
+"""JSON API of the fleet: ``/api/v1/nodes``, ``/api/v1/nodes/{hostname}`` and its samples, and
+retiring a node (``…/retire``) or returning it (``…/return``)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,17 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 
-from app.db import SessionDep, utcnow
-from app.fleet import charts
+from app.db import SessionDep, WriteSessionDep, utcnow
+from app.fleet import charts, retire
 from app.fleet import service as fleet_service
-from app.fleet.schemas import NodeDetailOut, NodeSummaryOut, SamplesOut, SeriesOut
+from app.fleet.schemas import (
+    NodeDetailOut,
+    NodeRetiredOut,
+    NodeSummaryOut,
+    RetireIn,
+    SamplesOut,
+    SeriesOut,
+)
 from app.metrics import service as metrics_service
 from app.metrics.catalog import METRIC_NAMES, METRICS_BY_NAME
 from app.timebounds import checked_utc
@@ -193,3 +201,34 @@ def node_samples(
             for s in series
         ],
     )
+
+
+@router.post(
+    "/nodes/{hostname}/retire",
+    response_model=NodeRetiredOut,
+    summary="Retire a node (take it out of the fleet)",
+)
+def retire_node(session: WriteSessionDep, hostname: str, body: RetireIn) -> NodeRetiredOut:
+    """Retire a decommissioned, replaced or renamed node: its tokens are revoked, it leaves the
+    fleet's lists, counts and health, its alerts resolve at the next evaluation; its history
+    stays. A batch under a new token (``fleetwatch token create``) brings it back. 404 if
+    unknown."""
+    node, revoked = retire.retire(session, hostname=hostname, reason=body.reason)
+    return NodeRetiredOut(
+        hostname=node.hostname,
+        retired_at=node.retired_at,
+        retired_reason=node.retired_reason,
+        tokens_revoked=revoked,
+    )
+
+
+@router.post(
+    "/nodes/{hostname}/return",
+    response_model=NodeRetiredOut,
+    summary="Return a retired node to the fleet",
+)
+def return_node(session: WriteSessionDep, hostname: str) -> NodeRetiredOut:
+    """Bring a retired node back (its agent needs a new token if its were revoked). 404 if
+    unknown."""
+    node = retire.return_to_service(session, hostname=hostname)
+    return NodeRetiredOut(hostname=node.hostname, retired_at=None, retired_reason=None)

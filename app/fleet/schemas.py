@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from app.fleet.service import GpuView, NodeView
+from app.ingest.fields import plain_text
 
 
 class GpuOut(BaseModel):
@@ -93,6 +94,8 @@ class NodeDetailOut(NodeSummaryOut):
     first_seen_at: datetime | None
     collector: str | None = None
     collection_errors: list[dict[str, Any]] | None = None
+    retired_at: datetime | None = None
+    retired_reason: str | None = None
     gpus: list[GpuOut]
 
     @classmethod
@@ -106,8 +109,36 @@ class NodeDetailOut(NodeSummaryOut):
             first_seen_at=n.first_seen_at,
             collector=n.collector,
             collection_errors=n.collection_errors,
+            retired_at=n.retired_at,
+            retired_reason=n.retired_reason,
             gpus=[GpuOut.from_view(g) for g in view.gpus],
         )
+
+
+def _said(value: str) -> str:
+    """``value`` stripped; refused when nothing is left."""
+    if not value.strip():
+        raise ValueError("say why the node is retired (decommissioned, replaced, renamed …)")
+    return value.strip()
+
+
+class RetireIn(BaseModel):
+    """``POST /api/v1/nodes/{hostname}/retire`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Annotated[str, AfterValidator(plain_text), AfterValidator(_said)] = Field(
+        min_length=1, max_length=1024, description="why (decommissioned, replaced, renamed …)"
+    )
+
+
+class NodeRetiredOut(BaseModel):
+    """A node's place in the fleet after a retire or return."""
+
+    hostname: str
+    retired_at: datetime | None
+    retired_reason: str | None
+    tokens_revoked: int = 0
 
 
 class SeriesOut(BaseModel):

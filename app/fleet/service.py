@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, subqueryload
 
 from app.db import utcnow
 from app.errors import NotFound
-from app.fleet.models import Gpu, Node
+from app.fleet.models import Gpu, Node, in_service
 from app.metrics.catalog import METRIC_NAMES
 from app.series import gpu_now
 
@@ -135,16 +135,17 @@ def list_nodes(
     search: str | None = None,
     now: datetime | None = None,
 ) -> list[NodeView]:
-    """Every node (filtered by exact label values and a hostname substring), sorted by hostname,
-    with freshness, GPUs and latest values: three statements whatever the fleet size. The GPUs'
-    JSON documents (processes, MIG instances, unavailable) are deferred (loaded on access)."""
+    """Every node in service (filtered by exact label values and a hostname substring; retired
+    nodes left out), sorted by hostname, with freshness, GPUs and latest values: three
+    statements whatever the fleet size. The GPUs' JSON documents (processes, MIG instances,
+    unavailable) are deferred (loaded on access)."""
     now = now or utcnow()
     # subqueryload: one statement for any number of nodes (selectinload sends 500 ids a time).
     # Deferred, not raiseload: other code in the same session (alert evaluation) may load these
     # GPUs again and read them.
     gpus = subqueryload(Node.gpus).defer(Gpu.processes).defer(Gpu.mig_instances)
     gpus = gpus.defer(Gpu.unavailable)
-    stmt = select(Node).options(gpus).order_by(Node.hostname)
+    stmt = select(Node).options(gpus).where(in_service()).order_by(Node.hostname)
     if search:
         # lower() on both sides: LIKE is case-sensitive on Postgres and not on SQLite.
         stmt = stmt.where(func.lower(Node.hostname).contains(search.lower(), autoescape=True))
@@ -200,15 +201,15 @@ def list_node_rows(
     metrics: Sequence[str] = METRIC_NAMES,
     ids: Sequence[int] | None = None,
 ) -> list[NodeView]:
-    """Every node (hostname containing ``search`` in any case, exact ``labels`` values, id in
-    ``ids`` when given), sorted by hostname, with freshness, GPUs (by index) and their latest
-    ``metrics``: three statements whatever the fleet size, reading plain rows instead of ORM
-    objects (several times faster for thousands of GPUs).
+    """Every node in service (hostname containing ``search`` in any case, exact ``labels``
+    values, id in ``ids`` when given), sorted by hostname, with freshness, GPUs (by index) and
+    their latest ``metrics``: three statements whatever the fleet size, reading plain rows
+    instead of ORM objects (several times faster for thousands of GPUs).
 
     ``view.node`` and ``view.gpu`` are read-only SQLAlchemy rows with the columns of
     :data:`NODE_ROW_COLUMNS` / :data:`GPU_ROW_COLUMNS` as attributes (no relationships, no JSON
     documents but ``labels``): for lists and health, not for code that changes a node."""
-    stmt = select(*NODE_ROW_COLUMNS).order_by(Node.hostname)
+    stmt = select(*NODE_ROW_COLUMNS).where(in_service()).order_by(Node.hostname)
     if ids is not None:
         stmt = stmt.where(Node.id.in_(list(ids)))
     rows = list(session.execute(stmt))

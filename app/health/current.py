@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from app.db import utcnow
 from app.fleet import service as fleet_service
-from app.fleet.models import Node
+from app.fleet.models import Node, in_service
 from app.fleet.service import NodeView
 from app.health import service as health_service
 from app.health.rules import HealthRules, State
@@ -128,6 +128,7 @@ def list_states(
             STATE.c.summary,
         )
         .outerjoin(STATE, STATE.c.node_id == Node.id)
+        .where(in_service())
         .order_by(Node.hostname)
     )
     if node_ids is not None:
@@ -246,7 +247,7 @@ def unsettled_count(session: Session) -> int:
         select(func.count())
         .select_from(Node)
         .outerjoin(STATE, STATE.c.node_id == Node.id)
-        .where(behind)
+        .where(behind, in_service())
     )
     return int(session.scalar(stmt) or 0)
 

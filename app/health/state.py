@@ -23,7 +23,7 @@ from sqlalchemy import Integer, Table, bindparam, func, select, text, update
 from sqlalchemy.orm import Session
 
 from app.fleet import service as fleet_service
-from app.fleet.models import Node
+from app.fleet.models import Node, in_service
 from app.fleet.service import NodeView
 from app.health import checks
 from app.health import service as health_service
@@ -99,7 +99,7 @@ def due_nodes(session: Session, *, now: datetime, recheck_after_s: float) -> lis
     }
     due = []
     for node_id, last_seen_at in session.execute(
-        select(Node.id, Node.last_seen_at).order_by(Node.id)
+        select(Node.id, Node.last_seen_at).where(in_service()).order_by(Node.id)
     ):
         row = stored.get(node_id)
         if row is None or row.seen_at != last_seen_at or row.evaluated_at <= recheck:

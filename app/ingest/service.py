@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import Conflict, Forbidden
 from app.events.models import NodeEvent
+from app.fleet import retire
 from app.fleet.models import Gpu, Node
 from app.ingest import samples as sample_store
 from app.ingest import sections as section_store
@@ -193,6 +194,7 @@ def _claim(session: Session, *, node_id: int, batch_id: str, received_at: dateti
 
 
 def _update_node(node: Node, *, batch: IngestBatchIn, received_at: datetime, skew_s: float) -> None:
+    retire.return_on_report(node)
     info = batch.node
     node.labels = dict(info.labels)
     node.agent_version = info.agent_version

@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from app.fleet.models import Node
+from app.fleet.models import Node, in_service
 from app.series.rollups import source as rollup_source
 from app.series.rollups import specs as rollup_specs
 from app.storage import counters
@@ -63,14 +63,14 @@ def select_nodes(session: Session, *, labels: dict[str, str], search: str) -> No
     """Nodes whose labels equal every ``labels`` item and whose hostname contains ``search``
     (case-insensitive; ``%`` and ``_`` are literal)."""
     if not labels:  # no label to compare: the JSON is not read (1,000 documents)
-        plain = select(Node.id, Node.hostname)
+        plain = select(Node.id, Node.hostname).where(in_service())
         if search:
             plain = plain.where(func.lower(Node.hostname).contains(search.lower(), autoescape=True))
         return NodeScope(
             {node_id: hostname for node_id, hostname in session.execute(plain)},
             filtered=bool(search),
         )
-    stmt = select(Node.id, Node.hostname, Node.labels)
+    stmt = select(Node.id, Node.hostname, Node.labels).where(in_service())
     if search:
         stmt = stmt.where(func.lower(Node.hostname).contains(search.lower(), autoescape=True))
     hostnames = {

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
-from app.fleet.models import Gpu, Node
+from app.fleet.models import Gpu, Node, in_service
 from app.health.sql import before
 from app.series import gpu_now, latest
 from app.series.writes import LATEST_WINDOW_S
@@ -157,7 +157,7 @@ def load_signatures(session: Session, *, now: datetime) -> dict[str, NodeSignatu
         return {}
     oldest = now - timedelta(seconds=READING_MAX_AGE_S)
     nodes = session.execute(
-        select(Node.id, Node.hostname, Node.labels).order_by(Node.hostname)
+        select(Node.id, Node.hostname, Node.labels).where(in_service()).order_by(Node.hostname)
     ).all()
     gpus = gpu_facts(session, oldest=oldest)
     nvlinks = nvlinks_up(session, oldest=oldest)

@@ -175,11 +175,9 @@ def test_the_worker_holds_back_an_inhibited_page_and_sends_it_when_the_source_re
         notices = [
             (a["labels"]["alertname"], a["status"]) for b in hook.bodies() for a in b["alerts"]
         ]
-    assert notices == [
-        ("gpu-lost", "firing"),
-        ("gpu-lost", "resolved"),
-        ("gpu-critical-xid", "firing"),
-    ]
+    assert notices[0] == ("gpu-lost", "firing")
+    # the two last are sent concurrently: either may arrive first
+    assert sorted(notices[1:]) == [("gpu-critical-xid", "firing"), ("gpu-lost", "resolved")]
 
 
 def test_matchers_in_alertmanager_text_and_as_objects_mean_the_same() -> None:

@@ -1,0 +1,77 @@
+"""Retiring a node: an operator takes a decommissioned (or replaced, or renamed) node out of the
+fleet, and a node that reports again comes back.
+
+A retired node's tokens are revoked, so its agent's pushes are refused (401) instead of keeping
+it alive; it leaves the fleet's lists and counts, health and alert evaluation (its alerts
+resolve at the next evaluation, as for any entity gone), and its history stays readable on its
+page. Creating a new token for the hostname and sending a batch brings it back into service
+(:func:`return_on_report`, called by the ingest).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy.orm import Session
+
+from app.auth import service as auth_service
+from app.db import utcnow
+from app.fleet import service as fleet_service
+from app.fleet.models import Node
+from app.ingest.fields import plain_text
+
+log = logging.getLogger(__name__)
+
+#: Longest reason kept (it is shown on the node page and in the API).
+MAX_REASON = 1024
+
+
+def retire(session: Session, *, hostname: str, reason: str) -> tuple[Node, int]:
+    """Retire ``hostname`` with ``reason`` (flushes); returns the node and the tokens revoked.
+    Retiring a retired node keeps its first time and takes the new reason.
+
+    Raises:
+        NotFound: no node has that hostname.
+        ValueError: ``reason`` is empty, longer than :data:`MAX_REASON` or holds a control
+            character (the message starts ``reason:``).
+    """
+    reason = reason.strip()
+    if not reason or len(reason) > MAX_REASON:
+        raise ValueError(f"reason: say why, in 1 to {MAX_REASON} characters")
+    try:
+        plain_text(reason)
+    except ValueError as exc:
+        raise ValueError(f"reason: {exc}") from None
+    node = fleet_service.get_node_by_hostname(session, hostname=hostname)
+    revoked = auth_service.revoke_tokens(session, hostname=hostname)
+    if node.retired_at is None:
+        node.retired_at = utcnow()
+    node.retired_reason = reason
+    session.flush()
+    log.info("node %s retired (%s); %d token(s) revoked", hostname, reason, revoked)
+    return node, revoked
+
+
+def return_to_service(session: Session, *, hostname: str) -> Node:
+    """Bring ``hostname`` back into the fleet (flushes); its agent needs a new token
+    (``fleetwatch token create``) if it was retired with its tokens revoked.
+
+    Raises:
+        NotFound: no node has that hostname.
+    """
+    node = fleet_service.get_node_by_hostname(session, hostname=hostname)
+    if node.retired_at is not None:
+        log.info("node %s back in service", hostname)
+    node.retired_at = None
+    node.retired_reason = None
+    session.flush()
+    return node
+
+
+def return_on_report(node: Node) -> None:
+    """A batch from ``node`` was accepted: a retired node reporting again (with a token created
+    after it was retired) is back in service."""
+    if node.retired_at is not None:
+        log.info("node %s reported again: back in service", node.hostname)
+        node.retired_at = None
+        node.retired_reason = None
