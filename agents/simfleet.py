@@ -38,6 +38,9 @@ from agents.simulated.host import SimulatedHostSource
 log = logging.getLogger("agents.simfleet")
 
 RANDOM_FAULT_GAP_S = (120.0, 300.0)
+#: When the first random fault comes (seconds after start): within the first minute, once every
+#: node has reported, so someone trying the demo sees a fault, its alert and its page at once.
+FIRST_RANDOM_FAULT_S = (20.0, 45.0)
 #: Sampling rounds per host reading sent (60 s ÷ 5 s, the agent at ``--interval 5``).
 HOST_ROUNDS = 12
 COUNTERS = (
@@ -182,7 +185,7 @@ class SimFleet:
     def _fault_loop(self) -> None:
         started = time.monotonic()
         pending = list(self.faults)
-        next_random = started + self.rng.uniform(*RANDOM_FAULT_GAP_S)
+        next_random = started + self.rng.uniform(*FIRST_RANDOM_FAULT_S)
         while not self._stop.is_set():
             now = time.monotonic()
             while pending and started + pending[0].at_s <= now:
@@ -230,7 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="spool root; one subdirectory per node",
     )
     parser.add_argument(
-        "--random-faults", action="store_true", help="a random fault every 2-5 minutes"
+        "--random-faults",
+        action="store_true",
+        help="a random fault 20-45 s after start, then every 2-5 minutes",
     )
     parser.add_argument(
         "--fault",

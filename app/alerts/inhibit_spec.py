@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
 
-from app.alerts.schemas import LABEL_NAME_RE, Matcher
+from app.alerts.schemas import LABEL_NAME_RE, Matcher, StorableText
 from app.alerts.spec import NAME_RE
 
 #: ``name op "value"`` or ``name op value`` (unquoted: no space, comma, quote or brace), as in
@@ -51,6 +51,10 @@ def parse_matcher(value: Any) -> Any:
     return {"name": name, "op": op, "value": text}
 
 
+#: One matcher, in Alertmanager's text form or as an object (errors carry the item's index).
+MatcherItem = Annotated[Matcher, BeforeValidator(parse_matcher)]
+
+
 class InhibitRuleSpec(BaseModel):
     """One inhibition rule.
 
@@ -67,24 +71,19 @@ class InhibitRuleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=128)
-    description: str = Field(default="", max_length=4096)
-    source_matchers: list[Matcher] = Field(min_length=1, max_length=16)
-    target_matchers: list[Matcher] = Field(min_length=1, max_length=16)
-    equal: list[str] = Field(default_factory=list, max_length=16)
-    enabled: bool = True
+    description: StorableText = Field(default="", max_length=4096)
+    source_matchers: list[MatcherItem] = Field(min_length=1, max_length=16)
+    target_matchers: list[MatcherItem] = Field(min_length=1, max_length=16)
+    equal: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(
+        default_factory=list, max_length=16
+    )
+    enabled: StrictBool = True
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         if not NAME_RE.fullmatch(v):
             raise ValueError("a name is a letter or digit, then letters, digits, '_', '.', '-'")
-        return v
-
-    @field_validator("source_matchers", "target_matchers", mode="before")
-    @classmethod
-    def _matchers(cls, v: Any) -> Any:
-        if isinstance(v, list):
-            return [parse_matcher(item) for item in v]
         return v
 
     @field_validator("equal")

@@ -9,6 +9,12 @@ matches both sides of it (no two alerts mute each other through one rule); a sil
 still inhibits. Inhibition is decided when a notification is about to be sent
 (:mod:`app.notify.worker`): an inhibited alert still fires, shows and can be acknowledged, it
 only pages nobody.
+
+Unlike Alertmanager, the end of an inhibition does not page the target at once: the target was
+part of the fault its source paged for (a lost GPU's Xid 79 stays a critical finding of health
+for its event window, 24 h, after the GPU is back), so a second page minutes later for the same
+fault is what inhibition exists to prevent. A target still firing is paged at its route's
+``repeat_interval_s``, like any unacknowledged alert, and one that fires anew is paged then.
 """
 
 from __future__ import annotations

@@ -83,31 +83,30 @@ def _node_at(node: yaml.Node, loc: tuple[Any, ...]) -> yaml.Node:
     return node
 
 
-def _duplicate_keys(node: yaml.Node, path: str) -> list[RuleFileError]:
+def _duplicate_keys(
+    node: yaml.Node, path: str, seen_nodes: set[int] | None = None
+) -> list[RuleFileError]:
+    """Keys repeated in one mapping, anywhere under ``node``. Each node is walked once: an
+    alias names the node it repeats, so a few lines of aliases of aliases ("billion laughs")
+    would otherwise be walked an exponential number of times."""
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    if id(node) in seen_nodes:
+        return []
+    seen_nodes.add(id(node))
     errors = []
     if isinstance(node, yaml.MappingNode):
         seen: set[Any] = set()
         for key, value in node.value:
-            if key.value in seen:
+            if key.value in seen and key.value != "<<":
                 errors.append(
                     RuleFileError(path, key.start_mark.line + 1, str(key.value), "duplicate key")
                 )
             seen.add(key.value)
-            errors += _duplicate_keys(value, path)
+            errors += _duplicate_keys(value, path, seen_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
-            errors += _duplicate_keys(item, path)
+            errors += _duplicate_keys(item, path, seen_nodes)
     return errors
-
-
-def load_file(path: Path) -> list[RuleSpec]:
-    """The rules of one YAML file.
-
-    Raises:
-        RuleFilesInvalid: with one error per problem (YAML syntax, shape, field, no rules at
-            all), each with its line.
-    """
-    return [spec for spec, _ in _load_lines(path)]
 
 
 NO_RULES = (
@@ -144,6 +143,13 @@ def _load(path: Path) -> Loaded:
         line = mark.line + 1 if mark is not None else 0
         message = f"YAML syntax: {exc.problem or exc}"
         raise RuleFilesInvalid([RuleFileError(name, line, "", message)]) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, …)
+        line = text.count("\n", 0, exc.position) + 1
+        message = f"YAML: character U+{exc.character:04X} is not allowed in a YAML file"
+        raise RuleFilesInvalid([RuleFileError(name, line, "", message)]) from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        message = f"YAML: {exc if isinstance(exc, yaml.YAMLError) else 'nested too deeply'}"
+        raise RuleFilesInvalid([RuleFileError(name, 1, "", message)]) from None
     if root is None:
         raise RuleFilesInvalid([RuleFileError(name, 1, "", NO_RULES)])
     if duplicates := _duplicate_keys(root, name):
@@ -158,8 +164,9 @@ def _load(path: Path) -> Loaded:
                     )
                 ]
             )
-        for key, value_node in ((k.value, v) for k, v in root.value):
-            sections[key] = (data[key], value_node)
+        nodes = _key_nodes(root) if isinstance(root, yaml.MappingNode) else {}
+        for key in data:
+            sections[key] = (data[key], nodes.get(key, root))
     else:
         sections["rules"] = (data, root)
     for key, (items, node) in sections.items():
@@ -179,6 +186,23 @@ def _load(path: Path) -> Loaded:
     return Loaded(rules, inhibits)
 
 
+def _key_nodes(mapping: yaml.MappingNode) -> dict[Any, yaml.Node]:
+    """Key → value node of a mapping, with the keys a merge key (``<<``) brings in (its own
+    keys win, as in YAML's merge)."""
+    nodes: dict[Any, yaml.Node] = {}
+    merged: list[yaml.Node] = []
+    for key, value in mapping.value:
+        if key.value == "<<":
+            merged += value.value if isinstance(value, yaml.SequenceNode) else [value]
+        else:
+            nodes[key.value] = value
+    for source in merged:
+        if isinstance(source, yaml.MappingNode):
+            for key, value in _key_nodes(source).items():
+                nodes.setdefault(key, value)
+    return nodes
+
+
 def _validated(
     name: str,
     key: str,
@@ -193,7 +217,8 @@ def _validated(
     items, items_node = section
     specs: list[Any] = []
     for i, item in enumerate(items):
-        item_node = items_node.value[i]
+        inside = isinstance(items_node, yaml.SequenceNode) and i < len(items_node.value)
+        item_node = items_node.value[i] if inside else items_node
         try:
             specs.append((model.model_validate(item), item_node.start_mark.line + 1))
         except ValidationError as exc:
@@ -202,7 +227,12 @@ def _validated(
                 where = ".".join(str(p) for p in err["loc"])
                 msg = err["msg"].removeprefix("Value error, ")
                 errors.append(
-                    RuleFileError(name, node.start_mark.line + 1, f"{key}[{i}].{where}", msg)
+                    RuleFileError(
+                        name,
+                        node.start_mark.line + 1,
+                        f"{key}[{i}]" + (f".{where}" if where else ""),
+                        msg,
+                    )
                 )
     return specs
 

@@ -20,7 +20,6 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from app import wakeups
-from app.alerts import inhibition
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
 from app.db import utcnow
 from app.notify.channels.alertmanager import repost_interval_s
@@ -272,70 +271,7 @@ def enqueue_repeats(
         session.add(_repeat_row(route, inst, rule, at=queued_at, deadline_s=deadline_s))
         queued += 1
     session.flush()
-    queued += _enqueue_uninhibited(session, deadline_s=deadline_s)
     return queued + _enqueue_unheard(session, deadline_s=deadline_s)
-
-
-def _enqueue_uninhibited(session: Session, *, deadline_s: float) -> int:
-    """Firing alerts, not silenced, whose latest page on a route was held back by an inhibition
-    that has ended (its source resolved, or the rule changed): queue a ``repeat`` row due at
-    once, as Alertmanager notifies a target at its next flush once nothing inhibits it.
-    Returns the rows queued."""
-    held = session.execute(
-        select(NotifyDelivery.id, NotifyDelivery.instance_id, NotifyDelivery.route_id)
-        .join(AlertInstance, AlertInstance.id == NotifyDelivery.instance_id)
-        .where(
-            NotifyDelivery.status == "suppressed",
-            NotifyDelivery.last_error.like(f"{inhibition.REASON_PREFIX}%"),
-            NotifyDelivery.kind.in_(("firing", "repeat")),
-            NotifyDelivery.route_id.is_not(None),
-            AlertInstance.state == "firing",
-            AlertInstance.silenced.is_(False),
-        )
-    ).all()
-    newest: dict[tuple[int, int], int] = {}
-    for row_id, instance_id, route_id in held:
-        if instance_id is None or route_id is None:
-            continue
-        key = (instance_id, route_id)
-        newest[key] = max(row_id, newest.get(key, 0))
-    if not newest:
-        return 0
-    pending = {
-        key: row_id
-        for key, row_id in newest.items()
-        if session.scalar(
-            select(NotifyDelivery.id).where(
-                NotifyDelivery.instance_id == key[0],
-                NotifyDelivery.route_id == key[1],
-                NotifyDelivery.kind.in_(("firing", "repeat")),
-                NotifyDelivery.id > row_id,
-            )
-        )
-        is None
-    }
-    instances = {
-        i.id: i
-        for i in session.scalars(
-            select(AlertInstance).where(AlertInstance.id.in_({k[0] for k in pending}))
-        )
-    }
-    still = inhibition.inhibitors(session, {i: inst.labels for i, inst in instances.items()})
-    queued, queued_at = 0, utcnow()
-    for (instance_id, route_id), _row_id in sorted(pending.items()):
-        inst = instances.get(instance_id)
-        route = session.get(NotifyRoute, route_id)
-        if inst is None or route is None or instance_id in still:
-            continue
-        if _has_queued(session, instance_id=instance_id, channel_id=route.channel_id):
-            continue
-        rule = session.get(AlertRule, inst.rule_id)
-        if rule is None:
-            continue
-        session.add(_repeat_row(route, inst, rule, at=queued_at, deadline_s=deadline_s))
-        queued += 1
-    session.flush()
-    return queued
 
 
 def _enqueue_unheard(session: Session, *, deadline_s: float) -> int:

@@ -248,10 +248,11 @@ def exact_steps_sql(value: str, scale: int) -> str:
     back as the same double by :func:`stepped_value_sql` (false for NULL and NaN)."""
     # CASE, not AND: Postgres may evaluate AND's operands in any order, and the cast of a
     # value past the limit raises.
+    # -0.0 equals 0.0 but would read back as 0.0: atan2 tells the zeros apart.
     return (
         f"coalesce(CASE WHEN abs({value}) * {scale} < {STEPPED_LIMIT:.0f} "
         f"THEN CAST(round({value} * {scale}) AS bigint)::float8 / {scale}::float8 = {value} "
-        "END, false)"
+        f"AND NOT ({value} = 0 AND atan2({value}, -1::float8) < 0) END, false)"
     )
 
 

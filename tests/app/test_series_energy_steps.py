@@ -1,10 +1,11 @@
 """GPU blocks keep ``energy_j`` as whole-millijoule steps where that is exact
 (:data:`app.series.blocks.GPU_STEPPED`): the values read back are the doubles stored, through
 raw reads, charts, a re-opened block and the downgrade of revision 0016; a block with any value
-that is not a whole millijoule, or a missing one, keeps its doubles."""
+that is not a whole millijoule, a missing one or a negative zero keeps its doubles."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -144,6 +145,7 @@ def test_a_block_with_a_finer_value_or_a_gap_keeps_its_doubles(
     gap = list(finer)
     gap[5] = millijoules(5, 0) / 1000
     gap[400] = None  # second hour: energy not read once
+    finer[800] = -0.0  # third hour: equal to 0.0, yet a steps block would give back +0.0
     with session_scope(factory) as s:
         node = seed(s, {0: finer, 1: gap})
         before = energy_rows(s)
@@ -156,13 +158,15 @@ def test_a_block_with_a_finer_value_or_a_gap_keeps_its_doubles(
             (ids[0], T0 + timedelta(hours=1)): "steps",
             (ids[1], T0): "steps",
             (ids[1], T0 + timedelta(hours=1)): "doubles",
-            (ids[0], T0 + timedelta(hours=2)): "steps",
+            (ids[0], T0 + timedelta(hours=2)): "doubles",
             (ids[1], T0 + timedelta(hours=2)): "steps",
         }
         after = energy_rows(s)
         assert after == before
         assert any(r[2] == 0.1 + 0.2 for r in after)
         assert any(r[2] is None and r[0] == ids[1] for r in after)
+        [zero] = [r[2] for r in after if r[0] == ids[0] and r[1] == T0 + timedelta(seconds=8000)]
+        assert zero == 0 and math.copysign(1.0, zero) == -1.0
 
 
 def test_a_late_sample_re_opens_a_stepped_block_with_its_exact_values(
