@@ -27,6 +27,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("node") as batch:
-        batch.drop_column("retired_reason")
-        batch.drop_column("retired_at")
+    # Not batch mode: on SQLite it would copy and drop ``node``, and the drop deletes every row
+    # that references a node (gpu, tokens, samples …: ON DELETE CASCADE). SQLite ≥ 3.35 and
+    # Postgres drop a column in place.
+    op.execute("ALTER TABLE node DROP COLUMN retired_reason")
+    op.execute("ALTER TABLE node DROP COLUMN retired_at")
