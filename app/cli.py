@@ -209,7 +209,7 @@ def node_retire(
     (they resolve at the next evaluation); its history stays. A batch under a new token brings
     it back."""
     from app.db import make_engine, make_session_factory, session_scope
-    from app.errors import NotFound
+    from app.errors import Conflict, NotFound
     from app.fleet import retire
 
     settings = _settings(database_url=database_url)
@@ -218,7 +218,7 @@ def node_retire(
     try:
         with session_scope(make_session_factory(engine)) as session:
             _, revoked = retire.retire(session, hostname=hostname, reason=reason)
-    except NotFound as exc:
+    except (NotFound, Conflict) as exc:
         typer.echo(f"fleetwatch: {exc.detail}", err=True)
         raise typer.Exit(1) from None
     except ValueError as exc:
@@ -236,7 +236,7 @@ def node_return(
 ) -> None:
     """Return a retired NODE to the fleet (give its agent a new token if its were revoked)."""
     from app.db import make_engine, make_session_factory, session_scope
-    from app.errors import NotFound
+    from app.errors import Conflict, NotFound
     from app.fleet import retire
 
     settings = _settings(database_url=database_url)
@@ -245,7 +245,7 @@ def node_return(
     try:
         with session_scope(make_session_factory(engine)) as session:
             retire.return_to_service(session, hostname=hostname)
-    except NotFound as exc:
+    except (NotFound, Conflict) as exc:
         typer.echo(f"fleetwatch: {exc.detail}", err=True)
         raise typer.Exit(1) from None
     finally:

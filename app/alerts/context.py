@@ -138,7 +138,11 @@ class EvalContext:
         return self._gpu_scopes[key]
 
     def node_in(self, scope: Scope, node_id: int) -> bool:
-        """Whether ``node_id`` is within ``scope``."""
+        """Whether ``node_id`` is a loaded node within ``scope`` (a node the evaluation did
+        not load — retired, or outside a node-scoped evaluation — is not: SQL scans over the
+        sample tables see its rows too)."""
+        if node_id not in self.nodes:
+            return False
         ids = self.scoped_nodes(scope)
         return ids is None or node_id in ids
 

@@ -31,6 +31,7 @@ from app.alerts.models import AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import active_silences, is_silenced
 from app.alerts.spec import RuleSpec
 from app.db import utcnow
+from app.fleet import retire
 from app.gc_tuning import without_collection
 from app.health.rules import HealthRules
 from app.notify import outbox as notify_outbox
@@ -143,6 +144,7 @@ def apply_rule(
     now: datetime,
     active: dict[str, Any],
     notify: bool = True,
+    gone_hosts: frozenset[str] = frozenset(),
 ) -> int:
     """Step every instance of one rule with this evaluation's ``observations``, writing each
     transition and its event; returns the number of transitions written. ``active``: the
@@ -152,7 +154,9 @@ def apply_rule(
     executemany per set of columns) and events are written as one executemany each, so a rule
     firing on 8,000 GPUs at once is not 16,000 round trips, and a steady one writes nothing
     (on Postgres one statement per table, :mod:`app.alerts.bulk_writes`). ``notify`` False:
-    no notification route is active, the events are written as seen by the notifier."""
+    no notification route is active, the events are written as seen by the notifier.
+    ``gone_hosts``: retired nodes (:mod:`app.fleet.retire`), whose alerts resolve at once,
+    ``keep_firing_for`` or not."""
     session.flush()  # Core reads below do not autoflush pending ORM changes (acks, edits)
     observed = {fingerprint(spec.name, o.identity): o for o in observations}
     instances = dict(active)
@@ -171,8 +175,13 @@ def apply_rule(
         obs, inst = observed.get(fp), instances.get(fp)
         if inst is not None and obs is not None and _unchanged(spec, obs, inst, silences, now):
             continue
+        held = timing
+        if obs is None and inst is not None and gone_hosts:
+            host = (inst[AT["labels"]] or {}).get("hostname")
+            if host in gone_hosts:  # a retired node: no keep_firing_for
+                held = Timing(spec.for_s, 0.0)
         new, transition = step(
-            _state_of(inst), condition=condition_of(spec, obs), timing=timing, now=now
+            _state_of(inst), condition=condition_of(spec, obs), timing=held, now=now
         )
         if inst is None and (transition is None or obs is None):
             continue
@@ -461,6 +470,7 @@ def evaluate(
     else:
         active = active_instances(session, rule_ids, hostnames=hosts)
     notify = bool(notify_outbox.active_routes(session))
+    gone = retire.retired_hostnames(session) if nodes is None else frozenset()
     if session.get_bind().dialect.name == "postgresql":
         # Each event row's foreign-key check is a cached query on alert_instance; its generic
         # plan, made while the table was small, scanned the table for each row once thousands
@@ -480,6 +490,7 @@ def evaluate(
             now=now,
             active=active[rule_id],
             notify=notify,
+            gone_hosts=gone,
         )
 
     for changed in _each_guarded(session, observed, apply_one, report):

@@ -11,11 +11,14 @@ page. Creating a new token for the hostname and sending a batch brings it back i
 from __future__ import annotations
 
 import logging
+import unicodedata
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth import service as auth_service
 from app.db import utcnow
+from app.errors import Conflict
 from app.fleet import service as fleet_service
 from app.fleet.models import Node
 from app.ingest.fields import plain_text
@@ -28,24 +31,25 @@ MAX_REASON = 1024
 
 def retire(session: Session, *, hostname: str, reason: str) -> tuple[Node, int]:
     """Retire ``hostname`` with ``reason`` (flushes); returns the node and the tokens revoked.
-    Retiring a retired node keeps its first time and takes the new reason.
 
     Raises:
         NotFound: no node has that hostname.
+        Conflict: it is retired already (since when, and why).
         ValueError: ``reason`` is empty, longer than :data:`MAX_REASON` or holds a control
             character (the message starts ``reason:``).
     """
-    reason = reason.strip()
-    if not reason or len(reason) > MAX_REASON:
-        raise ValueError(f"reason: say why, in 1 to {MAX_REASON} characters")
     try:
-        plain_text(reason)
+        reason = checked_reason(reason)
     except ValueError as exc:
         raise ValueError(f"reason: {exc}") from None
     node = fleet_service.get_node_by_hostname(session, hostname=hostname)
+    if node.retired_at is not None:
+        raise Conflict(
+            f"{hostname} is retired already, since {node.retired_at.isoformat()}: "
+            f"{node.retired_reason}"
+        )
     revoked = auth_service.revoke_tokens(session, hostname=hostname)
-    if node.retired_at is None:
-        node.retired_at = utcnow()
+    node.retired_at = utcnow()
     node.retired_reason = reason
     session.flush()
     log.info("node %s retired (%s); %d token(s) revoked", hostname, reason, revoked)
@@ -58,10 +62,12 @@ def return_to_service(session: Session, *, hostname: str) -> Node:
 
     Raises:
         NotFound: no node has that hostname.
+        Conflict: it is not retired.
     """
     node = fleet_service.get_node_by_hostname(session, hostname=hostname)
-    if node.retired_at is not None:
-        log.info("node %s back in service", hostname)
+    if node.retired_at is None:
+        raise Conflict(f"{hostname} is not retired")
+    log.info("node %s back in service", hostname)
     node.retired_at = None
     node.retired_reason = None
     session.flush()
@@ -75,3 +81,23 @@ def return_on_report(node: Node) -> None:
         log.info("node %s reported again: back in service", node.hostname)
         node.retired_at = None
         node.retired_reason = None
+
+
+def retired_hostnames(session: Session) -> frozenset[str]:
+    """The hostnames of every retired node."""
+    return frozenset(session.scalars(select(Node.hostname).where(Node.retired_at.is_not(None))))
+
+
+def checked_reason(reason: str) -> str:
+    """``reason`` stripped, when it says something: 1 to :data:`MAX_REASON` characters, at
+    least one that shows (not only spaces or invisible formatting such as zero-width spaces),
+    no control character.
+
+    Raises:
+        ValueError: naming what is wrong.
+    """
+    reason = reason.strip()
+    visible = any(not ch.isspace() and unicodedata.category(ch) != "Cf" for ch in reason)
+    if not visible or len(reason) > MAX_REASON:
+        raise ValueError(f"say why, in 1 to {MAX_REASON} characters")
+    return plain_text(reason)

@@ -61,14 +61,19 @@ def list_nodes(
     session: SessionDep,
     label: Annotated[list[str], Query(description="KEY=VALUE, repeatable (all must match)")] = [],  # noqa: B006
     q: Annotated[str | None, Query(max_length=253, description="hostname substring")] = None,
+    retired: Annotated[
+        bool, Query(description="true: the retired nodes instead of the fleet")
+    ] = False,
 ) -> list[NodeSummaryOut]:
-    """Every node with its labels, freshness (fresh / stale / never_seen), GPU count, last sample
-    time and current mean utilization and hottest temperature."""
+    """Every node in service (the retired ones with ``retired=true``) with its labels,
+    freshness (fresh / stale / never_seen), GPU count, last sample time and current mean
+    utilization and hottest temperature."""
     views = fleet_service.list_nodes(
         session,
         stale_after_s=request.app.state.settings.stale_after_s,
         labels=parse_label_filters(label),
         search=q,
+        retired=retired,
     )
     return [NodeSummaryOut.from_view(v) for v in views]
 

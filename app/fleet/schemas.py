@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from app.fleet.retire import checked_reason
 from app.fleet.service import GpuView, NodeView
-from app.ingest.fields import plain_text
 
 
 class GpuOut(BaseModel):
@@ -115,19 +115,12 @@ class NodeDetailOut(NodeSummaryOut):
         )
 
 
-def _said(value: str) -> str:
-    """``value`` stripped; refused when nothing is left."""
-    if not value.strip():
-        raise ValueError("say why the node is retired (decommissioned, replaced, renamed …)")
-    return value.strip()
-
-
 class RetireIn(BaseModel):
     """``POST /api/v1/nodes/{hostname}/retire`` body."""
 
     model_config = ConfigDict(extra="forbid")
 
-    reason: Annotated[str, AfterValidator(plain_text), AfterValidator(_said)] = Field(
+    reason: Annotated[str, AfterValidator(checked_reason)] = Field(
         min_length=1, max_length=1024, description="why (decommissioned, replaced, renamed …)"
     )
 

@@ -134,18 +134,20 @@ def list_nodes(
     labels: dict[str, str] | None = None,
     search: str | None = None,
     now: datetime | None = None,
+    retired: bool = False,
 ) -> list[NodeView]:
     """Every node in service (filtered by exact label values and a hostname substring; retired
-    nodes left out), sorted by hostname, with freshness, GPUs and latest values: three
-    statements whatever the fleet size. The GPUs' JSON documents (processes, MIG instances,
-    unavailable) are deferred (loaded on access)."""
+    nodes left out, or only they with ``retired``), sorted by hostname, with freshness, GPUs and
+    latest values: three statements whatever the fleet size. The GPUs' JSON documents
+    (processes, MIG instances, unavailable) are deferred (loaded on access)."""
     now = now or utcnow()
     # subqueryload: one statement for any number of nodes (selectinload sends 500 ids a time).
     # Deferred, not raiseload: other code in the same session (alert evaluation) may load these
     # GPUs again and read them.
     gpus = subqueryload(Node.gpus).defer(Gpu.processes).defer(Gpu.mig_instances)
     gpus = gpus.defer(Gpu.unavailable)
-    stmt = select(Node).options(gpus).where(in_service()).order_by(Node.hostname)
+    serving = Node.retired_at.is_not(None) if retired else in_service()
+    stmt = select(Node).options(gpus).where(serving).order_by(Node.hostname)
     if search:
         # lower() on both sides: LIKE is case-sensitive on Postgres and not on SQLite.
         stmt = stmt.where(func.lower(Node.hostname).contains(search.lower(), autoescape=True))
@@ -259,5 +261,6 @@ def get_node_view(
 
 
 def gpu_models(session: Session) -> list[str]:
-    """The distinct GPU model names of the fleet's inventory, sorted."""
-    return sorted(name for name in session.scalars(select(Gpu.name).distinct()) if name is not None)
+    """The distinct GPU model names of the fleet's inventory (nodes in service), sorted."""
+    names = select(Gpu.name).join(Node, Node.id == Gpu.node_id).where(in_service()).distinct()
+    return sorted(name for name in session.scalars(names) if name is not None)

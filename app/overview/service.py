@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, aliased
 
 from app.events.models import NodeEvent
 from app.fleet import service as fleet_service
-from app.fleet.models import Gpu, Node
+from app.fleet.models import Gpu, Node, in_service
 from app.fleet.service import NodeView
 from app.series import gpu_now
 from app.topology.models import TopologyChange
@@ -70,11 +70,13 @@ class RecentEvent:
 
 def recent_events(session: Session, *, limit: int) -> list[RecentEvent]:
     """The newest ``limit`` node events fleet-wide merged with topology changes (a node's
-    first topology report is not a change and is left out), newest first."""
+    first topology report is not a change and is left out), newest first; retired nodes'
+    left out."""
     rows = session.execute(
         select(NodeEvent, Node.hostname, Gpu.index)
         .join(Node, Node.id == NodeEvent.node_id)
         .outerjoin(Gpu, Gpu.id == NodeEvent.gpu_id)
+        .where(in_service())
         .order_by(NodeEvent.occurred_at.desc(), NodeEvent.id.desc())
         .limit(limit)
     ).all()
@@ -87,10 +89,11 @@ def recent_events(session: Session, *, limit: int) -> list[RecentEvent]:
         select(TopologyChange.received_at, Node.hostname)
         .join(Node, Node.id == TopologyChange.node_id)
         .where(
+            in_service(),
             exists().where(
                 earlier.node_id == TopologyChange.node_id,
                 earlier.received_at < TopologyChange.received_at,
-            )
+            ),
         )
         .order_by(TopologyChange.received_at.desc(), TopologyChange.id.desc())
         .limit(limit)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.app.helpers import post_batch
+from tests.app.section_factories import disk
 from tests.factories import (
     add_rules,
     batch,
@@ -28,27 +29,35 @@ from tests.live_server import LiveServer
 
 HOT = {"kind": "threshold", "target": "gpu", "metric": "temp_c", "op": ">", "threshold": 85}
 XID = {"kind": "event", "event_kinds": ["xid"], "window": "10m"}
+SLOW = {
+    "kind": "threshold",
+    "target": "disk",
+    "metric": "avg_wait_s",
+    "aggregation": "avg",
+    "window": "5m",
+    "op": ">",
+    "threshold": 0.05,
+}
 STALE = {"kind": "absence", "target": "node"}
 
 
 @pytest.fixture
 def fleet(server: LiveServer, db_url: str) -> Iterator[dict[str, Any]]:
-    """node-a and node-b reporting (node-b's GPU at 90 °C with an Xid 79), rules ``hot``,
-    ``xid`` and ``stale`` evaluated: node-b's alerts firing."""
+    """node-a and node-b reporting (node-b's GPU at 90 °C with an Xid 79, a slow disk), rules
+    ``hot`` (keeps firing 5 min), ``xid``, ``slow`` (a disk window) and ``stale`` evaluated:
+    node-b's alerts firing."""
     now = datetime.now(UTC)
     tokens = {h: create_token(db_url, h) for h in ("node-a", "node-b")}
     assert post_batch(server.url, tokens["node-a"], batch("node-a")).status_code == 200
     hot = xid_batch("node-b", now - timedelta(seconds=5), temp_c=90)
+    hot["disks"] = [disk(now - timedelta(seconds=5), avg_wait_s=0.5)]
     assert post_batch(server.url, tokens["node-b"], hot).status_code == 200
     add_rules(
         db_url,
-        {"name": "hot", "severity": "critical", "condition": HOT},
+        {"name": "hot", "severity": "critical", "keep_firing_for": "5m", "condition": HOT},
         {"name": "xid", "severity": "critical", "condition": XID},
-        {
-            "name": "stale",
-            "severity": "critical",
-            "condition": {"kind": "absence", "target": "node"},
-        },
+        {"name": "slow", "severity": "warning", "condition": SLOW},
+        {"name": "stale", "severity": "critical", "condition": STALE},
     )
     evaluate_at(db_url, now)
     yield {"url": server.url, "tokens": tokens, "now": now}
@@ -64,7 +73,7 @@ def test_a_retired_node_leaves_lists_health_and_alerts_and_comes_back_with_a_new
     fleet: dict[str, Any], db_url: str
 ) -> None:
     url = fleet["url"]
-    assert firing(url) == [("hot", "node-b"), ("xid", "node-b")]
+    assert firing(url) == [("hot", "node-b"), ("slow", "node-b"), ("xid", "node-b")]
 
     retired = httpx.post(
         f"{url}/api/v1/nodes/node-b/retire", json={"reason": "  replaced by node-c "}, timeout=30
@@ -77,9 +86,14 @@ def test_a_retired_node_leaves_lists_health_and_alerts_and_comes_back_with_a_new
         "replaced by node-c",
         1,
     )
-    evaluate_at(db_url, fleet["now"] + timedelta(seconds=10))  # no rule fails on its data
+    # No rule fails on its rows (the disk window scans every node's), and every alert
+    # resolves now, keep_firing_for or not.
+    evaluate_at(db_url, fleet["now"] + timedelta(seconds=10))
     assert firing(url) == []
     assert [n["hostname"] for n in httpx.get(f"{url}/api/v1/nodes").json()] == ["node-a"]
+    gone = httpx.get(f"{url}/api/v1/nodes", params={"retired": "true"}).json()
+    assert [n["hostname"] for n in gone] == ["node-b"]
+    assert "node-b" not in httpx.get(f"{url}/").text  # not in the grid, events or filters
     health = httpx.get(f"{url}/api/v1/health").json()
     assert [n["hostname"] for n in health["nodes"]] == ["node-a"]
     counts = health["counts"]
@@ -93,14 +107,16 @@ def test_a_retired_node_leaves_lists_health_and_alerts_and_comes_back_with_a_new
     assert post_batch(url, fleet["tokens"]["node-b"], late).status_code == 401
 
     new_token = create_token(db_url, "node-b")
-    back = post_batch(url, new_token, xid_batch("node-b", datetime.now(UTC), temp_c=90))
+    again = xid_batch("node-b", datetime.now(UTC), temp_c=90)
+    again["disks"] = [disk(datetime.now(UTC), avg_wait_s=0.5)]
+    back = post_batch(url, new_token, again)
 
     assert back.status_code == 200
     nodes = httpx.get(f"{url}/api/v1/nodes").json()
     assert [n["hostname"] for n in nodes] == ["node-a", "node-b"]
     assert httpx.get(f"{url}/api/v1/nodes/node-b").json()["retired_at"] is None
     evaluate_at(db_url, datetime.now(UTC))
-    assert firing(url) == [("hot", "node-b"), ("xid", "node-b")]
+    assert firing(url) == [("hot", "node-b"), ("slow", "node-b"), ("xid", "node-b")]
 
 
 @pytest.mark.parametrize(
@@ -108,6 +124,7 @@ def test_a_retired_node_leaves_lists_health_and_alerts_and_comes_back_with_a_new
     [
         ({"reason": ""}, ["body", "reason"]),
         ({"reason": "   "}, ["body", "reason"]),
+        ({"reason": "\u200b\u200b"}, ["body", "reason"]),  # zero-width spaces only
         ({"reason": "bad\u0000byte"}, ["body", "reason"]),
         ({"reason": "x" * 1025}, ["body", "reason"]),
         ({}, ["body", "reason"]),
@@ -124,18 +141,21 @@ def test_the_retire_api_refuses_a_bad_reason_naming_it(
     assert httpx.get(f"{fleet['url']}/api/v1/nodes/node-b").json()["retired_at"] is None
 
 
-def test_unknown_nodes_are_404_and_return_undoes_a_retire(fleet: dict[str, Any]) -> None:
+def test_unknown_nodes_are_404_twice_is_409_and_return_undoes_a_retire(
+    fleet: dict[str, Any],
+) -> None:
     url = fleet["url"]
     assert httpx.post(f"{url}/api/v1/nodes/nope/retire", json={"reason": "x"}).status_code == 404
     assert httpx.post(f"{url}/api/v1/nodes/nope/return").status_code == 404
+    assert httpx.post(f"{url}/api/v1/nodes/node-b/return").status_code == 409
 
     httpx.post(f"{url}/api/v1/nodes/node-b/retire", json={"reason": "rma"})
     again = httpx.post(f"{url}/api/v1/nodes/node-b/retire", json={"reason": "rma, chassis 7"})
     returned = httpx.post(f"{url}/api/v1/nodes/node-b/return")
 
-    assert (
-        again.json()["tokens_revoked"] == 0 and again.json()["retired_reason"] == "rma, chassis 7"
-    )
+    assert again.status_code == 409
+    assert again.json()["detail"].startswith("node-b is retired already, since ")
+    assert again.json()["detail"].endswith(": rma")
     assert returned.status_code == 200 and returned.json()["retired_at"] is None
     assert [n["hostname"] for n in httpx.get(f"{url}/api/v1/nodes").json()] == ["node-a", "node-b"]
 
@@ -171,11 +191,16 @@ def test_cli_retires_and_returns_a_node_and_names_bad_input(tmp_path: Path) -> N
     retired = fleetwatch("node", "retire", "node-z", "--reason", "sold", "--database-url", url)
     blank = fleetwatch("node", "retire", "node-z", "--reason", " ", "--database-url", url)
     unknown = fleetwatch("node", "retire", "nope", "--reason", "x", "--database-url", url)
+    twice = fleetwatch("node", "retire", "node-z", "--reason", "y", "--database-url", url)
     returned = fleetwatch("node", "return", "node-z", "--database-url", url)
+    not_retired = fleetwatch("node", "return", "node-z", "--database-url", url)
 
     assert retired.returncode == 0, retired.stderr
     assert retired.stdout.strip() == "retired node-z; revoked 1 token(s)"
     assert blank.returncode == 2
     assert blank.stderr.strip() == "fleetwatch: --reason: say why, in 1 to 1024 characters"
     assert unknown.returncode == 1 and "no node named 'nope'" in unknown.stderr
+    assert twice.returncode == 1 and "node-z is retired already, since" in twice.stderr
     assert returned.returncode == 0 and returned.stdout.strip() == "node-z is back in the fleet"
+    assert not_retired.returncode == 1
+    assert not_retired.stderr.strip() == "fleetwatch: node-z is not retired"
