@@ -4,12 +4,17 @@ retire|return``, ``rules apply|export``, ``demo`` …"""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from app.config import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 cli = typer.Typer(
     help="Fleetwatch: GPU-cluster operations dashboard.", no_args_is_help=True, add_completion=False
@@ -197,6 +202,27 @@ def token_create(
     typer.echo(token)
 
 
+@contextmanager
+def _session(database_url: str | None) -> Iterator[Session]:
+    """A session on the configured database (exit 2 with advice when it is missing or not
+    migrated), committed at the end; an error a service raises on purpose (unknown node,
+    conflict) exits 1 with its message."""
+    from app.db import make_engine, make_session_factory, session_scope
+    from app.errors import FleetwatchError
+
+    settings = _settings(database_url=database_url)
+    _require_migrated(settings)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            yield session
+    except FleetwatchError as exc:
+        typer.echo(f"fleetwatch: {exc.detail}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        engine.dispose()
+
+
 @node_cli.command("retire")
 def node_retire(
     hostname: Annotated[str, typer.Argument(help="the node's hostname")],
@@ -208,24 +234,14 @@ def node_retire(
     """Retire NODE: revoke its tokens; it leaves the fleet's lists, counts, health and alerts
     (they resolve at the next evaluation); its history stays. A batch under a new token brings
     it back."""
-    from app.db import make_engine, make_session_factory, session_scope
-    from app.errors import Conflict, NotFound
     from app.fleet import retire
 
-    settings = _settings(database_url=database_url)
-    _require_migrated(settings)
-    engine = make_engine(settings.effective_database_url)
     try:
-        with session_scope(make_session_factory(engine)) as session:
+        with _session(database_url) as session:
             _, revoked = retire.retire(session, hostname=hostname, reason=reason)
-    except (NotFound, Conflict) as exc:
-        typer.echo(f"fleetwatch: {exc.detail}", err=True)
-        raise typer.Exit(1) from None
     except ValueError as exc:
         typer.echo(f"fleetwatch: --{exc}", err=True)
         raise typer.Exit(2) from None
-    finally:
-        engine.dispose()
     typer.echo(f"retired {hostname}; revoked {revoked} token(s)")
 
 
@@ -235,21 +251,10 @@ def node_return(
     database_url: DatabaseOpt = None,
 ) -> None:
     """Return a retired NODE to the fleet (give its agent a new token if its were revoked)."""
-    from app.db import make_engine, make_session_factory, session_scope
-    from app.errors import Conflict, NotFound
     from app.fleet import retire
 
-    settings = _settings(database_url=database_url)
-    _require_migrated(settings)
-    engine = make_engine(settings.effective_database_url)
-    try:
-        with session_scope(make_session_factory(engine)) as session:
-            retire.return_to_service(session, hostname=hostname)
-    except (NotFound, Conflict) as exc:
-        typer.echo(f"fleetwatch: {exc.detail}", err=True)
-        raise typer.Exit(1) from None
-    finally:
-        engine.dispose()
+    with _session(database_url) as session:
+        retire.return_to_service(session, hostname=hostname)
     typer.echo(f"{hostname} is back in the fleet")
 
 
@@ -257,20 +262,9 @@ def node_return(
 def token_revoke(hostname: str, database_url: DatabaseOpt = None) -> None:
     """Revoke every token of NODE; its agent gets 401 until given a new one."""
     from app.auth import service as auth_service
-    from app.db import make_engine, make_session_factory, session_scope
-    from app.errors import NotFound
 
-    settings = _settings(database_url=database_url)
-    _require_migrated(settings)
-    engine = make_engine(settings.effective_database_url)
-    try:
-        with session_scope(make_session_factory(engine)) as session:
-            count = auth_service.revoke_tokens(session, hostname=hostname)
-    except NotFound as exc:
-        typer.echo(f"fleetwatch: {exc.detail}", err=True)
-        raise typer.Exit(1) from None
-    finally:
-        engine.dispose()
+    with _session(database_url) as session:
+        count = auth_service.revoke_tokens(session, hostname=hostname)
     typer.echo(f"revoked {count} token(s) of {hostname}")
 
 

@@ -34,17 +34,23 @@ from tests.notify_helpers import receiver, wipe_notify
 SECRET_PATH = "/hook/e2e-SECRET-path"
 
 
-@pytest.fixture
-def settings(sqlite_url: str, tmp_path: Path) -> Iterator[Settings]:
+def demo_settings(url: str, tmp_path: Path) -> Iterator[Settings]:
+    """Settings for a server whose jobs evaluate every second and mark nodes stale after 5 s,
+    with webhooks to loopback allowed; the database wiped after."""
     yield make_settings(
-        sqlite_url,
+        url,
         tmp_path,
         alert_eval_interval_s=1,
         stale_after_s=5,
         notify_allow_hosts=["127.0.0.1"],
     )
-    wipe_notify(sqlite_url)
-    wipe(sqlite_url)
+    wipe_notify(url)
+    wipe(url)
+
+
+@pytest.fixture
+def settings(sqlite_url: str, tmp_path: Path) -> Iterator[Settings]:
+    yield from demo_settings(sqlite_url, tmp_path)
 
 
 def serve(settings: Settings) -> tuple[uvicorn.Server, threading.Thread, str]:

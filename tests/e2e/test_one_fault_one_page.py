@@ -8,7 +8,6 @@ the table of the closing note (fault, alerts firing, inhibited, pages)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -16,18 +15,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from agents.fleetspec import FleetNode
 from agents.simfleet import SimFleet
 from app.config import Settings
 from app.demo import add_webhook, apply_default_rules
-from app.main import create_app
-from tests.conftest import make_settings
-from tests.dbs import wipe
+from tests.e2e.test_notify_demo import demo_settings, serve
 from tests.factories import create_token
-from tests.live_server import free_port
-from tests.notify_helpers import receiver, wipe_notify
+from tests.notify_helpers import receiver
 
 #: node → (fault kind, GPU or port index, duration s, Xid, the one alert that pages).
 FAULTS: dict[str, tuple[str, int | None, float, int | None, str]] = {
@@ -43,15 +38,9 @@ FAULTS: dict[str, tuple[str, int | None, float, int | None, str]] = {
 
 @pytest.fixture
 def settings(db_url: str, tmp_path: Path) -> Iterator[Settings]:
-    yield make_settings(
-        db_url,
-        tmp_path,
-        alert_eval_interval_s=1,
-        stale_after_s=5,
-        notify_allow_hosts=["127.0.0.1"],
-    )
-    wipe_notify(db_url)
-    wipe(db_url)
+    """The notification demo's settings (evaluation every second, stale after 5 s, webhooks
+    to loopback), on both backends."""
+    yield from demo_settings(db_url, tmp_path)
 
 
 def pages(bodies: list[dict[str, object]]) -> Counter[tuple[str, str]]:
@@ -84,15 +73,7 @@ def test_every_injected_fault_pages_exactly_once(
     apply_default_rules(settings)
     with receiver() as hook:
         add_webhook(settings, url=hook.url + "/hook", secret=None)
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{port}"
+        server, thread, url = serve(settings)
         nodes = [FleetNode(h, create_token(db_url, h), 8, {"cluster": "e2e"}) for h in FAULTS]
         fleet = SimFleet(
             nodes,
