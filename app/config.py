@@ -106,6 +106,19 @@ class Settings(BaseSettings):
     health_throttle_min_fraction: float = Field(default=0.8, gt=0, le=1)
     health_disk_wait_s: float = Field(default=0.05, gt=0, le=3600)
     health_nfs_rtt_s: float = Field(default=0.1, gt=0, le=3600)
+    health_escalate_after: int = Field(
+        default=2,
+        ge=1,
+        le=100,
+        description="earlier bursts of one finding on one GPU that escalate its repair to "
+        "hardware inspection",
+    )
+    health_escalation_window_s: float = Field(
+        default=7 * 86400.0,
+        gt=0,
+        le=90 * 86400,
+        description="how far back a finding's bursts are counted for escalation",
+    )
     health_refresh_interval_s: float = Field(
         default=2.0,
         ge=0.1,

@@ -60,6 +60,9 @@ class Observation(NamedTuple):
     value: float | None
     met: bool | None
     entity: str
+    #: The entity's suggested repair as one sentence (``{suggested_action}`` in templates;
+    #: :func:`app.health.actions.sentence`), "" for none.
+    action: str = ""
 
 
 @dataclass

@@ -17,7 +17,7 @@ from sqlalchemy import String, Table, bindparam, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from app.alerts import bulk_writes
-from app.alerts.context import Observation, fingerprint, load_context
+from app.alerts.context import EvalContext, Observation, fingerprint, load_context
 from app.alerts.instance_reads import (
     AT,
     ActiveInstanceCache,
@@ -33,6 +33,7 @@ from app.alerts.spec import RuleSpec
 from app.db import utcnow
 from app.fleet import retire
 from app.gc_tuning import without_collection
+from app.health import actions
 from app.health.rules import HealthRules
 from app.notify import outbox as notify_outbox
 from app.series.recent_gpu import RecentGpuSamples
@@ -48,6 +49,8 @@ EVAL_WORK_MEM = "64MB"
 VALUE_REFRESH_S = 60.0
 _VALUE_REFRESH = timedelta(seconds=VALUE_REFRESH_S)
 TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: The template field of an entity's suggested repair (:mod:`app.health.actions`).
+ACTION_FIELD = "{suggested_action}"
 
 
 @dataclass
@@ -117,8 +120,38 @@ def texts(spec: RuleSpec, obs: Observation, labels: dict[str, str]) -> tuple[str
         "entity": obs.entity,
         "value": obs.value,
         "threshold": threshold,
+        "suggested_action": obs.action,
     }
     return render(spec.summary, values), render(spec.description, values)
+
+
+def wants_action(spec: RuleSpec) -> bool:
+    """Whether the rule's texts name ``{suggested_action}``."""
+    return ACTION_FIELD in spec.summary or ACTION_FIELD in spec.description
+
+
+def with_actions(ctx: EvalContext, found: list[Observation]) -> list[Observation]:
+    """``found`` with the suggested repair of each entity whose condition is met, from its
+    current health: a GPU's strongest reason's action (``gpu_uuid`` label), else the node's
+    own reasons' (the stored health, read once per evaluation). Entities not met are left
+    as they are (a threshold rule observes every GPU of the fleet; only met ones become
+    alerts). Health-kind observations carry theirs already."""
+    if not any(obs.met for obs in found):
+        return found
+    health = ctx.health()
+    out = []
+    for obs in found:
+        node = health.get(obs.labels.get("hostname", "")) if obs.met else None
+        if node is None:
+            out.append(obs)
+            continue
+        uuid = obs.labels.get("gpu_uuid")
+        if uuid:
+            chosen = [r.action for g in node.gpus if g.uuid == uuid for r in g.reasons]
+        else:
+            chosen = [r.action for r in node.reasons if r.gpu_index is None]
+        out.append(obs._replace(action=actions.sentence(actions.strongest(chosen))))
+    return out
 
 
 def condition_of(spec: RuleSpec, obs: Observation | None) -> bool | None:
@@ -445,7 +478,10 @@ def evaluate(
 
     def observe_one(item: tuple[int, RuleSpec]) -> tuple[int, RuleSpec, list[Observation]]:
         rule_id, spec = item
-        return rule_id, spec, observe(ctx, spec)
+        found = observe(ctx, spec)
+        if spec.condition.kind != "health" and wants_action(spec):
+            found = with_actions(ctx, found)
+        return rule_id, spec, found
 
     # Rules whose aggregates are read ahead go last, so the reads run while the others are
     # observed; the transitions are then applied in rule order again.

@@ -30,6 +30,7 @@ from app.fleet.service import NodeView
 from app.health import service as health_service
 from app.health.rules import HealthRules, State
 from app.health.schemas import (
+    ActionOut,
     ClusterHealthOut,
     GpuHealthOut,
     GroupHealthOut,
@@ -53,6 +54,22 @@ def _reason(data: dict[str, Any]) -> ReasonOut:
         since=datetime.fromisoformat(since) if since else None,
         evidence=data["evidence"],
         gpu_index=data.get("gpu_index"),
+        action=_action(data.get("action")),
+    )
+
+
+def _action(data: dict[str, Any] | None) -> ActionOut | None:
+    """A stored reason's action (None: none, or an answer stored before actions existed,
+    until the refresher's recheck evaluates the node again)."""
+    if not data:
+        return None
+    return ActionOut.model_construct(
+        code=data["code"],
+        title=data["title"],
+        text=data["text"],
+        source=data["source"],
+        escalated_from=data.get("escalated_from"),
+        occurrences=data.get("occurrences"),
     )
 
 

@@ -1,5 +1,7 @@
 """What the health checks read, loaded for any number of nodes in six statements (events,
-throttling, NVLinks, IB ports, disks, NFS mounts), whatever the fleet size or its freshness.
+throttling, NVLinks, IB ports, disks, NFS mounts), whatever the fleet size or its freshness,
+and a seventh for the nodes with Xid or lost-GPU events: those events over the escalation
+window, from which :mod:`app.health.actions` counts repeats.
 
 Each statement returns only rows that can become a reason (a down link, a slow disk …) or, for
 throttling, one aggregate row per GPU, so its size follows the problems, not the fleet.
@@ -15,7 +17,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.fleet.service import NodeView
-from app.health.rules import HealthRules
+from app.health import reasons
+from app.health.rules import LOST_EVENT_KINDS, HealthRules
 from app.health.statements import statements
 
 
@@ -36,9 +39,14 @@ class Evidence:
     """The rows the checks read, by node id (or GPU id). Rows are SQLAlchemy ``Row`` objects
     with the named columns below; lists are in the order the checks report them."""
 
-    #: node id → events in the window (node_id, gpu_id, kind, xid, occurred_at, pci_bus_id),
-    #: oldest first: Xid events and lost-GPU events.
+    #: node id → events in the window (node_id, gpu_id, kind, xid, occurred_at, pci_bus_id,
+    #: message), oldest first: Xid events and lost-GPU events.
     events: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
+    #: (GPU id, reason code ``xid_<n>`` or ``gpu_lost``) → when it occurred within the
+    #: escalation window, for the nodes with events in the event window (any order).
+    history: dict[tuple[int, str], list[datetime]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     #: GPU id → its throttling counts.
     throttle: dict[int, Throttle] = field(default_factory=dict)
     #: GPU id → its down links (link, sampled_at), by link number.
@@ -69,6 +77,21 @@ def load_evidence(
     since = now - timedelta(seconds=rules.event_window_s)
     for row in session.execute(sql.events, {"ids": ids, "since": since}):
         found.events[row.node_id].append(row)
+    if found.events:
+        with_events = sorted(found.events)
+        back = now - timedelta(seconds=max(rules.escalation_window_s, 0))
+        rows: Any = (
+            session.execute(sql.history, {"ids": with_events, "since": back})
+            if rules.escalation_window_s > rules.event_window_s
+            else (r for n in with_events for r in found.events[n] if r.occurred_at >= back)
+        )
+        for row in rows:
+            if row.gpu_id is None:
+                continue
+            if row.kind in LOST_EVENT_KINDS:
+                found.history[(row.gpu_id, reasons.GPU_LOST)].append(row.occurred_at)
+            elif row.xid is not None:
+                found.history[(row.gpu_id, reasons.xid_code(row.xid))].append(row.occurred_at)
     for gpu_id, samples, n_thermal, thermal_at, n_power, power_at in session.execute(
         sql.throttle, {"ids": ids}
     ):

@@ -93,6 +93,10 @@ class HealthRules:
     throttle_min_fraction: float = 0.8
     disk_wait_s: float = 0.05
     nfs_rtt_s: float = 0.1
+    escalate_after: int = 2
+    escalation_window_s: float = 7 * 86400.0
+    #: Events closer than this are one burst (NVIDIA Fleet Intelligence: 3 minutes).
+    burst_quiet_s: float = 180.0
 
     def xid_state(self, xid: int) -> State | None:
         """The state an Xid causes; None for an ignored (application) Xid. The lists are read
@@ -135,4 +139,6 @@ def rules_from_settings(settings: Settings) -> HealthRules:
         throttle_min_fraction=settings.health_throttle_min_fraction,
         disk_wait_s=settings.health_disk_wait_s,
         nfs_rtt_s=settings.health_nfs_rtt_s,
+        escalate_after=settings.health_escalate_after,
+        escalation_window_s=settings.health_escalation_window_s,
     )

@@ -9,6 +9,24 @@ from pydantic import BaseModel, Field
 from app.health.rules import State
 
 
+class ActionOut(BaseModel):
+    """The suggested repair of a finding (:mod:`app.health.actions`)."""
+
+    code: str = Field(
+        description="watch, restart_app, investigate, check_agent, check_cooling, check_power, "
+        "check_storage, check_fabric, reset_gpu, reboot_node or inspect_hardware"
+    )
+    title: str
+    text: str
+    source: str = Field(description="e.g. 'NVIDIA Xid catalog: RESET_GPU', or 'Fleetwatch'")
+    escalated_from: str | None = Field(
+        default=None, description="the action repeated occurrences escalated from"
+    )
+    occurrences: int | None = Field(
+        default=None, description="bursts of this finding on this GPU in the escalation window"
+    )
+
+
 class ReasonOut(BaseModel):
     """Why a GPU or node is not healthy (or not known to be)."""
 
@@ -18,6 +36,7 @@ class ReasonOut(BaseModel):
     since: datetime | None = Field(description="when the condition was first seen, if known")
     evidence: str = Field(description="page link where the evidence is shown")
     gpu_index: int | None = None
+    action: ActionOut | None = Field(default=None, description="the suggested repair")
 
 
 class GpuHealthOut(BaseModel):

@@ -11,11 +11,12 @@ from sqlalchemy.orm import Session
 from app.db import utcnow
 from app.fleet import service as fleet_service
 from app.fleet.service import NodeView
-from app.health import checks, reasons
+from app.health import actions, checks, reasons
 from app.health.evidence import Evidence, load_evidence
 from app.health.held import hold_since
 from app.health.rules import HealthRules, State, worst
 from app.health.schemas import (
+    ActionOut,
     GpuHealthOut,
     NodeHealthOut,
     ReasonOut,
@@ -60,6 +61,28 @@ def _stale_reason(view: NodeView, rules: HealthRules) -> ReasonOut:
         text=text,
         since=node.last_seen_at,
         evidence=f"/nodes/{node.hostname}",
+        action=actions.suggest(reasons.STALE),
+    )
+
+
+def _action(
+    code: str, gpu_id: int | None, view: NodeView, rules: HealthRules, evidence: Evidence
+) -> ActionOut:
+    """The suggested repair of reason ``code`` of GPU ``gpu_id`` (None: the node's own), with
+    the finding's bursts on that GPU over the escalation window and, for Xid 154, the newest
+    event's message (the driver's recovery action)."""
+    times = evidence.history.get((gpu_id, code), ()) if gpu_id is not None else ()
+    message = None
+    if code == reasons.xid_code(154):
+        for event in evidence.events.get(view.node.id, ()):
+            if event.xid == 154 and event.gpu_id == gpu_id:
+                message = event.message
+    return actions.suggest(
+        code,
+        occurrences=actions.bursts(times, rules.burst_quiet_s),
+        escalate_after=rules.escalate_after,
+        window_s=rules.escalation_window_s,
+        message=message,
     )
 
 
@@ -112,6 +135,7 @@ def evaluate_fresh(view: NodeView, rules: HealthRules, evidence: Evidence) -> No
         reasons = found.get(g.gpu.id, [])
         for reason in reasons:
             reason.gpu_index = g.gpu.index
+            reason.action = _action(reason.code, g.gpu.id, view, rules, evidence)
         gpus.append(
             GpuHealthOut.model_construct(
                 index=g.gpu.index,
@@ -121,6 +145,8 @@ def evaluate_fresh(view: NodeView, rules: HealthRules, evidence: Evidence) -> No
                 reasons=reasons,
             )
         )
+    for reason in found.get(None, []):
+        reason.action = _action(reason.code, None, view, rules, evidence)
     reasons = list(found.get(None, [])) + [r for gh in gpus for r in gh.reasons]
     labels = view.node.labels or {}
     return NodeHealthOut.model_construct(

@@ -1,7 +1,7 @@
-"""The six statements of :func:`app.health.evidence.load_evidence`, built once per pair of
+"""The statements of :func:`app.health.evidence.load_evidence`, built once per pair of
 windows and reused (building and cache-keying them costs more than running them on a small
 fleet). Parameters: ``ids`` (node ids: an array on Postgres, expanding elsewhere), ``since``
-(events), ``disk_wait_s`` and ``nfs_rtt_s`` (thresholds)."""
+(events and their history), ``disk_wait_s`` and ``nfs_rtt_s`` (thresholds)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ class Statements:
     documents them)."""
 
     events: Executable
+    history: Executable
     throttle: Executable
     links: Executable
     ports: Executable
@@ -76,6 +77,7 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
             NodeEvent.xid,
             NodeEvent.occurred_at,
             NodeEvent.pci_bus_id,
+            NodeEvent.message,
         )
         .where(
             _of_ids(NodeEvent.node_id, dialect),
@@ -83,6 +85,17 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
             or_(NodeEvent.kind == "xid", NodeEvent.kind.in_(LOST_EVENT_KINDS)),
         )
         .order_by(NodeEvent.occurred_at, NodeEvent.id),
+        history=select(
+            NodeEvent.gpu_id,
+            NodeEvent.kind,
+            NodeEvent.xid,
+            NodeEvent.occurred_at,
+        ).where(
+            _of_ids(NodeEvent.node_id, dialect),
+            NodeEvent.occurred_at >= bindparam("since", type_=UTCDateTime()),
+            NodeEvent.gpu_id.is_not(None),
+            or_(NodeEvent.kind == "xid", NodeEvent.kind.in_(LOST_EVENT_KINDS)),
+        ),
         throttle=gpu_history.bit_counts(
             "clocks_event_reasons",
             (THERMAL_BITS, HEALTH_POWER_BITS),

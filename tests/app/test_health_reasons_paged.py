@@ -54,6 +54,17 @@ def test_every_health_reason_has_a_default_rule_that_pages(reason: reasons.Reaso
     assert paged, f"health reason {reason.code} has no default alert rule"
 
 
+@pytest.mark.parametrize("reason", reasons.REASONS, ids=lambda r: r.code)
+def test_every_rule_that_pages_a_health_reason_carries_its_suggested_repair(
+    reason: reasons.Reason,
+) -> None:
+    names = [s.name for s in health_rules_for(reason)]
+    if reason.code in JUDGED_ALIKE:
+        names.append(JUDGED_ALIKE[reason.code])
+    for name in names:
+        assert "{suggested_action}" in PACK[name].description, name
+
+
 def test_xids_page_as_health_counts_them_whatever_the_lists_say() -> None:
     """An Xid pages critical while health counts it Unhealthy and as a warning while Degraded,
     for the lists in force (an operator moving Xid 94 to the Unhealthy list makes it

@@ -261,3 +261,56 @@ def test_high_disk_wait_or_nfs_rtt_makes_the_node_degraded(server: LiveServer, d
     assert "nvme1n1" in health["reasons"][0]["text"]
     assert "/home" in health["reasons"][0]["text"]
     assert health["reasons"][0]["gpu_index"] is None
+
+
+def test_each_reason_carries_its_suggested_repair_and_repeats_escalate(
+    server: LiveServer, db_url: str
+) -> None:
+    """Xid 79 on GPU 1 in three bursts over three days (two reboots did not hold): hardware
+    inspection; the same Xid once on GPU 0: reboot; Xid 154's own recovery action wins; the
+    node page shows each with its source."""
+    gpus = [gpu(0), gpu(1), gpu(2)]
+    now = datetime.now(UTC)
+    repeated = []
+    for days_ago in (3, 2, 0):
+        for seconds in (40, 30):  # two lines 10 s apart: one burst
+            event = xid_event(79, gpus[1])
+            event["occurred_at"] = iso(now - timedelta(days=days_ago, seconds=seconds))
+            repeated.append(event)
+    recovery = xid_event(154, gpus[2])
+    recovery["message"] = (
+        f"NVRM: Xid (PCI:{gpus[2]['pci_bus_id']}): 154, GPU recovery action changed from 0x0 "
+        "(None) to 0x2 (Node Reboot Required)"
+    )
+    events = [*repeated, xid_event(79, gpus[0]), recovery]
+    ingest(server, db_url, batch(gpus=gpus, events=events))
+
+    health = node_health(server)
+
+    once, thrice = health["gpus"][0]["reasons"][0], health["gpus"][1]["reasons"][0]
+    assert (once["code"], thrice["code"]) == ("xid_79", "xid_79")
+    assert "×2 in the last 24 h" in thrice["text"]  # the event window counts lines
+    assert once["action"] == {
+        "code": "reboot_node",
+        "title": "Drain the node and reboot it",
+        "text": "fallen off the bus: drain the node and power-cycle it (a GPU reset cannot "
+        "reach it)",
+        "source": "NVIDIA Xid catalog: RESTART_BM",
+        "escalated_from": None,
+        "occurrences": 1,
+    }
+    action = thrice["action"]
+    assert (action["code"], action["escalated_from"], action["occurrences"]) == (
+        "inspect_hardware",
+        "reboot_node",
+        3,
+    )
+    assert "seen 3 times in 7 days" in action["text"]
+    driver = health["gpus"][2]["reasons"][0]["action"]
+    assert (driver["code"], driver["source"]) == ("reboot_node", "NVIDIA Xid catalog: XID_154_EVAL")
+    assert "0x2 (Node Reboot Required)" in driver["text"]
+
+    page = httpx.get(f"{server.url}/nodes/node-a", timeout=30)
+    assert page.status_code == 200
+    assert "escalated from reboot node" in page.text
+    assert "→ inspect hardware" in page.text and "NVIDIA Xid catalog: RESTART_BM" in page.text

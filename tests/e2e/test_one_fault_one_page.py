@@ -67,6 +67,30 @@ def resolved(bodies: list[dict[str, object]]) -> set[tuple[str, str]]:
     return out
 
 
+#: node → words of the suggested repair its page must carry (app.health.actions).
+ACTIONS: dict[str, str] = {
+    "lost-001": "drain the node and power-cycle it",
+    "xid79-001": "drain the node and power-cycle it",
+    "xid48-001": "double-bit ECC: drain the GPU and reset it",
+    "xid94-001": "contained ECC error: restart the job",
+    "nvlink-001": "reset the GPU",
+    "ib-001": "reseat or replace the cable or transceiver",
+    "stop-001": "its fleetwatch-agent runs",
+}
+
+
+def actions_paged(bodies: list[dict[str, object]]) -> dict[str, str]:
+    """hostname → the description of its firing notice."""
+    out = {}
+    for body in bodies:
+        alerts = body["alerts"]
+        assert isinstance(alerts, list)
+        for a in alerts:
+            if a["status"] == "firing":
+                out[a["labels"]["hostname"]] = a["annotations"].get("description", "")
+    return out
+
+
 def test_every_injected_fault_pages_exactly_once(
     settings: Settings, db_url: str, tmp_path: Path
 ) -> None:
@@ -108,6 +132,7 @@ def test_every_injected_fault_pages_exactly_once(
             server.should_exit = True
             thread.join(timeout=15)
         got = pages(hook.bodies())
+        described = actions_paged(hook.bodies())
 
     print(f"\nevery fault paged within {paged_at:.1f} s of injection ({db_url.split(':')[0]})")
     print("| fault | alerts firing | inhibited | pages |")
@@ -124,3 +149,7 @@ def test_every_injected_fault_pages_exactly_once(
     assert {("lost-001", "gpu-critical-xid"), ("xid79-001", "gpu-critical-xid")} <= still
     for host, fault in FAULTS.items():
         assert [(name, n) for (h, name), n in got.items() if h == host] == [(fault[4], 1)], host
+    # Every page carries the finding's suggested repair.
+    for host, words in ACTIONS.items():
+        assert "Suggested action: " in described[host], (host, described[host])
+        assert words in described[host], (host, described[host])

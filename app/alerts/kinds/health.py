@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 from app.alerts.context import EvalContext, Observation
 from app.alerts.spec import HealthCondition, RuleSpec
+from app.health import actions
 from app.health.rules import SEVERITY, State
+from app.health.schemas import ActionOut
 
 _CACHE = "health_index"
 
@@ -24,6 +26,7 @@ class Entry:
     uuid: str | None
     state: State
     codes: tuple[str, ...]
+    actions: tuple[ActionOut | None, ...]
 
 
 def index(ctx: EvalContext) -> dict[tuple[str, str], list[Entry]]:
@@ -40,14 +43,16 @@ def index(ctx: EvalContext) -> dict[tuple[str, str], list[Entry]]:
         if node is None:
             continue
         codes = tuple(r.code for r in health.reasons)
-        entry = Entry(hostname, node.id, None, None, health.state, codes)
+        acts = tuple(r.action for r in health.reasons)
+        entry = Entry(hostname, node.id, None, None, health.state, codes, acts)
         out.setdefault(("node", health.state.value), []).append(entry)
         for gpu in health.gpus:
             gpu_id = uuids.get(gpu.uuid)
             if gpu_id is None:
                 continue
             codes = tuple(r.code for r in gpu.reasons)
-            entry = Entry(hostname, node.id, gpu_id, gpu.uuid, gpu.state, codes)
+            acts = tuple(r.action for r in gpu.reasons)
+            entry = Entry(hostname, node.id, gpu_id, gpu.uuid, gpu.state, codes, acts)
             out.setdefault(("gpu", gpu.state.value), []).append(entry)
     ctx.cache[_CACHE] = out
     return out
@@ -76,6 +81,7 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
             assert e.uuid is not None
             labels = ctx.gpu_labels(e.gpu_id)
             identity, entity = (e.hostname, e.uuid), ctx.gpu_entity(e.gpu_id)
+        chosen = [a for c, a in zip(e.codes, e.actions, strict=True) if cond.matches((c,))]
         out.append(
             Observation(
                 {**labels, "health": e.state.value},
@@ -83,6 +89,7 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
                 float(SEVERITY[e.state]),
                 True,
                 entity,
+                actions.sentence(actions.strongest(chosen)),
             )
         )
     return out

@@ -1,0 +1,133 @@
+"""Suggested repair actions (app.health.actions): every health reason has one, Xids follow the
+catalog's buckets, Xid 154 follows the driver's recovery action (from the real kernel lines),
+and repeats on one GPU escalate to hardware inspection."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agents.kernel.xid import parse_kernel_log
+from app.health import actions, reasons
+from app.health.rules import XID_DEGRADED, XID_IGNORED, XID_UNHEALTHY
+from tests.shared_fixtures import fixture_path
+
+T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+
+
+def test_every_health_reason_has_an_action_of_the_vocabulary() -> None:
+    for reason in reasons.REASONS:
+        code = reasons.xid_code(79) if reason.code == reasons.XID_FAMILY else reason.code
+        action = actions.suggest(code)
+        assert action.code in actions.RANK, reason.code
+        assert action.code != "investigate", f"{reason.code} has no action of its own"
+        assert action.text and action.title
+
+
+def test_every_xid_of_the_health_lists_has_a_catalog_entry() -> None:
+    for xid in (*XID_UNHEALTHY, *XID_DEGRADED, *XID_IGNORED):
+        assert xid in actions.XID_ACTIONS, xid
+        assert actions.suggest(reasons.xid_code(xid)).source.startswith("NVIDIA Xid catalog: ")
+
+
+@pytest.mark.parametrize(
+    ("xid", "code", "bucket"),
+    [
+        (13, "restart_app", "RESTART_APP"),
+        (48, "reset_gpu", "RESET_GPU"),
+        (64, "inspect_hardware", "CONTACT_SUPPORT"),
+        (74, "reset_gpu", "WORKFLOW_NVLINK_ERR"),
+        (79, "reboot_node", "RESTART_BM"),
+        (94, "restart_app", "RESTART_APP"),
+        (145, "reset_gpu", "WORKFLOW_NVLINK5_ERR"),
+        (9999, "investigate", "CONTACT_SUPPORT"),
+    ],
+)
+def test_xids_take_the_catalog_bucket(xid: int, code: str, bucket: str) -> None:
+    action = actions.suggest(reasons.xid_code(xid), occurrences=1)
+    assert (action.code, action.source) == (code, f"NVIDIA Xid catalog: {bucket}")
+    assert action.escalated_from is None
+
+
+def test_bursts_count_gaps_longer_than_the_quiet_period() -> None:
+    times = [T0 + timedelta(seconds=s) for s in (0, 60, 170, 400, 3600, 3601)]
+    assert actions.bursts(reversed(times), 180) == 3  # any order
+    assert actions.bursts([], 180) == 0
+    assert actions.bursts([T0, T0], 180) == 1
+    assert actions.bursts([T0, T0 + timedelta(seconds=180)], 180) == 1
+    assert actions.bursts([T0, T0 + timedelta(seconds=181)], 180) == 2
+
+
+def test_a_repair_that_does_not_hold_escalates_to_hardware_inspection() -> None:
+    # Xid 79: reboot, reboot, then (two reboots did not hold) hardware inspection.
+    assert actions.suggest("xid_79", occurrences=1).code == "reboot_node"
+    assert actions.suggest("xid_79", occurrences=2).code == "reboot_node"
+    third = actions.suggest("xid_79", occurrences=3, window_s=7 * 86400)
+    assert (third.code, third.escalated_from, third.occurrences) == (
+        "inspect_hardware",
+        "reboot_node",
+        3,
+    )
+    assert "3 times in 7 days" in third.text and "after a reboot" in third.text
+    assert third.source == "NVIDIA Xid catalog: RESTART_BM, escalated by Fleetwatch"
+    # A team that escalates after one repair.
+    assert actions.suggest("xid_79", occurrences=2, escalate_after=1).code == "inspect_hardware"
+    # A repeated double-bit ECC escalates at its second burst (NVSentinel's repeated Xid 48).
+    assert actions.suggest("xid_48", occurrences=2).code == "inspect_hardware"
+    # A lost GPU counts like Xid 79; "watch" and reasons never counted do not escalate.
+    assert actions.suggest("gpu_lost", occurrences=3).escalated_from == "reboot_node"
+    assert actions.suggest("xid_45", occurrences=9).code == "watch"
+    assert actions.suggest("xid_64", occurrences=9).escalated_from is None
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "words"),
+    [
+        ("xid79-fallen-off-bus-then-xid154-os-reboot-gpu-is-lost.log", "reboot_node", "OS Reboot"),
+        ("xid51-bad-tsg-then-xid154-pf-flr-reset-required.log", "reset_gpu", "PF FLR"),
+    ],
+)
+def test_xid_154_follows_the_drivers_recovery_action(name: str, code: str, words: str) -> None:
+    lines = fixture_path(f"xid/{name}").read_text(encoding="utf-8", errors="replace")
+    events = [e for e in parse_kernel_log(lines.splitlines()) if e.get("xid") == 154]
+    assert len(events) == 1
+    action = actions.suggest("xid_154", occurrences=1, message=events[0]["message"])
+    assert action.code == code
+    assert words in action.text
+    assert action.source == "NVIDIA Xid catalog: XID_154_EVAL"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        None,
+        "",
+        "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to",
+        "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 to 0xZZ",
+        "\x00\xff garbage",
+    ],
+)
+def test_xid_154_without_a_readable_recovery_action_keeps_the_catalog_entry(
+    message: str | None,
+) -> None:
+    action = actions.suggest("xid_154", occurrences=1, message=message)
+    assert action.code == "reset_gpu"
+    assert "driver asks" in action.text
+
+
+def test_an_unknown_recovery_action_code_is_investigated() -> None:
+    message = "GPU recovery action changed from 0x0 (None) to 0x1f (Something New)"
+    assert actions.recovery_action(message) == (0x1F, "Something New")
+    assert actions.suggest("xid_154", message=message).code == "investigate"
+
+
+def test_the_strongest_action_and_its_sentence() -> None:
+    found = [actions.suggest(c) for c in ("thermal_throttle", "xid_79", "xid_13")]
+    best = actions.strongest([None, *found])
+    assert best is not None and best.code == "reboot_node"
+    assert actions.strongest([]) is None
+    assert actions.sentence(None) == ""
+    line = actions.sentence(best)
+    assert line.startswith("Suggested action: fallen off the bus: drain the node")
+    assert line.endswith("(NVIDIA Xid catalog: RESTART_BM).")
