@@ -113,6 +113,13 @@ class Settings(BaseSettings):
         description="earlier bursts of one finding on one GPU that escalate its repair to "
         "hardware inspection",
     )
+    incident_quiet_s: float = Field(
+        default=180.0,
+        ge=1,
+        le=86400,
+        description="a node's fault events closer than this are one incident; it closes "
+        "after this long without one",
+    )
     health_escalation_window_s: float = Field(
         default=7 * 86400.0,
         gt=0,

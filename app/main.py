@@ -36,6 +36,8 @@ from app.gpus import router as gpu_router
 from app.health import router as health_router
 from app.health.jobs import HealthRefresher
 from app.health.rules import rules_from_settings
+from app.incidents import pages as incident_pages
+from app.incidents import router as incidents_router
 from app.ingest import router as ingest_router
 from app.job_lock import once_per_database
 from app.migrate import is_up_to_date
@@ -244,6 +246,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     for feature in (storage_router, nic_router, nvlink_router, topology_router, health_router):
         app.include_router(feature.router)
     app.include_router(alerts_router.router)
+    app.include_router(incidents_router.router)
+    app.include_router(incident_pages.router)
     app.include_router(notify_router.router)
     app.include_router(notify_pages.router)
     app.include_router(notify_ui_pages.router)

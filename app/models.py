@@ -12,6 +12,7 @@ from app.auth.models import NodeToken
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
 from app.health.models import NodeHealthState
+from app.incidents.models import Incident, IncidentEvent
 from app.ingest.models import IngestBatch
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyDestination, NotifyRoute
 from app.series import models as series_models  # every sample table
@@ -24,6 +25,8 @@ __all__ = [
     "AlertRule",
     "AlertSilence",
     "Gpu",
+    "Incident",
+    "IncidentEvent",
     "IngestBatch",
     "Node",
     "NodeEvent",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.alerts.models import AlertAck, AlertEvent, AlertInstance, AlertRule, AlertSilence
@@ -38,6 +38,35 @@ def list_alerts(
         stmt = stmt.where(AlertRule.owner_team == owner_team)
     stmt = stmt.order_by(AlertInstance.last_evaluated_at.desc(), AlertInstance.id).limit(limit)
     return [(i, r) for i, r in session.execute(stmt)]
+
+
+def alerts_of_host(
+    session: Session, *, hostname: str, since: datetime, until: datetime, limit: int = 100
+) -> list[tuple[AlertInstance, AlertRule, datetime]]:
+    """Instances of ``hostname`` (its node or GPUs, label ``hostname``) that turned pending or
+    firing between ``since`` and ``until`` (their transitions, so an alert resolved since is
+    found too), with the first such time, oldest first: what an incident over that span
+    caused."""
+    first = func.min(AlertEvent.at).label("first_at")
+    started = (
+        select(AlertEvent.instance_id, first)
+        .where(
+            AlertEvent.labels["hostname"].as_string() == hostname,
+            AlertEvent.to_state.in_(("pending", "firing")),
+            AlertEvent.at >= since,
+            AlertEvent.at <= until,
+        )
+        .group_by(AlertEvent.instance_id)
+        .subquery("started")
+    )
+    stmt = (
+        select(AlertInstance, AlertRule, started.c.first_at)
+        .join(started, started.c.instance_id == AlertInstance.id)
+        .join(AlertRule, AlertRule.id == AlertInstance.rule_id)
+        .order_by(started.c.first_at, AlertInstance.id)
+        .limit(limit)
+    )
+    return [(i, r, at) for i, r, at in session.execute(stmt)]
 
 
 def get_alert(session: Session, *, alert_id: int) -> tuple[AlertInstance, AlertRule]:

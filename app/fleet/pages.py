@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -21,6 +22,7 @@ from app.fleet import service as fleet_service
 from app.fleet.charts import PRESETS
 from app.health import service as health_service
 from app.health.rules import rules_from_settings
+from app.incidents import service as incidents_service
 from app.nics import service as nic_service
 from app.nvlinks import service as nvlink_service
 from app.overview.context import overview_context
@@ -38,6 +40,9 @@ LABEL_COLUMNS = ("cluster", "ib_pod", "rack", "team")
 SORTS = {"hostname": "Hostname", "health": "Unhealthy first"}
 SKEW_SHOWN_ABOVE_S = 2.0
 EVENTS_SHOWN = 50
+#: The node page's incidents: the last week's, newest first.
+INCIDENTS_SHOWN = 20
+INCIDENTS_SHOWN_S = timedelta(days=7)
 TOPOLOGY_CHANGES = 5
 SLOW_IO_S = 0.02  # disk wait or NFS RTT from which the node page marks storage as slow
 FULL_PCT = 90.0  # filesystem use from which the node page marks it as nearly full
@@ -229,6 +234,14 @@ def _node_context(request: Request, session: Session, hostname: str) -> dict[str
         "health": health,
         "gpu_health": {g.index: g for g in health.gpus},
         "events": event_service.list_node_events(session, node_id=view.node.id, limit=EVENTS_SHOWN),
+        "incidents": incidents_service.list_incidents(
+            session,
+            quiet_s=request.app.state.settings.incident_quiet_s,
+            now=now,
+            hostname=view.node.hostname,
+            since=now - INCIDENTS_SHOWN_S,
+            limit=INCIDENTS_SHOWN,
+        ),
         "gpu_links": nvlink_service.group_by_gpu(
             gpus, nvlink_service.list_latest_links(session, gpus=gpus)
         ),

@@ -215,6 +215,18 @@ REASON_ACTIONS: dict[str, tuple[str, str]] = {
 COUNTED = frozenset({reasons.GPU_LOST})
 
 
+#: Catalog Xids that leave the running jobs alone: a row remapping recorded for the next reset
+#: (63), a high single-bit ECC rate (92).
+NOT_JOB_FATAL = frozenset({63, 92})
+
+
+def ends_jobs(xid: int) -> bool:
+    """Whether Xid ``xid`` ends the jobs on its GPU: every catalog Xid that asks for a
+    restart of the application or more (:data:`XID_ACTIONS`) but :data:`NOT_JOB_FATAL`; an
+    Xid the table does not list is not claimed to."""
+    return xid in XID_ACTIONS and xid not in NOT_JOB_FATAL
+
+
 def bursts(times: Iterable[datetime], quiet_s: float) -> int:
     """How many bursts ``times`` (any order) make: a gap longer than ``quiet_s`` seconds
     starts a new one. 0 for no times."""

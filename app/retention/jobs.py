@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_scope, utcnow
 from app.events.models import NodeEvent
+from app.incidents import service as incidents_service
 from app.ingest.models import IngestBatch
 from app.series import retention as series_retention
 
@@ -52,6 +53,8 @@ def prune(
     for table, statement in statements.items():
         result = cast(CursorResult[Any], session.execute(statement))
         deleted[table] = int(result.rowcount or 0)
+    # Incidents last as long as their events (an incident's events are deleted with it).
+    deleted["incident"] = incidents_service.prune(session, cutoff=cutoff)
     return deleted
 
 

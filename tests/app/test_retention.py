@@ -16,7 +16,8 @@ def test_prune_deletes_samples_sections_events_and_batch_ids_past_retention(
     server: LiveServer, db_url: str
 ) -> None:
     token = create_token(db_url, "node-a")
-    event = {"occurred_at": datetime.now(UTC).isoformat(), "kind": "xid", "xid": 13}
+    # An Xid 48: it opens an incident, which goes with its event.
+    event = {"occurred_at": datetime.now(UTC).isoformat(), "kind": "xid", "xid": 48}
     payload = with_sections(batch(samples_per_gpu=2, events=[event]), datetime.now(UTC))
     post_batch(server.url, token, payload)
     sections = {"nvlink_sample": 36, "disk_sample": 2, "mount_sample": 2, "nfs_sample": 1}
@@ -31,17 +32,15 @@ def test_prune_deletes_samples_sections_events_and_batch_ids_past_retention(
     blocks = {f"{raw}_block": 0 for raw in ("gpu_sample", *sections)}  # nothing compacted here
     # Each entity's current state goes with its last reading (one per entity here).
     latest = {f"{raw}_latest": sections[raw] for raw in sections}
-    assert kept == {"gpu_sample": 0, "node_event": 0, "ingest_batch": 0} | blocks | dict.fromkeys(
-        [*sections, *latest], 0
-    )
+    kept_rows = {"gpu_sample": 0, "node_event": 0, "ingest_batch": 0, "incident": 0}
+    assert kept == kept_rows | blocks | dict.fromkeys([*sections, *latest], 0)
     assert counts(db_url) == {"samples": 4, "events": 1, "batches": 1}
     with session_scope(factory) as session:
         gone = prune(session, retention_days=1, now=datetime.now(UTC) + timedelta(days=2))
     engine.dispose()
     gone.pop("sample_arrival")
-    assert (
-        gone == {"gpu_sample": 4, "node_event": 1, "ingest_batch": 1} | blocks | sections | latest
-    )
+    gone_rows = {"gpu_sample": 4, "node_event": 1, "ingest_batch": 1, "incident": 1}
+    assert gone == gone_rows | blocks | sections | latest
     assert counts(db_url) == {"samples": 0, "events": 0, "batches": 0}
     left = section_counts(db_url)
     assert {name: left[name] for name in sections} == dict.fromkeys(sections, 0)

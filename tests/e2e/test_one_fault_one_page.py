@@ -127,6 +127,15 @@ def test_every_injected_fault_pages_exactly_once(
                 time.sleep(0.5)
             time.sleep(8.0)
             after = httpx.get(f"{url}/api/v1/alerts", timeout=10).json()
+            grouped = {
+                host: [
+                    httpx.get(f"{url}/api/v1/incidents/{i['id']}", timeout=10).json()
+                    for i in httpx.get(
+                        f"{url}/api/v1/incidents", params={"node": host}, timeout=10
+                    ).json()
+                ]
+                for host in ("xid79-001", "xid48-001", "xid94-001")
+            }
         finally:
             fleet.stop(timeout_s=20)
             server.should_exit = True
@@ -149,6 +158,11 @@ def test_every_injected_fault_pages_exactly_once(
     assert {("lost-001", "gpu-critical-xid"), ("xid79-001", "gpu-critical-xid")} <= still
     for host, fault in FAULTS.items():
         assert [(name, n) for (h, name), n in got.items() if h == host] == [(fault[4], 1)], host
+    # Each Xid fault is one incident holding its Xid and the alert that paged for it.
+    for host, found in grouped.items():
+        assert len(found) == 1, (host, found)
+        assert FAULTS[host][3] in found[0]["xids"], (host, found[0])
+        assert FAULTS[host][4] in {a["rule"] for a in found[0]["alerts"]}, (host, found[0])
     # Every page carries the finding's suggested repair.
     for host, words in ACTIONS.items():
         assert "Suggested action: " in described[host], (host, described[host])

@@ -1,0 +1,55 @@
+"""Pydantic models of the incidents API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+
+class IncidentOut(BaseModel):
+    """One incident: a node's related fault events (app.incidents)."""
+
+    id: int
+    hostname: str
+    open: bool = Field(description="an event came within the quiet period of now")
+    opened_at: datetime = Field(description="its first event")
+    last_event_at: datetime
+    closes_at: datetime = Field(description="last_event_at + the quiet period")
+    event_count: int
+    gpu_indexes: list[int]
+    xids: list[int]
+    kinds: list[str] = Field(description="event kinds: xid, gpu_lost, gpu_fallen_off_bus")
+    state: str = Field(description="the worst health state its events cause")
+    job_fatal: bool = Field(description="an event of it ends the jobs on its GPU")
+    action_code: str = Field(description="its strongest suggested repair (app.health.actions)")
+    action_text: str
+
+
+class IncidentEventOut(BaseModel):
+    """One event of an incident."""
+
+    occurred_at: datetime
+    kind: str
+    xid: int | None
+    gpu_index: int | None
+    pci_bus_id: str | None
+    message: str | None
+
+
+class IncidentAlertOut(BaseModel):
+    """An alert the incident caused: pending or firing on its node within its span."""
+
+    id: int
+    rule: str
+    severity: str
+    state: str = Field(description="its state now")
+    summary: str
+    started_at: datetime = Field(description="when it turned pending or firing")
+
+
+class IncidentDetailOut(IncidentOut):
+    """An incident with its events and the alerts it caused."""
+
+    events: list[IncidentEventOut]
+    alerts: list[IncidentAlertOut]

@@ -1,0 +1,225 @@
+"""Grouping fault events into incidents, and reading them.
+
+:func:`absorb` runs in the ingest's transaction, under the node's row lock, after a batch with
+events is stored: it takes the node's fault events (Xid and lost-GPU events) not examined yet
+and, oldest first, adds each to the node's incident it falls within the quiet period of, or
+opens one. An event that causes no health finding (an application Xid such as 13 or 31, per
+the Xid lists in force) joins an incident around it but opens none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, exists, select
+from sqlalchemy.orm import Session
+
+from app.errors import NotFound
+from app.events.models import NodeEvent
+from app.fleet.models import Gpu, Node
+from app.health import actions, reasons
+from app.health.rules import LOST_EVENT_KINDS, SEVERITY, HealthRules, State
+from app.incidents.models import Incident, IncidentEvent
+
+#: How far back :func:`absorb` looks for events not examined yet (a batch replayed from an
+#: agent's spool after a day-long outage still groups what it brings).
+LOOKBACK = timedelta(days=1)
+FAULT_KINDS = ("xid", *sorted(LOST_EVENT_KINDS))
+
+
+def _finding(event: Any, rules: HealthRules) -> tuple[State | None, str | None]:
+    """(health state, reason code) an event causes: a lost GPU is Unhealthy (``gpu_lost``), an
+    Xid as the lists in force say (None for an application Xid), anything else none."""
+    if event.kind in LOST_EVENT_KINDS:
+        return State.UNHEALTHY, reasons.GPU_LOST
+    if event.xid is None:
+        return None, None
+    return rules.xid_state(event.xid), reasons.xid_code(event.xid)
+
+
+def _add(incident: Incident, event: Any, gpu_index: int | None, rules: HealthRules) -> None:
+    """Fold ``event`` into ``incident``'s span, lists, state, job-fatal flag and action."""
+    incident.opened_at = min(incident.opened_at, event.occurred_at)
+    incident.last_event_at = max(incident.last_event_at, event.occurred_at)
+    incident.event_count += 1
+    if gpu_index is not None and gpu_index not in incident.gpu_indexes:
+        incident.gpu_indexes = sorted([*incident.gpu_indexes, gpu_index])
+    if event.xid is not None and event.xid not in incident.xids:
+        incident.xids = sorted([*incident.xids, event.xid])
+    if event.kind not in incident.kinds:
+        incident.kinds = sorted([*incident.kinds, event.kind])
+    state, code = _finding(event, rules)
+    if state is not None and SEVERITY[state] > SEVERITY[State(incident.state)]:
+        incident.state = state.value
+    fatal = event.kind in LOST_EVENT_KINDS or (
+        event.xid is not None and actions.ends_jobs(event.xid)
+    )
+    incident.job_fatal = incident.job_fatal or fatal
+    if code is not None:
+        action = actions.suggest(code, message=event.message)
+        if actions.RANK[action.code] > actions.RANK.get(incident.action_code, -1):
+            incident.action_code, incident.action_text = action.code, action.text
+
+
+def absorb(
+    session: Session, *, node_id: int, rules: HealthRules, quiet_s: float, now: datetime
+) -> int:
+    """Group the node's fault events not examined yet into its incidents; returns how many
+    events joined one. Idempotent: every examined event gets its ``incident_event`` row."""
+    examined = exists().where(IncidentEvent.event_id == NodeEvent.id)
+    pending = session.execute(
+        select(
+            NodeEvent.id,
+            NodeEvent.gpu_id,
+            NodeEvent.occurred_at,
+            NodeEvent.kind,
+            NodeEvent.xid,
+            NodeEvent.message,
+        )
+        .where(
+            NodeEvent.node_id == node_id,
+            NodeEvent.kind.in_(FAULT_KINDS),
+            NodeEvent.received_at >= now - LOOKBACK,
+            ~examined,
+        )
+        .order_by(NodeEvent.occurred_at, NodeEvent.id)
+    ).all()
+    if not pending:
+        return 0
+    quiet = timedelta(seconds=quiet_s)
+    indexes = dict(session.execute(select(Gpu.id, Gpu.index).where(Gpu.node_id == node_id)).all())
+    open_ones = list(
+        session.scalars(
+            select(Incident)
+            .where(
+                Incident.node_id == node_id,
+                Incident.last_event_at >= pending[0].occurred_at - quiet,
+                Incident.opened_at <= pending[-1].occurred_at + quiet,
+            )
+            .order_by(Incident.opened_at)
+        )
+    )
+    joined = 0
+    links = []
+    for event in pending:
+        incident = next(
+            (
+                i
+                for i in reversed(open_ones)
+                if i.opened_at - quiet <= event.occurred_at <= i.last_event_at + quiet
+            ),
+            None,
+        )
+        if incident is None and _finding(event, rules)[0] is not None:
+            incident = Incident(
+                node_id=node_id,
+                opened_at=event.occurred_at,
+                last_event_at=event.occurred_at,
+                event_count=0,
+                gpu_indexes=[],
+                xids=[],
+                kinds=[],
+                state=State.DEGRADED.value,
+                job_fatal=False,
+                action_code="watch",
+                action_text=actions.TITLES["watch"].lower(),
+                updated_at=now,
+            )
+            session.add(incident)
+            open_ones.append(incident)
+        if incident is not None:
+            _add(incident, event, indexes.get(event.gpu_id), rules)
+            incident.updated_at = now
+            joined += 1
+        links.append((event.id, incident))
+    session.flush()
+    session.add_all(
+        IncidentEvent(event_id=event_id, incident_id=i.id if i is not None else None)
+        for event_id, i in links
+    )
+    session.flush()
+    return joined
+
+
+@dataclass(frozen=True)
+class IncidentRow:
+    """An incident with its node's hostname and whether it is still open at ``now``."""
+
+    incident: Incident
+    hostname: str
+    open: bool
+    closes_at: datetime
+
+
+def _row(incident: Incident, hostname: str, quiet_s: float, now: datetime) -> IncidentRow:
+    closes_at = incident.last_event_at + timedelta(seconds=quiet_s)
+    return IncidentRow(incident, hostname, closes_at > now, closes_at)
+
+
+def list_incidents(
+    session: Session,
+    *,
+    quiet_s: float,
+    now: datetime,
+    hostname: str | None = None,
+    status: str | None = None,
+    since: datetime | None = None,
+    limit: int = 200,
+) -> list[IncidentRow]:
+    """Incidents newest first (by their last event): of ``hostname``, ``open`` or ``closed``
+    at ``now``, with an event since ``since``; retired nodes' included (their history)."""
+    stmt = select(Incident, Node.hostname).join(Node, Node.id == Incident.node_id)
+    boundary = now - timedelta(seconds=quiet_s)
+    if hostname is not None:
+        stmt = stmt.where(Node.hostname == hostname)
+    if status == "open":
+        stmt = stmt.where(Incident.last_event_at > boundary)
+    elif status == "closed":
+        stmt = stmt.where(Incident.last_event_at <= boundary)
+    if since is not None:
+        stmt = stmt.where(Incident.last_event_at >= since)
+    stmt = stmt.order_by(Incident.last_event_at.desc(), Incident.id.desc()).limit(limit)
+    return [_row(i, h, quiet_s, now) for i, h in session.execute(stmt)]
+
+
+def get_incident(
+    session: Session, *, incident_id: int, quiet_s: float, now: datetime
+) -> tuple[IncidentRow, list[Any]]:
+    """One incident and its events, oldest first (id, occurred_at, kind, xid, gpu index,
+    PCI bus id, message).
+
+    Raises:
+        NotFound: no such incident.
+    """
+    found = session.execute(
+        select(Incident, Node.hostname)
+        .join(Node, Node.id == Incident.node_id)
+        .where(Incident.id == incident_id)
+    ).first()
+    if found is None:
+        raise NotFound(f"no incident {incident_id}")
+    events = session.execute(
+        select(
+            NodeEvent.id,
+            NodeEvent.occurred_at,
+            NodeEvent.kind,
+            NodeEvent.xid,
+            Gpu.index.label("gpu_index"),
+            NodeEvent.pci_bus_id,
+            NodeEvent.message,
+        )
+        .join(IncidentEvent, IncidentEvent.event_id == NodeEvent.id)
+        .outerjoin(Gpu, Gpu.id == NodeEvent.gpu_id)
+        .where(IncidentEvent.incident_id == incident_id)
+        .order_by(NodeEvent.occurred_at, NodeEvent.id)
+    ).all()
+    return _row(found[0], found[1], quiet_s, now), list(events)
+
+
+def prune(session: Session, *, cutoff: datetime) -> int:
+    """Delete incidents whose last event is older than ``cutoff`` (the event retention: their
+    events are gone too); returns how many."""
+    result = session.execute(delete(Incident).where(Incident.last_event_at < cutoff))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]

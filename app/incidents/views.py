@@ -1,0 +1,84 @@
+"""Incidents as the API and pages show them: rows and details with the alerts they caused."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from app.alerts import service as alerts_service
+from app.incidents import service
+from app.incidents.schemas import (
+    IncidentAlertOut,
+    IncidentDetailOut,
+    IncidentEventOut,
+    IncidentOut,
+)
+
+#: Alerts that turn active this long after an incident's last event still count as its own
+#: (an alert's ``for`` and the evaluation interval lag the event).
+ALERT_LAG = timedelta(minutes=5)
+
+
+def incident_out(row: service.IncidentRow) -> IncidentOut:
+    """The API model of ``row``."""
+    i = row.incident
+    return IncidentOut(
+        id=i.id,
+        hostname=row.hostname,
+        open=row.open,
+        opened_at=i.opened_at,
+        last_event_at=i.last_event_at,
+        closes_at=row.closes_at,
+        event_count=i.event_count,
+        gpu_indexes=list(i.gpu_indexes),
+        xids=list(i.xids),
+        kinds=list(i.kinds),
+        state=i.state,
+        job_fatal=i.job_fatal,
+        action_code=i.action_code,
+        action_text=i.action_text,
+    )
+
+
+def incident_detail(
+    session: Session, *, incident_id: int, quiet_s: float, now: datetime
+) -> IncidentDetailOut:
+    """One incident with its events and the alerts of its node that turned pending or firing
+    from its first event to :data:`ALERT_LAG` after it closes.
+
+    Raises:
+        NotFound: no such incident.
+    """
+    row, events = service.get_incident(session, incident_id=incident_id, quiet_s=quiet_s, now=now)
+    alerts = alerts_service.alerts_of_host(
+        session,
+        hostname=row.hostname,
+        since=row.incident.opened_at,
+        until=row.closes_at + ALERT_LAG,
+    )
+    return IncidentDetailOut(
+        **incident_out(row).model_dump(),
+        events=[
+            IncidentEventOut(
+                occurred_at=e.occurred_at,
+                kind=e.kind,
+                xid=e.xid,
+                gpu_index=e.gpu_index,
+                pci_bus_id=e.pci_bus_id,
+                message=e.message,
+            )
+            for e in events
+        ],
+        alerts=[
+            IncidentAlertOut(
+                id=inst.id,
+                rule=rule.name,
+                severity=rule.severity,
+                state=inst.state,
+                summary=inst.summary,
+                started_at=at,
+            )
+            for inst, rule, at in alerts
+        ],
+    )
