@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from app.db import SessionDep, utcnow
-from app.incidents import service, views
+from app.incidents import offenders, service, views
 from app.web import render
 
 router = APIRouter(include_in_schema=False)
@@ -38,7 +38,15 @@ def incidents_page(
         limit=500,
     )
     rows.sort(key=lambda r: (not r.open, -r.incident.last_event_at.timestamp()))
-    context = {"nav": "incidents", "rows": rows, "node": node or "", "status": status or ""}
+    context = {
+        "nav": "incidents",
+        "rows": rows,
+        "node": node or "",
+        "status": status or "",
+        "repeat_nodes": offenders.repeat_nodes(session, now=now),
+        "repeat_gpus": offenders.repeat_gpus(session, now=now),
+        "now": now,
+    }
     return render(request, "incidents/list.html", context)
 
 

@@ -15,6 +15,7 @@ from app.fleet import service as fleet_service
 from app.health import current as health_state
 from app.health import service as health_service
 from app.health.rules import SEVERITY, HealthRules, rules_from_settings
+from app.incidents import offenders
 from app.overview import service as overview_service
 from app.overview import tiles
 from app.overview.filters import (
@@ -30,6 +31,8 @@ from app.overview.table import StateRow, fleet_counts, health_rank
 from app.overview.tile_cache import TILES
 
 EVENTS_SHOWN = 20
+#: Repeat offenders shown on the overview, of each kind.
+OFFENDERS_SHOWN = 5
 #: Label filters offered as lists (others can still be typed as key=value).
 LABEL_CHOICES = ("cluster", "ib_pod", "rack", "team")
 #: A label with more values than this is typed, not picked from a list.
@@ -64,6 +67,8 @@ def overview_context(
         "groupings": GROUPINGS,
         "states": STATES,
         "events": overview_service.recent_events(session, limit=EVENTS_SHOWN),
+        "repeat_nodes": offenders.repeat_nodes(session, now=now, limit=OFFENDERS_SHOWN),
+        "repeat_gpus": offenders.repeat_gpus(session, now=now, limit=OFFENDERS_SHOWN),
         "now": now,
         "nav": "fleet",
         "sorts": sorts,

@@ -143,3 +143,24 @@ def test_incident_pages_and_the_node_page(server: LiveServer, db_url: str) -> No
     assert missing.status_code == 404 and "999999" in missing.json()["detail"]
     bad = httpx.get(f"{server.url}/api/v1/incidents", params={"status": "ajar"}, timeout=30)
     assert bad.status_code == 422 and "status" in bad.text
+
+
+def test_repeat_offenders_count_incidents_not_lines(server: LiveServer, db_url: str) -> None:
+    """GPU 0's Xid 48 in two incidents within 24 h is a repeat offender, GPU 1's storm of 20
+    identical lines (one incident) is not; node-a with three incidents within 7 days is one,
+    on the incidents page and the overview."""
+    gpus = [gpu(0), gpu(1)]
+    now = datetime.now(UTC)
+    token = create_token(db_url, "node-a")
+    events = [at(xid_event(48, gpus[0]), now - timedelta(hours=h)) for h in (5, 1)]
+    events += [at(xid_event(95, gpus[1]), now - timedelta(hours=3, seconds=s)) for s in range(20)]
+    send(server, token, batch(gpus=gpus, events=events))
+    assert len(incidents(server)) == 3
+
+    page = httpx.get(f"{server.url}/incidents", timeout=30).text
+    section = page[page.index("Repeat offenders") : page.index('<form class="filters"')]
+    assert 'href="/nodes/node-a/gpus/0">node-a GPU 0</a>' in section
+    assert "node-a GPU 1" not in section
+    assert 'href="/incidents?node=node-a">node-a</a>' in section
+    overview = httpx.get(f"{server.url}/", timeout=30).text
+    assert 'href="/nodes/node-a/gpus/0">node-a GPU 0</a>' in overview
