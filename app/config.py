@@ -281,6 +281,19 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _retention_covers_the_escalation_window(self) -> Settings:
+        # The escalation ladder counts a finding's bursts in the stored events: events pruned
+        # sooner would quietly shorten the window.
+        if self.retention_days * 86400 < self.health_escalation_window_s:
+            raise ValueError(
+                f"FLEETWATCH_RETENTION_DAYS ({self.retention_days:g} days) is shorter than"
+                f" FLEETWATCH_HEALTH_ESCALATION_WINDOW_S ({self.health_escalation_window_s:g} s),"
+                " over which repeated faults are counted from the stored events: keep events at"
+                f" least {self.health_escalation_window_s / 86400:g} days or shorten the window"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_xid_lists_disjoint(self) -> Settings:
         lists = {
             "unhealthy": self.health_xid_unhealthy,

@@ -130,15 +130,17 @@ def wants_action(spec: RuleSpec) -> bool:
     return ACTION_FIELD in spec.summary or ACTION_FIELD in spec.description
 
 
-def with_actions(ctx: EvalContext, found: list[Observation]) -> list[Observation]:
+def with_actions(ctx: EvalContext, spec: RuleSpec, found: list[Observation]) -> list[Observation]:
     """``found`` with the suggested repair of each entity whose condition is met, from its
-    current health: a GPU's strongest reason's action (``gpu_uuid`` label), else the node's
-    own reasons' (the stored health, read once per evaluation). Entities not met are left
-    as they are (a threshold rule observes every GPU of the fleet; only met ones become
-    alerts). Health-kind observations carry theirs already."""
+    current health (the stored health, read once per evaluation): the strongest action of its
+    reasons the rule's ``action_codes`` name (all of them when it names none) — a GPU's own
+    (``gpu_uuid`` label), a node's own and its GPUs'. Entities not met are left as they are
+    (a threshold rule observes every GPU of the fleet; only met ones become alerts).
+    Health-kind observations carry theirs already."""
     if not any(obs.met for obs in found):
         return found
     health = ctx.health()
+    wanted = spec.action_codes
     out = []
     for obs in found:
         node = health.get(obs.labels.get("hostname", "")) if obs.met else None
@@ -147,11 +149,17 @@ def with_actions(ctx: EvalContext, found: list[Observation]) -> list[Observation
             continue
         uuid = obs.labels.get("gpu_uuid")
         if uuid:
-            chosen = [r.action for g in node.gpus if g.uuid == uuid for r in g.reasons]
+            found_reasons = [r for g in node.gpus if g.uuid == uuid for r in g.reasons]
         else:
-            chosen = [r.action for r in node.reasons if r.gpu_index is None]
+            found_reasons = list(node.reasons)
+        chosen = [r.action for r in found_reasons if not wanted or _named(r.code, wanted)]
         out.append(obs._replace(action=actions.sentence(actions.strongest(chosen))))
     return out
+
+
+def _named(code: str, wanted: list[str]) -> bool:
+    """Whether reason ``code`` is one of ``wanted`` (codes, or prefixes ending in ``*``)."""
+    return any(code == w or (w.endswith("*") and code.startswith(w[:-1])) for w in wanted)
 
 
 def condition_of(spec: RuleSpec, obs: Observation | None) -> bool | None:
@@ -480,7 +488,7 @@ def evaluate(
         rule_id, spec = item
         found = observe(ctx, spec)
         if spec.condition.kind != "health" and wants_action(spec):
-            found = with_actions(ctx, found)
+            found = with_actions(ctx, spec, found)
         return rule_id, spec, found
 
     # Rules whose aggregates are read ahead go last, so the reads run while the others are

@@ -182,14 +182,19 @@ class AbsenceCondition(_Strict):
 class EventCondition(_Strict):
     """At least ``min_count`` events of ``event_kinds`` (``["*"]``: any kind) — Xid events
     restricted to ``xids`` when given — within ``window`` (by the agent's ``occurred_at``), per
-    GPU (per node for events naming no GPU). Every stored occurrence counts: two identical Xids
-    a minute apart are two."""
+    GPU (per node for events naming no GPU; ``per: node`` counts every event of the node
+    together). With ``count: occurrences`` (the default) every stored occurrence counts: two
+    identical Xids a minute apart are two. With ``count: incidents`` the separate incidents
+    (``app.incidents``) holding such events count: a storm of 500 lines is one, the same fault
+    back an hour later is two — the repeat offenders."""
 
     kind: Literal["event"]
     event_kinds: list[str] = Field(default_factory=lambda: ["xid"], min_length=1)
     xids: list[Annotated[int, Field(ge=0, lt=2**31)]] = Field(default_factory=list)
     min_count: int = Field(default=1, ge=1, le=1_000_000)
     window: Duration = 600.0
+    count: Literal["occurrences", "incidents"] = "occurrences"
+    per: Literal["gpu", "node"] = "gpu"
 
     @field_validator("window", mode="before")
     @classmethod
@@ -206,6 +211,28 @@ class EventCondition(_Strict):
 HEALTH_CODE = re.compile(r"[a-z0-9_]{1,64}\*?")
 
 
+def check_codes(codes: list[str]) -> list[str]:
+    """``codes`` as given, each a health reason code or a ``*`` prefix of some.
+
+    Raises:
+        ValueError: a code malformed or matching no reason, naming it and the reasons.
+    """
+    for code in codes:
+        if not HEALTH_CODE.fullmatch(code):
+            raise ValueError(
+                f"health code {code[:80]!r}: up to 64 lowercase letters, digits and _ (a"
+                " reason code such as ib_port_down), optionally ending in * for every code"
+                " starting so"
+            )
+        if not reasons.names_a_reason(code):
+            known = ", ".join(sorted(reasons.CODES))
+            raise ValueError(
+                f"health code {code!r} matches no health reason; the reasons are {known}"
+                " (xid_* is xid_<n> for every Xid)"
+            )
+    return codes
+
+
 class HealthCondition(_Strict):
     """An entity of ``target`` is in one of ``states`` (``app.health``), optionally only for the
     reason ``codes`` given (``gpu_lost``, ``nvlink_down``, ``xid_79`` …; ``app.health.reasons``
@@ -220,20 +247,7 @@ class HealthCondition(_Strict):
     @field_validator("codes")
     @classmethod
     def _codes(cls, codes: list[str]) -> list[str]:
-        for code in codes:
-            if not HEALTH_CODE.fullmatch(code):
-                raise ValueError(
-                    f"health code {code[:80]!r}: up to 64 lowercase letters, digits and _ (a"
-                    " reason code such as ib_port_down), optionally ending in * for every code"
-                    " starting so"
-                )
-            if not reasons.names_a_reason(code):
-                known = ", ".join(sorted(reasons.CODES))
-                raise ValueError(
-                    f"health code {code!r} matches no health reason; the reasons are {known}"
-                    " (xid_* is xid_<n> for every Xid)"
-                )
-        return codes
+        return check_codes(codes)
 
     def matches(self, codes: tuple[str, ...]) -> bool:
         """Whether any of an entity's reason ``codes`` is one of this condition's (every code
@@ -285,6 +299,15 @@ class RuleSpec(_Strict):
     keep_firing_for_s: Duration = Field(default=0.0, alias="keep_firing_for")
     no_data: Literal["ok", "firing", "keep"] = "ok"
     condition: Condition
+    #: The health reason codes whose suggested repair ``{suggested_action}`` names (``*``
+    #: prefixes allowed); empty: every reason of the entity (a node's with its GPUs'), or a
+    #: health rule's own ``codes``.
+    action_codes: list[str] = Field(default_factory=list, max_length=64)
+
+    @field_validator("action_codes")
+    @classmethod
+    def _action_codes(cls, codes: list[str]) -> list[str]:
+        return check_codes(codes)
 
     @field_validator("name")
     @classmethod

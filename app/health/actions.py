@@ -67,6 +67,7 @@ REPAIRS: dict[str, str] = {
 }
 
 CATALOG = "NVIDIA Xid catalog"
+NOT_LISTED = "Xid not in the catalog table"
 FLEETWATCH = "Fleetwatch"
 
 
@@ -79,6 +80,9 @@ class XidAction:
     action: str
     text: str
     escalate_after: int | None = None
+    #: False: repeats never escalate (Xid 154 reports a change of the driver's recovery
+    #: action, not a fault of its own).
+    counted: bool = True
 
 
 #: Xid → catalog bucket and action, for the Xids Fleetwatch's health lists name and the common
@@ -138,13 +142,20 @@ XID_ACTIONS: dict[int, XidAction] = {
         )
         for xid in (144, 145, 146, 147, 148, 149, 150)
     },
-    154: XidAction("XID_154_EVAL", "reset_gpu", "the driver asks for a recovery action: follow it"),
+    154: XidAction(
+        "XID_154_EVAL",
+        "reset_gpu",
+        "the driver asks for a recovery action: follow it",
+        counted=False,
+    ),
 }
 UNLISTED_XID = XidAction(
-    "CONTACT_SUPPORT",
+    "",
     "investigate",
     "look the Xid up in NVIDIA's catalog; run dcgmi diag -r 2 if it recurs",
 )
+#: The longest driver's words of an Xid 154 message carried into an action's text.
+MAX_WORDS = 80
 
 #: Xid 154's recovery action codes (NVML ``nvmlDeviceGetGpuRecoveryAction``): 1 GPU reset
 #: required, 2 node reboot required, 3 drain peer-to-peer, 4 drain and reset.
@@ -246,11 +257,10 @@ def recovery_action(message: str | None) -> tuple[int, str] | None:
     m = _RECOVERY.search(message)
     if m is None:
         return None
-    try:
-        code = int(m.group(1), 16)
-    except ValueError:
+    digits = m.group(1).lstrip("0") or "0"
+    if len(digits) > 8:  # not a 32-bit code: garbage
         return None
-    return code, (m.group(2) or "").strip()
+    return int(digits, 16), (m.group(2) or "").strip()[:MAX_WORDS]
 
 
 def suggest(
@@ -268,34 +278,38 @@ def suggest(
     repaired) escalate a lesser action to ``inspect_hardware``. ``message`` is the newest event's
     text (Xid 154's recovery action). Unknown codes get ``investigate``.
     """
-    escalate = escalate_after
+    escalate: int | None = escalate_after
     source = FLEETWATCH
     if code.startswith("xid_") and code[4:].isdigit():
         xid = int(code[4:])
         entry = XID_ACTIONS.get(xid, UNLISTED_XID)
-        action, text, source = entry.action, entry.text, f"{CATALOG}: {entry.bucket}"
+        action, text = entry.action, entry.text
+        source = f"{CATALOG}: {entry.bucket}" if entry.bucket else f"{FLEETWATCH}: {NOT_LISTED}"
         if entry.escalate_after is not None:
-            escalate = min(escalate, entry.escalate_after)
+            escalate = min(escalate_after, entry.escalate_after)
+        if not entry.counted:
+            escalate = None
         found = recovery_action(message) if xid == 154 else None
         if found is not None:
             value, words = found
             action = RECOVERY_ACTIONS.get(value, "investigate")
             said = f"0x{value:x}" + (f" ({words})" if words else "")
-            text = f"the driver's recovery action is {said}: {TITLES[action].lower()}"
+            title = TITLES[action]
+            text = f"the driver's recovery action is {said}: {title[0].lower()}{title[1:]}"
     elif code in REASON_ACTIONS:
         action, text = REASON_ACTIONS[code]
     else:
-        action, text = "investigate", TITLES["investigate"].lower()
+        action, text = "investigate", TITLES["investigate"][0].lower() + TITLES["investigate"][1:]
     earlier = max(occurrences - 1, 0)
-    if earlier >= escalate and RANK[action] < RANK["inspect_hardware"] and RANK[action] >= 1:
-        days = window_s / 86400
+    escalates = escalate is not None and earlier >= escalate
+    if escalates and 1 <= RANK[action] < RANK["inspect_hardware"]:
         return ActionOut(
             code="inspect_hardware",
             title=TITLES["inspect_hardware"],
             text=(
-                f"seen {occurrences} times in {days:g} days on this GPU, each after a "
-                f"{REPAIRS.get(action, 'repair')}: the repair does not hold; drain for dcgmi "
-                f"diag -r 3, then RMA or NVIDIA support"
+                f"seen in {occurrences} separate bursts within {_span(window_s)} on this GPU:"
+                f" the {REPAIRS.get(action, 'repair')} it asks for does not hold; drain for"
+                " dcgmi diag -r 3, then RMA or NVIDIA support"
             ),
             source=f"{source}, escalated by {FLEETWATCH}",
             escalated_from=action,
@@ -308,6 +322,15 @@ def suggest(
         source=source,
         occurrences=occurrences or None,
     )
+
+
+def _span(seconds: float) -> str:
+    """A window in words: "7 days", "24 hours", "90 minutes"."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds:g} s"
 
 
 def strongest(actions: Iterable[ActionOut | None]) -> ActionOut | None:

@@ -74,8 +74,11 @@ def _action(
     times = evidence.history.get((gpu_id, code), ()) if gpu_id is not None else ()
     message = None
     if code == reasons.xid_code(154):
+        # The newest message the driver's recovery action can be read from (events are oldest
+        # first); a later unreadable line does not undo a reboot it asked for.
         for event in evidence.events.get(view.node.id, ()):
-            if event.xid == 154 and event.gpu_id == gpu_id:
+            readable = message is None or actions.recovery_action(event.message) is not None
+            if event.xid == 154 and event.gpu_id == gpu_id and readable:
                 message = event.message
     return actions.suggest(
         code,

@@ -218,6 +218,29 @@ def get_incident(
     return _row(found[0], found[1], quiet_s, now), list(events)
 
 
+def incident_keys(
+    session: Session, *, since: datetime, node_ids: frozenset[int] | None = None
+) -> list[tuple[int, int | None, str, int | None, int]]:
+    """(node id, GPU id, event kind, Xid, incident id) of every event in an incident that
+    occurred since ``since``, distinct (of ``node_ids`` when given): what an alert rule counting
+    incidents reads."""
+    stmt = (
+        select(
+            NodeEvent.node_id,
+            NodeEvent.gpu_id,
+            NodeEvent.kind,
+            NodeEvent.xid,
+            IncidentEvent.incident_id,
+        )
+        .join(IncidentEvent, IncidentEvent.event_id == NodeEvent.id)
+        .where(NodeEvent.occurred_at >= since, IncidentEvent.incident_id.is_not(None))
+        .distinct()
+    )
+    if node_ids is not None:
+        stmt = stmt.where(NodeEvent.node_id.in_(sorted(node_ids)))
+    return [tuple(row) for row in session.execute(stmt)]  # type: ignore[misc]
+
+
 def prune(session: Session, *, cutoff: datetime) -> int:
     """Delete incidents whose last event is older than ``cutoff`` (the event retention: their
     events are gone too); returns how many."""

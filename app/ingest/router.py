@@ -17,7 +17,6 @@ from app.auth import service as auth_service
 from app.db import session_scope, utcnow
 from app.fleet.models import Node
 from app.health.rules import rules_from_settings
-from app.incidents import service as incidents_service
 from app.ingest import body
 from app.ingest import service as ingest_service
 from app.ingest.fields import clean_document
@@ -95,17 +94,11 @@ async def ingest(
                 retention_days=settings.retention_days,
                 raw_retention_days=settings.raw_retention_days,
                 stale_after_s=settings.stale_after_s,
+                health_rules=rules_from_settings(settings),
+                incident_quiet_s=settings.incident_quiet_s,
                 content_sha256=digest,
                 legacy_sha256=legacy,
             )
-            if stored.events_stored and not stored.replayed:
-                incidents_service.absorb(
-                    session,
-                    node_id=node.id,
-                    rules=rules_from_settings(settings),
-                    quiet_s=settings.incident_quiet_s,
-                    now=received_at,
-                )
             if peers and not stored.replayed:
                 # The jobs run in another process (fleetwatch worker): NOTIFY it in this
                 # transaction, delivered at commit (a connection per NOTIFY after the commit

@@ -27,6 +27,8 @@ from app.errors import Conflict, Forbidden
 from app.events.models import NodeEvent
 from app.fleet import retire
 from app.fleet.models import Gpu, Node
+from app.health.rules import DEFAULT_RULES, HealthRules
+from app.incidents import service as incidents_service
 from app.ingest import samples as sample_store
 from app.ingest import sections as section_store
 from app.ingest.gpu_schemas import MIG_BOUNDS, PROCESS_BOUNDS
@@ -51,6 +53,8 @@ def store_batch(
     retention_days: float,
     raw_retention_days: float | None = None,
     stale_after_s: float = 120.0,
+    health_rules: HealthRules = DEFAULT_RULES,
+    incident_quiet_s: float = 180.0,
     content_sha256: str | None = None,
     legacy_sha256: Callable[[], str] | None = None,
 ) -> IngestResult:
@@ -62,7 +66,9 @@ def store_batch(
     computed it (:func:`legacy_content_digest`), for a batch first stored by one of them.
     Samples and section readings older than ``raw_retention_days`` (default:
     ``retention_days``), events older than ``retention_days``, are refused as
-    ``older_than_retention``.
+    ``older_than_retention``. Stored fault events are grouped into the node's incidents
+    (:func:`app.incidents.service.absorb`, by ``health_rules`` and ``incident_quiet_s``) in the
+    same transaction.
 
     Returns:
         the counts of stored, duplicate and rejected samples (``replayed=True`` for a re-sent
@@ -142,6 +148,10 @@ def store_batch(
         newest_allowed=newest_allowed,
         oldest_allowed=oldest_event,
     )
+    if events_stored:
+        incidents_service.absorb(
+            session, node_id=node.id, rules=health_rules, quiet_s=incident_quiet_s, now=received_at
+        )
     changed = None
     if head.topology is not None:
         changed = topology_service.record_topology(

@@ -481,3 +481,47 @@ def test_the_default_pack_pages_for_health_findings_that_had_no_rule(url: str) -
         ("gpu-xid-degraded", "node-a/1"): "firing",
         ("gpu-row-remap-pending", "node-a/3"): "firing",
     }
+
+
+def test_counting_incidents_finds_repeat_offenders_that_counting_lines_confuses(url: str) -> None:
+    """GPU 0: a storm of 30 Xid 119 lines (one incident). GPU 1: Xid 48 twice, three hours
+    apart (two incidents). Counting lines fires on the storm; counting incidents fires on GPU
+    1 only, and per node on the node (three incidents)."""
+    g0, g1 = gpu(0), gpu(1)
+    storm = [xid(g0, 119, NOW - timedelta(hours=5, seconds=s)) for s in range(30)]
+    twice = [xid(g1, 48, NOW - timedelta(hours=h)) for h in (4, 1)]
+    store_payload(url, node_batch("node-a", [g0, g1], events=storm + twice), received_at=NOW)
+    add_rules(
+        url,
+        rule("lines", {"kind": "event", "event_kinds": ["*"], "min_count": 2, "window": "24h"}),
+        rule(
+            "gpu-repeats",
+            {
+                "kind": "event",
+                "event_kinds": ["*"],
+                "min_count": 2,
+                "window": "24h",
+                "count": "incidents",
+            },
+        ),
+        rule(
+            "node-repeats",
+            {
+                "kind": "event",
+                "event_kinds": ["*"],
+                "min_count": 3,
+                "window": "7d",
+                "count": "incidents",
+                "per": "node",
+            },
+        ),
+    )
+
+    evaluate_at(url, NOW)
+
+    assert alert_states(url) == {
+        ("lines", "node-a/0"): ("firing", 30.0),
+        ("lines", "node-a/1"): ("firing", 2.0),
+        ("gpu-repeats", "node-a/1"): ("firing", 2.0),
+        ("node-repeats", "node-a"): ("firing", 3.0),
+    }

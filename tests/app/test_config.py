@@ -74,3 +74,18 @@ def test_an_unknown_key_in_the_config_file_is_refused(
     monkeypatch.setenv("FLEETWATCH_CONFIG_FILE", str(config))
     with pytest.raises(SettingsError, match="PROT"):
         load_settings()
+
+
+def test_an_event_retention_shorter_than_the_escalation_window_stops_start_up_naming_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The escalation ladder counts repeated faults in the stored events: two days of events
+    under a 7-day window would quietly stop escalating."""
+    monkeypatch.setenv("FLEETWATCH_RETENTION_DAYS", "2")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    message = str(err.value)
+    assert "FLEETWATCH_RETENTION_DAYS (2 days)" in message
+    assert "FLEETWATCH_HEALTH_ESCALATION_WINDOW_S (604800 s)" in message
+    monkeypatch.setenv("FLEETWATCH_HEALTH_ESCALATION_WINDOW_S", "86400")
+    assert load_settings().retention_days == 2  # the window fits: accepted

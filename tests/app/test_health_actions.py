@@ -5,6 +5,7 @@ and repeats on one GPU escalate to hardware inspection."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -41,13 +42,20 @@ def test_every_xid_of_the_health_lists_has_a_catalog_entry() -> None:
         (79, "reboot_node", "RESTART_BM"),
         (94, "restart_app", "RESTART_APP"),
         (145, "reset_gpu", "WORKFLOW_NVLINK5_ERR"),
-        (9999, "investigate", "CONTACT_SUPPORT"),
     ],
 )
 def test_xids_take_the_catalog_bucket(xid: int, code: str, bucket: str) -> None:
     action = actions.suggest(reasons.xid_code(xid), occurrences=1)
     assert (action.code, action.source) == (code, f"NVIDIA Xid catalog: {bucket}")
     assert action.escalated_from is None
+
+
+def test_an_xid_the_catalog_table_lacks_is_investigated_and_says_so() -> None:
+    action = actions.suggest("xid_9999", occurrences=1)
+    assert (action.code, action.source) == (
+        "investigate",
+        "Fleetwatch: Xid not in the catalog table",
+    )
 
 
 def test_bursts_count_gaps_longer_than_the_quiet_period() -> None:
@@ -69,7 +77,10 @@ def test_a_repair_that_does_not_hold_escalates_to_hardware_inspection() -> None:
         "reboot_node",
         3,
     )
-    assert "3 times in 7 days" in third.text and "after a reboot" in third.text
+    assert "in 3 separate bursts within 7 days" in third.text
+    assert "the reboot it asks for does not hold" in third.text
+    day = actions.suggest("xid_79", occurrences=3, window_s=86400)
+    assert "within 1 day " in day.text
     assert third.source == "NVIDIA Xid catalog: RESTART_BM, escalated by Fleetwatch"
     # A team that escalates after one repair.
     assert actions.suggest("xid_79", occurrences=2, escalate_after=1).code == "inspect_hardware"
@@ -79,6 +90,11 @@ def test_a_repair_that_does_not_hold_escalates_to_hardware_inspection() -> None:
     assert actions.suggest("gpu_lost", occurrences=3).escalated_from == "reboot_node"
     assert actions.suggest("xid_45", occurrences=9).code == "watch"
     assert actions.suggest("xid_64", occurrences=9).escalated_from is None
+    # Xid 154 reports changes of the driver's recovery action, not faults: never counted.
+    changes = actions.suggest(
+        "xid_154", occurrences=5, message="recovery action changed from 0x0 (None) to 0x2"
+    )
+    assert (changes.code, changes.escalated_from) == ("reboot_node", None)
 
 
 @pytest.mark.parametrize(
@@ -106,6 +122,7 @@ def test_xid_154_follows_the_drivers_recovery_action(name: str, code: str, words
         "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to",
         "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 to 0xZZ",
         "\x00\xff garbage",
+        "GPU recovery action changed from 0x0 (None) to 0x" + "f" * 3000,
     ],
 )
 def test_xid_154_without_a_readable_recovery_action_keeps_the_catalog_entry(
@@ -114,6 +131,14 @@ def test_xid_154_without_a_readable_recovery_action_keeps_the_catalog_entry(
     action = actions.suggest("xid_154", occurrences=1, message=message)
     assert action.code == "reset_gpu"
     assert "driver asks" in action.text
+
+
+def test_the_drivers_words_are_bounded() -> None:
+    message = "recovery action changed from 0x0 (None) to 0x2 (" + "w" * 4000 + ")"
+    action = actions.suggest("xid_154", message=message)
+    assert action.code == "reboot_node"
+    assert len(action.text) < 200
+    assert "drain the node and reboot it" in action.text
 
 
 def test_an_unknown_recovery_action_code_is_investigated() -> None:
@@ -131,3 +156,75 @@ def test_the_strongest_action_and_its_sentence() -> None:
     line = actions.sentence(best)
     assert line.startswith("Suggested action: fallen off the bus: drain the node")
     assert line.endswith("(NVIDIA Xid catalog: RESTART_BM).")
+
+
+def _node(*reasons_given: tuple[str, int | None]) -> Any:
+    """A node's stored health with reasons (code, GPU index or None), each with its action."""
+    from app.health.rules import State
+    from app.health.schemas import GpuHealthOut, NodeHealthOut, ReasonOut, StateCounts
+
+    def reason(code: str, index: int | None) -> ReasonOut:
+        return ReasonOut(
+            state=State.UNHEALTHY,
+            code=code,
+            text=code,
+            since=None,
+            evidence="/nodes/n1",
+            gpu_index=index,
+            action=actions.suggest(code),
+        )
+
+    all_reasons = [reason(c, i) for c, i in reasons_given]
+    gpus = [
+        GpuHealthOut(
+            index=i,
+            uuid=f"GPU-{i}",
+            name=None,
+            state=State.UNHEALTHY,
+            reasons=[r for r in all_reasons if r.gpu_index == i],
+        )
+        for i in sorted({i for _, i in reasons_given if i is not None})
+    ]
+    return NodeHealthOut(
+        hostname="n1",
+        state=State.UNHEALTHY,
+        cluster="c",
+        group="g",
+        reasons=all_reasons,
+        gpus=gpus,
+        gpu_counts=StateCounts(),
+    )
+
+
+def test_a_rule_carries_the_action_of_the_reasons_it_names() -> None:
+    """A node rule about missing GPUs carries gpu_missing's repair (a GPU reason), a stale-node
+    rule its own, not the node's strongest; a rule naming none carries the strongest."""
+    from types import SimpleNamespace
+
+    from app.alerts.context import Observation
+    from app.alerts.evaluator import with_actions
+    from app.alerts.spec import RuleSpec
+
+    node = _node(("gpu_lost", 0), ("gpu_missing", 1), ("stale", None))
+    ctx: Any = SimpleNamespace(health=lambda: {"n1": node})
+    met = Observation({"hostname": "n1"}, ("n1",), 1.0, True, "n1")
+    unmet = met._replace(met=False)
+
+    def carried(codes: list[str], obs: Observation = met) -> str:
+        spec = RuleSpec.model_validate(
+            {
+                "name": "r",
+                "description": "{suggested_action}",
+                "action_codes": codes,
+                "condition": {"kind": "absence", "target": "node"},
+            }
+        )
+        return with_actions(ctx, spec, [obs])[0].action
+
+    assert "GPU left the inventory" in carried(["gpu_missing"])
+    assert "fleetwatch-agent runs" in carried(["stale"])
+    assert "GPU stopped answering" in carried([])  # the strongest: reboot_node
+    assert carried(["thermal_throttle"]) == ""  # the node has no such reason
+    assert carried([], unmet) == ""  # not met: not looked up
+    on_gpu = met._replace(labels={"hostname": "n1", "gpu_uuid": "GPU-1"})
+    assert "GPU left the inventory" in carried([], on_gpu)  # the GPU's own reasons only

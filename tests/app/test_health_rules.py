@@ -282,7 +282,10 @@ def test_each_reason_carries_its_suggested_repair_and_repeats_escalate(
         f"NVRM: Xid (PCI:{gpus[2]['pci_bus_id']}): 154, GPU recovery action changed from 0x0 "
         "(None) to 0x2 (Node Reboot Required)"
     )
-    events = [*repeated, xid_event(79, gpus[0]), recovery]
+    recovery["occurred_at"] = iso(now - timedelta(seconds=100))
+    unreadable = xid_event(154, gpus[2])  # newer, but says nothing readable: the reboot stands
+    unreadable["message"] = "NVRM: Xid 154 something else"
+    events = [*repeated, xid_event(79, gpus[0]), recovery, unreadable]
     ingest(server, db_url, batch(gpus=gpus, events=events))
 
     health = node_health(server)
@@ -305,7 +308,7 @@ def test_each_reason_carries_its_suggested_repair_and_repeats_escalate(
         "reboot_node",
         3,
     )
-    assert "seen 3 times in 7 days" in action["text"]
+    assert "in 3 separate bursts within 7 days" in action["text"]
     driver = health["gpus"][2]["reasons"][0]["action"]
     assert (driver["code"], driver["source"]) == ("reboot_node", "NVIDIA Xid catalog: XID_154_EVAL")
     assert "0x2 (Node Reboot Required)" in driver["text"]

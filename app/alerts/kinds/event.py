@@ -19,8 +19,10 @@ from sqlalchemy import func, select
 from app.alerts.context import EvalContext, Observation
 from app.alerts.spec import EventCondition, RuleSpec
 from app.events.models import NodeEvent
+from app.incidents import service as incidents_service
 
 _CACHE = "event_counts"
+_INCIDENTS = "event_incidents"
 #: (node id, GPU id or None, kind, Xid or None, occurrences)
 Count = tuple[int, int | None, str, int | None, int]
 
@@ -42,22 +44,45 @@ def counts(ctx: EvalContext, window_s: float) -> list[Count]:
     return cache[window_s]
 
 
+def incidents(ctx: EvalContext, window_s: float) -> list[Count]:
+    """(node, GPU, kind, Xid, incident id) of the events in incidents within ``window_s`` of
+    now, read once per evaluation and window (``app.incidents`` owns the grouping)."""
+    cache: dict[float, list[Count]] = ctx.cache.setdefault(_INCIDENTS, {})
+    if window_s not in cache:
+        cache[window_s] = incidents_service.incident_keys(
+            ctx.session,
+            since=ctx.now - timedelta(seconds=window_s),
+            node_ids=ctx.only_nodes,
+        )
+    return cache[window_s]
+
+
 def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
-    """Observations of an event rule; ``value`` is the count within the window."""
+    """Observations of an event rule; ``value`` is the count within the window (occurrences,
+    or distinct incidents with ``count: incidents``)."""
     cond = spec.condition
     assert isinstance(cond, EventCondition)
     kinds = None if "*" in cond.event_kinds else set(cond.event_kinds)
     xids = set(cond.xids) or None
     scoped = ctx.scoped_nodes(spec.scope)
+    by_incident = cond.count == "incidents"
+    rows = incidents(ctx, cond.window) if by_incident else counts(ctx, cond.window)
     per_entity: dict[tuple[int, int | None], int] = defaultdict(int)
-    for node_id, gpu_id, kind, xid, n in counts(ctx, cond.window):
+    seen: dict[tuple[int, int | None], set[int]] = defaultdict(set)
+    for node_id, gpu_id, kind, xid, n in rows:
         if kinds is not None and kind not in kinds:
             continue
         if xids is not None and xid not in xids:
             continue
         if scoped is not None and node_id not in scoped:
             continue
-        per_entity[(node_id, gpu_id)] += n
+        key = (node_id, None if cond.per == "node" else gpu_id)
+        if by_incident:
+            seen[key].add(n)  # the incident id: each counts once per entity
+        else:
+            per_entity[key] += n
+    if by_incident:
+        per_entity.update((key, len(ids)) for key, ids in seen.items())
     out = []
     identity: tuple[str, ...]
     labels: dict[str, Any]
