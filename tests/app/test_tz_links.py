@@ -9,7 +9,7 @@ import httpx
 
 from tests.live_server import LiveServer
 
-NAV = ["/", "/topology", "/storage", "/alerts", "/runbooks", "/notifications"]
+NAV = ["/", "/topology", "/storage", "/alerts", "/incidents", "/runbooks", "/notifications"]
 BERLIN = "?tz=Europe%2FBerlin"
 
 
