@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import String, Table, bindparam, insert, select, text, update
 from sqlalchemy.orm import Session
 
-from app.alerts import bulk_writes
+from app.alerts import bulk_writes, template_values
 from app.alerts.context import EvalContext, Observation, fingerprint, load_context
 from app.alerts.instance_reads import (
     AT,
@@ -86,7 +86,7 @@ def render(template: str, values: dict[str, Any]) -> str:
         if v is None:
             out.append("{" + name + "}" if name not in values else "n/a")
         else:
-            out.append(f"{v:g}" if isinstance(v, float) else str(v))
+            out.append(template_values.rounded(v) if isinstance(v, float) else str(v))
         out.append(literal)
     return "".join(out)
 
@@ -121,6 +121,7 @@ def texts(spec: RuleSpec, obs: Observation, labels: dict[str, str]) -> tuple[str
         "value": obs.value,
         "threshold": threshold,
         "suggested_action": obs.action,
+        "value_duration": None if obs.value is None else template_values.duration(obs.value),
     }
     return render(spec.summary, values), render(spec.description, values)
 

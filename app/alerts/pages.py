@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.alerts import page_rules, page_silences
+from app.alerts import inhibition, page_rules, page_silences
 from app.alerts import service as alert_service
 from app.alerts.models import AlertInstance, AlertRule
 from app.alerts.page_views import (
@@ -129,6 +129,20 @@ def firing_count(session: Session) -> int:
     return session.scalar(select(func.count()).where(AlertInstance.state == "firing")) or 0
 
 
+def nav_counts(session: Session) -> tuple[int, int]:
+    """(firing alerts that still page someone: neither silenced, acknowledged nor inhibited;
+    the other firing ones) — what the nav badge shows apart. Three statements at most."""
+    firing = session.execute(
+        select(
+            AlertInstance.id, AlertInstance.labels, AlertInstance.silenced, AlertInstance.acked
+        ).where(AlertInstance.state == "firing")
+    ).all()
+    open_ones = {r.id: r.labels or {} for r in firing if not r.silenced and not r.acked}
+    muted = inhibition.inhibitors(session, open_ones) if open_ones else {}
+    attention = len(open_ones) - len(muted)
+    return attention, len(firing) - attention
+
+
 def _read_factory(context: Context) -> Any:
     request = context.get("request")
     state = getattr(getattr(request, "app", None), "state", None)
@@ -136,16 +150,16 @@ def _read_factory(context: Context) -> Any:
 
 
 @pass_context
-def _nav_firing_count(context: Context) -> int | None:
-    """Template global for the nav badge: firing alerts now, or None without a request or when
-    the database cannot answer (logged: a badge must never break the page, error pages
+def _nav_firing_count(context: Context) -> tuple[int, int] | None:
+    """Template global for the nav badge: :func:`nav_counts` now, or None without a request or
+    when the database cannot answer (logged: a badge must never break the page, error pages
     included)."""
     factory = _read_factory(context)
     if factory is None:
         return None
     try:
         with session_scope(factory) as session:
-            return firing_count(session)
+            return nav_counts(session)
     except SQLAlchemyError:
         log.warning("nav badge: could not count firing alerts", exc_info=True)
         return None

@@ -327,3 +327,20 @@ def test_an_inhibited_alert_is_marked_with_its_source_and_the_rules_page_lists_t
     assert '<tr data-inhibit-rule="hot-mutes-hotter">' in rules
     assert '<code>alertname="hot"</code>' in rules and "hostname, gpu_uuid" in rules
     assert "one page for one &lt;script&gt;" in rules and XSS not in rules
+
+
+def test_the_nav_badge_shows_acknowledged_alerts_apart(site: Any) -> None:
+    """An acknowledged firing alert pages nobody: it leaves the red count for a muted one."""
+    hot = site["ids"]["hot"]
+    acked = httpx.post(
+        f"{site['url']}/api/v1/alerts/{hot}/ack", json={"owner": "alice"}, timeout=30
+    )
+    assert acked.status_code == 201, acked.text
+
+    storage = get(site["url"] + "/storage").text
+
+    assert '<span class="nav-badge" title' not in storage
+    assert (
+        '<span class="nav-badge nav-badge-muted" title="1 firing but silenced, acknowledged or'
+        ' inhibited">+1<span class="sr-only"> silenced, acknowledged or inhibited</span></span>'
+    ) in storage
