@@ -50,6 +50,8 @@ router.include_router(page_rules.router)
 SEVERITY_ORDER = {s: i for i, s in enumerate(SEVERITIES)}
 STATES_OF_TAB = {"active": ["firing", "pending"], "firing": ["firing"], "pending": ["pending"]}
 SUMMARY_TOP = 8
+#: The most alerts a node or GPU page lists.
+ENTITY_ALERTS_SHOWN = 200
 
 
 def _filters(
@@ -176,7 +178,45 @@ def _firing_summary(context: Context) -> dict[str, Any] | None:
         return summary_context(session)
 
 
+def entity_rows(session: Session, *, hostname: str, gpu_uuid: str | None = None) -> list[AlertRow]:
+    """The pending and firing alerts of a node (label ``hostname``: its own, its GPUs', disks'
+    and ports') or of one of its GPUs (``gpu_uuid``), firing first, worst and oldest first,
+    each with what inhibits it."""
+    stmt = (
+        select(AlertInstance, AlertRule)
+        .join(AlertRule, AlertRule.id == AlertInstance.rule_id)
+        .where(
+            AlertInstance.state.in_(("pending", "firing")),
+            AlertInstance.labels["hostname"].as_string() == hostname,
+        )
+        .limit(ENTITY_ALERTS_SHOWN)
+    )
+    if gpu_uuid is not None:
+        stmt = stmt.where(AlertInstance.labels["gpu_uuid"].as_string() == gpu_uuid)
+    rows = [row_of(i, r) for i, r in session.execute(stmt)]
+    return with_inhibitors(session, _sorted(rows))
+
+
+@pass_context
+def _entity_alerts(
+    context: Context, hostname: str, gpu_uuid: str | None = None
+) -> list[AlertRow] | None:
+    """Template global for the node and GPU pages' alert lists: :func:`entity_rows`, or None
+    without a request or when the database cannot answer (logged: the list must never break
+    the page)."""
+    factory = _read_factory(context)
+    if factory is None:
+        return None
+    try:
+        with session_scope(factory) as session:
+            return entity_rows(session, hostname=hostname, gpu_uuid=gpu_uuid)
+    except SQLAlchemyError:
+        log.warning("entity alerts: could not read %s's alerts", hostname, exc_info=True)
+        return None
+
+
 templates.env.globals["firing_alert_count"] = _nav_firing_count
+templates.env.globals["entity_alerts"] = _entity_alerts
 templates.env.globals["firing_alerts_summary"] = _firing_summary
 
 

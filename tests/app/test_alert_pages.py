@@ -344,3 +344,17 @@ def test_the_nav_badge_shows_acknowledged_alerts_apart(site: Any) -> None:
         '<span class="nav-badge nav-badge-muted" title="1 firing but silenced, acknowledged or'
         ' inhibited">+1<span class="sr-only"> silenced, acknowledged or inhibited</span></span>'
     ) in storage
+
+
+def test_node_and_gpu_pages_list_their_open_alerts_with_runbooks(site: Any) -> None:
+    hot = site["ids"]["hot"]
+    node = get(site["url"] + "/nodes/node-a").text
+    gpu1 = get(site["url"] + "/nodes/node-a/gpus/1").text
+    gpu0 = get(site["url"] + "/nodes/node-a/gpus/0").text
+
+    for page in (node, gpu1):
+        section = page[page.index('id="entity-alerts-heading"') :]
+        assert f'<a href="/alerts/{hot}">hot</a>' in section
+        assert f'<a class="runbook-link" href="/runbooks/gpu-temp?alert={hot}">' in section
+        assert "&lt;img src=x" in section and "<img src=x" not in section
+    assert f'<a href="/alerts/{hot}">hot</a>' not in gpu0
