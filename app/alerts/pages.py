@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts import inhibition, page_rules, page_silences
 from app.alerts import service as alert_service
+from app.alerts.alert_chart import alert_chart
 from app.alerts.models import AlertInstance, AlertRule
 from app.alerts.page_views import (
     HISTORY_RANGES,
@@ -39,7 +40,7 @@ from app.db import SessionDep, WriteSessionDep, session_scope, utcnow
 from app.errors import BadRequest
 from app.forms import Form, read_form
 from app.ingest.fields import plain_text
-from app.viewer_time import tz_query
+from app.viewer_time import tz_query, viewer_tz
 from app.web import is_htmx, render, templates
 
 log = logging.getLogger(__name__)
@@ -258,10 +259,20 @@ def _detail(
         if inst.labels.get(k)
     ]
     silence_query = urlencode([("matcher", f"{k}={v}") for k, v in matchers])
+    now = utcnow()
+    chart = alert_chart(
+        session,
+        inst=inst,
+        rule=rule,
+        settings=request.app.state.settings,
+        now=now,
+        zone=viewer_tz(request),
+    )
     return render(
         request,
         "alerts/detail.html",
         {
+            "chart": chart,
             "nav": "alerts",
             "row": with_inhibitors(session, [row_of(inst, rule)])[0],
             "inst": inst,

@@ -319,3 +319,66 @@ def build_figures(
             }
         )
     return figures
+
+
+def build_metric_figure(
+    samples: SamplesOut,
+    spec: ChartSpec,
+    *,
+    zone: tzinfo = UTC,
+    threshold: float | None = None,
+    at: datetime | None = None,
+) -> dict[str, Any]:
+    """One figure of ``spec``'s metric for the GPUs of ``samples`` (the alert page's chart), as
+    :func:`build_figures` items are, with the rule's ``threshold`` as a dashed horizontal line
+    (in the stored unit) and ``at`` (when the alert became active) as a vertical one."""
+    series = sorted(samples.series, key=lambda s: s.gpu_index)
+    gaps = {s.gpu_uuid: gap_threshold_s(list(s.t), samples.step_s) for s in series}
+    times: dict[datetime, str] = {}
+    layout = _layout(spec, samples, zone, [])
+    shapes: list[dict[str, Any]] = []
+    if threshold is not None:
+        y = threshold * spec.scale
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "y0": y,
+                "y1": y,
+                "line": {"dash": "dash", "width": 1, "color": "#c0392b"},
+            }
+        )
+    if at is not None and samples.start <= at <= samples.end:
+        x = plotly_time(at, zone)
+        shapes.append(
+            {
+                "type": "line",
+                "yref": "paper",
+                "x0": x,
+                "x1": x,
+                "y0": 0,
+                "y1": 1,
+                "line": {"dash": "dot", "width": 1, "color": "#c0392b"},
+            }
+        )
+    layout["shapes"] = shapes
+    layout.pop("uirevision", None)
+    return {
+        "id": f"alert-chart-{spec.metric}",
+        "metric": spec.metric,
+        "title": f"{spec.title} ({spec.unit})",
+        "meta": {
+            "metric": spec.metric,
+            "scale": spec.scale,
+            "unit": spec.unit,
+            "empty_note": EMPTY_NOTE,
+            "tz": zone_name(zone),
+        },
+        "overlay": [],
+        "figure": {
+            "data": [_trace(s, spec, gaps[s.gpu_uuid], zone, times) for s in series],
+            "layout": layout,
+        },
+    }

@@ -358,3 +358,18 @@ def test_node_and_gpu_pages_list_their_open_alerts_with_runbooks(site: Any) -> N
         assert f'<a class="runbook-link" href="/runbooks/gpu-temp?alert={hot}">' in section
         assert "&lt;img src=x" in section and "<img src=x" not in section
     assert f'<a href="/alerts/{hot}">hot</a>' not in gpu0
+
+
+def test_the_alert_page_charts_its_metric_around_the_firing(site: Any) -> None:
+    import json
+
+    page = get(site["url"] + f"/alerts/{site['ids']['hot']}").text
+    assert '<div id="alert-chart-temp_c" class="plot" data-metric="temp_c"></div>' in page
+    boot = page.split('<script type="application/json" id="chart-boot">', 1)[1]
+    figure = json.loads(boot.split("</script>", 1)[0])["figures"][0]
+    [trace] = figure["figure"]["data"]
+    assert trace["name"] == "GPU 1" and 90.0 in trace["y"]  # the alert's GPU only
+    threshold, began = figure["figure"]["layout"]["shapes"]
+    assert (threshold["y0"], threshold["line"]["dash"]) == (85.0, "dash")
+    assert began["line"]["dash"] == "dot"
+    assert "/static/js/charts.js" in page
