@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import uvicorn
 from fastapi import FastAPI
@@ -20,6 +20,20 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+class _BindFailed(Exception):
+    """The server's thread ended because its port was taken."""
+
+
+def _port_free(port: int) -> bool:
+    """Whether 127.0.0.1:``port`` can be bound now."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 class LiveServer:
@@ -37,9 +51,26 @@ class LiveServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        # A port this class picked may be taken by another process before the server binds it
+        # (free_port() only saw it free): the first start then moves to another one.
+        self._may_move = port is None
 
     def start(self) -> None:
-        """Start serving and wait until the socket accepts connections (≤ 15 s)."""
+        """Start serving and wait until the socket accepts connections (≤ 15 s). A first start
+        on a port picked here that another process took meanwhile moves to a free one (up to
+        three times); ``url`` follows."""
+        for _ in range(3 if self._may_move else 1):
+            try:
+                self._start_once()
+                break
+            except _BindFailed:
+                self.port = free_port()
+                self.url = f"http://127.0.0.1:{self.port}"
+        else:
+            raise RuntimeError("test server did not start")
+        self._may_move = False
+
+    def _start_once(self) -> None:
         self.app = create_app(self.settings, run_jobs=self.run_jobs)
         config = uvicorn.Config(
             self.app,
@@ -49,13 +80,24 @@ class LiveServer:
             lifespan="on",
         )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread = threading.Thread(target=self._serve, args=(self._server,), daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 15
         while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
+            if not self._thread.is_alive():
+                if self._may_move and not _port_free(self.port):
+                    raise _BindFailed
+                raise RuntimeError("test server did not start")
+            if time.monotonic() > deadline:
                 raise RuntimeError("test server did not start")
             time.sleep(0.02)
+
+    @staticmethod
+    def _serve(server: uvicorn.Server) -> None:
+        """Run ``server``; a start-up failure (uvicorn exits with 3, a port taken) ends the
+        thread quietly: :meth:`start` sees the thread gone and says so."""
+        with suppress(SystemExit):
+            server.run()
 
     def stop(self) -> None:
         """Stop accepting and close the server; returns when the thread has ended."""
