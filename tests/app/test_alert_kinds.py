@@ -525,3 +525,30 @@ def test_counting_incidents_finds_repeat_offenders_that_counting_lines_confuses(
         ("gpu-repeats", "node-a/1"): ("firing", 2.0),
         ("node-repeats", "node-a"): ("firing", 3.0),
     }
+
+
+def test_the_default_repeat_offender_rules_fire_on_repeats_only(url: str) -> None:
+    """The default pack's gpu-repeat-offender and node-repeat-offender: GPU 1's Xid 48 back in
+    a second incident fires the first (GPU 0's storm of 30 Xid 79 lines does not), and the
+    node's third incident the second; their texts carry the suggested repair."""
+    import yaml
+
+    from app.alerts.rulefiles import DEFAULT_RULES_DIR
+
+    g0, g1 = gpu(0), gpu(1)
+    storm = [xid(g0, 79, NOW - timedelta(hours=5, seconds=s)) for s in range(30)]
+    twice = [xid(g1, 48, NOW - timedelta(hours=h)) for h in (4, 1)]
+    store_payload(url, node_batch("node-a", [g0, g1], events=storm + twice), received_at=NOW)
+    pack = {
+        r["name"]: r
+        for f in ("gpu.yaml", "node.yaml")
+        for r in yaml.safe_load((DEFAULT_RULES_DIR / f).read_text())["rules"]
+    }
+    add_rules(url, pack["gpu-repeat-offender"], pack["node-repeat-offender"])
+
+    evaluate_at(url, NOW)
+
+    assert alert_states(url) == {
+        ("gpu-repeat-offender", "node-a/1"): ("firing", 2.0),
+        ("node-repeat-offender", "node-a"): ("firing", 3.0),
+    }

@@ -119,6 +119,20 @@ EXPECTED: dict[str, list[str]] = {
         "0x80",
     ],
 }
+EXPECTED["gpu-repeat-offender"] = [
+    *DRAIN,
+    "dmesg -T | grep -i xid",
+    "nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT -i 3",
+    "dcgmi diag -r 3",
+    "nvidia-bug-report.sh",
+    "RMA",
+]
+EXPECTED["node-repeat-offender"] = [
+    *DRAIN,
+    "ipmitool sel elist",
+    "dcgmi diag -r 3",
+    "nvidia-bug-report.sh",
+]
 BY_RULE: dict[str, list[str]] = {
     "storage-latency-high": ["iostat -x nvme0n1 5 3", "smartctl -a /dev/nvme0n1"],
     "storage-nfs-latency-high": [
