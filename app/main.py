@@ -230,6 +230,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         redoc_url=None,
     )
     app.state.settings = settings
+    # The health rules in force, built once (the ingest groups every batch's events by them).
+    app.state.health_rules = rules_from_settings(settings)
     # Whether this process runs the background jobs: the ingest router tells a worker process
     # about new batches when it does not (fleetwatch serve --no-jobs, fleetwatch worker).
     app.state.runs_jobs = run_jobs

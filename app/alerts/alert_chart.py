@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.alerts.models import AlertInstance, AlertRule
@@ -14,7 +15,8 @@ from app.config import Settings
 from app.errors import NotFound
 from app.fleet import charts
 from app.fleet import service as fleet_service
-from app.fleet.schemas import SamplesOut, SeriesOut
+from app.fleet.models import Gpu
+from app.gpus import service as gpus_service
 from app.metrics import service as metrics_service
 from app.metrics.catalog import METRICS_BY_NAME
 
@@ -50,32 +52,21 @@ def alert_chart(
     began = inst.active_since or inst.fired_at or inst.last_evaluated_at
     end = min(now, (inst.resolved_at + AROUND) if inst.resolved_at else now)
     start = max(began - AROUND, end - LONGEST)
+    gpu = session.scalar(select(Gpu).where(Gpu.node_id == node.id, Gpu.uuid == uuid))
+    if gpu is None:
+        return None
     raw_from = charts.raw_from(settings, now)
     start, end = charts.to_whole_minutes(start, end, raw_from)
     step = metrics_service.choose_step_s(start, end, raw_from=raw_from)
-    series = [
-        s
-        for s in metrics_service.node_series(
-            session, node=node, metrics=[metric.name], start=start, end=end, step_s=step, zone=zone
-        )
-        if s.gpu_uuid == uuid
-    ]
-    samples = SamplesOut(
-        hostname=node.hostname,
+    samples = gpus_service.series_of_gpu(
+        session,
+        node=node,
+        gpu=gpu,
+        metrics=[metric.name],
         start=start,
         end=end,
         step_s=step,
-        metrics=[metric.name],
-        series=[
-            SeriesOut(
-                gpu_uuid=s.gpu_uuid,
-                gpu_index=s.gpu_index,
-                gpu_name=s.gpu_name,
-                t=s.times,
-                values=s.values,
-            )
-            for s in series
-        ],
+        zone=zone,
     )
     spec = charts.ChartSpec(metric.name, metric.label, metric.unit)
     threshold = condition.get("threshold") if kind == "threshold" else None

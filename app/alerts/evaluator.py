@@ -29,7 +29,7 @@ from app.alerts.kinds import observe, shared
 from app.alerts.lifecycle import InstanceState, Timing, step
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import active_silences, is_silenced
-from app.alerts.spec import RuleSpec
+from app.alerts.spec import RuleSpec, code_named
 from app.db import utcnow
 from app.fleet import retire
 from app.gc_tuning import without_collection
@@ -153,14 +153,9 @@ def with_actions(ctx: EvalContext, spec: RuleSpec, found: list[Observation]) -> 
             found_reasons = [r for g in node.gpus if g.uuid == uuid for r in g.reasons]
         else:
             found_reasons = list(node.reasons)
-        chosen = [r.action for r in found_reasons if not wanted or _named(r.code, wanted)]
+        chosen = [r.action for r in found_reasons if not wanted or code_named(r.code, wanted)]
         out.append(obs._replace(action=actions.sentence(actions.strongest(chosen))))
     return out
-
-
-def _named(code: str, wanted: list[str]) -> bool:
-    """Whether reason ``code`` is one of ``wanted`` (codes, or prefixes ending in ``*``)."""
-    return any(code == w or (w.endswith("*") and code.startswith(w[:-1])) for w in wanted)
 
 
 def condition_of(spec: RuleSpec, obs: Observation | None) -> bool | None:

@@ -233,6 +233,11 @@ def check_codes(codes: list[str]) -> list[str]:
     return codes
 
 
+def code_named(code: str, wanted: list[str]) -> bool:
+    """Whether reason ``code`` is one of ``wanted`` (codes, or prefixes ending in ``*``)."""
+    return any(code == w or (w.endswith("*") and code.startswith(w[:-1])) for w in wanted)
+
+
 class HealthCondition(_Strict):
     """An entity of ``target`` is in one of ``states`` (``app.health``), optionally only for the
     reason ``codes`` given (``gpu_lost``, ``nvlink_down``, ``xid_79`` …; ``app.health.reasons``
@@ -252,13 +257,7 @@ class HealthCondition(_Strict):
     def matches(self, codes: tuple[str, ...]) -> bool:
         """Whether any of an entity's reason ``codes`` is one of this condition's (every code
         when it names none)."""
-        if not self.codes:
-            return True
-        return any(
-            c == want or (want.endswith("*") and c.startswith(want[:-1]))
-            for c in codes
-            for want in self.codes
-        )
+        return not self.codes or any(code_named(c, self.codes) for c in codes)
 
 
 class DriftCondition(_Strict):

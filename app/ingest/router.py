@@ -16,7 +16,6 @@ from app.alerts import triggers as alert_triggers
 from app.auth import service as auth_service
 from app.db import session_scope, utcnow
 from app.fleet.models import Node
-from app.health.rules import rules_from_settings
 from app.ingest import body
 from app.ingest import service as ingest_service
 from app.ingest.fields import clean_document
@@ -94,7 +93,7 @@ async def ingest(
                 retention_days=settings.retention_days,
                 raw_retention_days=settings.raw_retention_days,
                 stale_after_s=settings.stale_after_s,
-                health_rules=rules_from_settings(settings),
+                health_rules=request.app.state.health_rules,
                 incident_quiet_s=settings.incident_quiet_s,
                 content_sha256=digest,
                 legacy_sha256=legacy,
