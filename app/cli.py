@@ -280,6 +280,7 @@ def rules_apply(
 ) -> None:
     """Create or update rules by name (idempotent); reports created / updated / unchanged.
     Nothing is applied when any file has an error; errors give file and line (exit 1)."""
+    from app.alerts.rule_reach import Kept
     from app.alerts.rulefiles import DEFAULT_RULES_DIR, RuleFilesInvalid, apply_path
     from app.db import make_engine, make_session_factory, session_scope
 
@@ -291,7 +292,9 @@ def rules_apply(
     engine = make_engine(settings.effective_database_url)
     try:
         with session_scope(make_session_factory(engine)) as session:
-            report = apply_path(session, path=path or DEFAULT_RULES_DIR, defaults=defaults)
+            report = apply_path(
+                session, path=path or DEFAULT_RULES_DIR, defaults=defaults, kept=Kept.of(settings)
+            )
     except RuleFilesInvalid as exc:
         for error in exc.errors:
             typer.echo(str(error), err=True)

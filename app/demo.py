@@ -148,12 +148,15 @@ def run_fleet(
 
 def apply_default_rules(settings: Settings) -> None:
     """Create or update the default alert rule pack, so the demo fleet's faults fire alerts."""
+    from app.alerts.rule_reach import Kept
     from app.alerts.rulefiles import DEFAULT_RULES_DIR, apply_path
 
     engine = make_engine(settings.effective_database_url)
     try:
         with session_scope(make_session_factory(engine)) as session:
-            report = apply_path(session, path=DEFAULT_RULES_DIR, defaults=True)
+            report = apply_path(
+                session, path=DEFAULT_RULES_DIR, defaults=True, kept=Kept.of(settings)
+            )
     finally:
         engine.dispose()
     log.info(

@@ -22,11 +22,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app import __version__, wakeups
 from app.alerts import pages as alert_pages
 from app.alerts import router as alerts_router
+from app.alerts import rule_reach
 from app.alerts.scheduler import AlertEvaluator
 from app.alerts.triggers import AlertingHealthRefresher
 from app.config import PROJECT_ROOT, Settings, get_settings
 from app.csrf import OriginCheckMiddleware
-from app.db import make_engine, make_session_factory
+from app.db import make_engine, make_session_factory, session_scope
 from app.errors import FleetwatchError
 from app.fleet import pages as fleet_pages
 from app.fleet import retire_pages
@@ -97,6 +98,9 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         tune_gc()
         scheduler = BackgroundScheduler(timezone="UTC", job_defaults=JOB_DEFAULTS)
         if run_jobs:
+            with session_scope(app.state.session_factory) as session:
+                for line in rule_reach.stored_beyond(session, rule_reach.Kept.of(settings)):
+                    log.warning("%s (the rule judges only what is kept)", line)
             scheduler.add_job(
                 once_per_database(engine, "retention-prune", prune_job),
                 "interval",

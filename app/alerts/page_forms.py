@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from app.alerts.rule_reach import Kept, beyond
 from app.alerts.schemas import Matcher, storable_text
 from app.alerts.spec import RuleSpec, parse_duration
 from app.forms import Form
@@ -38,8 +39,9 @@ class RuleForm:
     errors: list[tuple[str, str]] = field(default_factory=list)
 
 
-def parse_rule(document: str) -> RuleForm:
-    """Validate a rule typed as YAML (or JSON) against :class:`RuleSpec`; errors name the
+def parse_rule(document: str, kept: Kept | None = None) -> RuleForm:
+    """Validate a rule typed as YAML (or JSON) against :class:`RuleSpec` and, with ``kept``,
+    against what the server keeps (:func:`app.alerts.rule_reach.beyond`); errors name the
     field (``condition.metric``) or ``document`` for YAML syntax."""
     form = RuleForm(document)
     try:
@@ -56,6 +58,10 @@ def parse_rule(document: str) -> RuleForm:
         form.spec = RuleSpec.model_validate(doc)
     except ValidationError as exc:
         form.errors = [(error_field(e["loc"], doc), e["msg"]) for e in exc.errors()]
+        return form
+    if kept is not None and (far := beyond(form.spec, kept)):
+        form.errors = [(".".join(loc), message) for loc, message in far]
+        form.spec = None
     return form
 
 

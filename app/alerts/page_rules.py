@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from app.alerts import inhibition, store
 from app.alerts.models import AlertInstance
 from app.alerts.page_forms import RuleForm, parse_rule
+from app.alerts.rule_reach import Kept
 from app.db import SessionDep, WriteSessionDep
 from app.errors import Conflict
 from app.forms import Form, read_form
@@ -109,7 +110,7 @@ def edit_rule(request: Request, session: SessionDep, name: str) -> HTMLResponse:
 
 
 def _submit(request: Request, session: Session, form: Form, original: str | None) -> Response:
-    typed = parse_rule((form.get("document") or [""])[0])
+    typed = parse_rule((form.get("document") or [""])[0], Kept.of(request.app.state.settings))
     if original is not None:
         store.get_rule(session, name=original)  # 404 before anything else
     if typed.spec is None:
@@ -132,7 +133,7 @@ def preview_rule(
     """The editor again with what the typed rule matches now and the state each entity would
     be in (``store.preview``, read-only: nothing is stored); ``original`` is the rule being
     edited, if any."""
-    typed = parse_rule((form.get("document") or [""])[0])
+    typed = parse_rule((form.get("document") or [""])[0], Kept.of(request.app.state.settings))
     original = form.one("original") or None
     if typed.spec is None:
         return _editor(request, typed, original=original, status_code=422)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
-from app.alerts import inhibition, store
+from app.alerts import inhibition, rule_reach, store
 from app.alerts import service as alert_service
 from app.alerts.inhibit_spec import InhibitRuleSpec
 from app.alerts.models import AlertInhibitRule, AlertInstance, AlertRule, AlertSilence
@@ -91,9 +91,24 @@ def list_rules(session: SessionDep) -> list[RuleOut]:
     return [rule_out(r) for r in store.list_rules(session)]
 
 
+def _within_kept(request: Request, spec: RuleSpec) -> None:
+    """422 naming each field of ``spec`` that reads further back than the server keeps
+    (:mod:`app.alerts.rule_reach`)."""
+    far = rule_reach.beyond(spec, rule_reach.Kept.of(request.app.state.settings))
+    if far:
+        raise RequestValidationError(
+            [
+                {"type": "value_error", "loc": ("body", *loc), "msg": message, "input": None}
+                for loc, message in far
+            ]
+        )
+
+
 @router.post("/rules", response_model=RuleOut, status_code=201, summary="Create a rule")
-def create_rule(session: WriteSessionDep, spec: RuleSpec) -> RuleOut:
-    """Create a rule (409 if the name is taken; 422 names the wrong field)."""
+def create_rule(request: Request, session: WriteSessionDep, spec: RuleSpec) -> RuleOut:
+    """Create a rule (409 if the name is taken; 422 names the wrong field, or a window longer
+    than the server keeps what it reads)."""
+    _within_kept(request, spec)
     return rule_out(store.create_rule(session, spec=spec))
 
 
@@ -101,6 +116,7 @@ def create_rule(session: WriteSessionDep, spec: RuleSpec) -> RuleOut:
 def preview_rule(request: Request, session: SessionDep, spec: RuleSpec) -> list[PreviewEntity]:
     """Validate a rule and show which entities it matches now and the state each would be in
     (nothing is stored)."""
+    _within_kept(request, spec)
     rows = store.preview(
         session, spec=spec, health_rules=rules_from_settings(request.app.state.settings)
     )
@@ -114,8 +130,9 @@ def get_rule(session: SessionDep, name: str) -> RuleOut:
 
 
 @router.put("/rules/{name}", response_model=RuleOut, summary="Replace a rule")
-def update_rule(session: WriteSessionDep, name: str, spec: RuleSpec) -> RuleOut:
-    """Replace rule ``name`` (the body may rename it)."""
+def update_rule(request: Request, session: WriteSessionDep, name: str, spec: RuleSpec) -> RuleOut:
+    """Replace rule ``name`` (the body may rename it; 422 as for a new rule)."""
+    _within_kept(request, spec)
     return rule_out(store.update_rule(session, name=name, spec=spec, source="api"))
 
 

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts import inhibition, store
 from app.alerts.inhibit_spec import InhibitRuleSpec
+from app.alerts.rule_reach import Kept, beyond
 from app.alerts.spec import RuleSpec
 
 DEFAULT_RULES_DIR = Path(__file__).resolve().parent / "default_rules"
@@ -247,14 +248,16 @@ def load_path(path: Path, *, source_prefix: str = "file") -> list[tuple[RuleSpec
 
 
 def load_all(
-    path: Path, *, source_prefix: str = "file"
+    path: Path, *, source_prefix: str = "file", kept: Kept | None = None
 ) -> tuple[list[tuple[RuleSpec, str]], list[tuple[InhibitRuleSpec, str]]]:
     """Every rule and every inhibition rule under ``path``, each with its source
-    (``file:<name>``), all validated first.
+    (``file:<name>``), all validated first; with ``kept``, also against what the server keeps
+    (:func:`app.alerts.rule_reach.beyond`).
 
     Raises:
-        RuleFilesInvalid: every error of every file, and names defined twice (rules and
-            inhibition rules each have their own names).
+        RuleFilesInvalid: every error of every file, names defined twice (rules and
+            inhibition rules each have their own names), and windows reaching back further
+            than ``kept``.
     """
     loaded: list[tuple[RuleSpec, str]] = []
     inhibits: list[tuple[InhibitRuleSpec, str]] = []
@@ -277,21 +280,27 @@ def load_all(
                     errors.append(RuleFileError(str(file), line, spec.name, message))
                 else:
                     seen[(kind, spec.name)] = f"{file}:{line}"
+                if kept is not None and isinstance(spec, RuleSpec):
+                    for loc, message in beyond(spec, kept):
+                        where = f"{spec.name}.{'.'.join(loc)}"
+                        errors.append(RuleFileError(str(file), line, where, message))
                 into.append((spec, source))  # type: ignore[arg-type]
     if errors:
         raise RuleFilesInvalid(errors)
     return loaded, inhibits
 
 
-def apply_path(session: Session, *, path: Path, defaults: bool = False) -> store.ApplyReport:
-    """Validate every rule and inhibition rule under ``path``, then create or update them
-    (nothing is applied when any file has an error). The report is the rules'; the inhibition
-    rules' is on ``report.inhibit``.
+def apply_path(
+    session: Session, *, path: Path, defaults: bool = False, kept: Kept | None = None
+) -> store.ApplyReport:
+    """Validate every rule and inhibition rule under ``path`` (with ``kept``, against what the
+    server keeps), then create or update them (nothing is applied when any file has an error).
+    The report is the rules'; the inhibition rules' is on ``report.inhibit``.
 
     Raises:
         RuleFilesInvalid: see :func:`load_all`.
     """
-    specs, inhibits = load_all(path, source_prefix="defaults" if defaults else "file")
+    specs, inhibits = load_all(path, source_prefix="defaults" if defaults else "file", kept=kept)
     report = store.apply_specs(session, specs=specs)
     report.inhibit = inhibition.apply_specs(session, specs=inhibits)
     return report

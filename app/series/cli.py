@@ -63,8 +63,8 @@ def compact(
             )
     finally:
         engine.dispose()
-    for table in result.waiting:
-        typer.echo(f"{table}: waits for the rollups' first run (or: fleetwatch rollups rebuild)")
+    for table, reason in result.waiting.items():
+        typer.echo(f"{table}: {reason}")
     for table, packed in result.rows_packed.items():
         typer.echo(
             f"{table}: {packed} rows packed into {result.blocks_written[table]} blocks, "

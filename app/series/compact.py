@@ -54,16 +54,25 @@ OWNERS_PER_BATCH = 128
 NODES_PER_BATCH = 32
 
 
+#: Why a table was not compacted: the rollups have not run yet.
+NOT_RUN = "waits for the rollups' first run (the server's rollup job, every minute)"
+#: Why a table was not compacted: raw rows older than the rollups' first run are stored.
+NEEDS_REBUILD = (
+    "waits for the rollups to cover its older raw rows: run 'fleetwatch rollups rebuild'"
+)
+
+
 @dataclass
 class CompactResult:
     """What one compaction pass did, per raw table: rows packed into blocks, blocks written
-    and blocks re-opened for late rows; ``waiting`` names tables skipped until the rollups'
-    first run."""
+    and blocks re-opened for late rows; ``waiting``: tables skipped, each with why and what to
+    do (:data:`NOT_RUN` before the rollups' first run, :data:`NEEDS_REBUILD` when the rollups run
+    but the raw rows reach back before them)."""
 
     rows_packed: dict[str, int] = field(default_factory=dict)
     blocks_written: dict[str, int] = field(default_factory=dict)
     blocks_reopened: dict[str, int] = field(default_factory=dict)
-    waiting: list[str] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)
 
     def add(self, table: str, packed: int, written: int, reopened: int) -> None:
         """Count one batch of ``table``."""
@@ -294,8 +303,8 @@ def compact(
         # reading): a node gone silent keeps that much raw too, not only a live one.
         keep_s = max(LATEST_WINDOW_S, span_s)
         if spec.arrival and folded is None:
-            log.info("compaction: %s waits for the rollups' first run", spec.name)
-            result.waiting.append(spec.name)
+            log.info("compaction: %s %s", spec.name, NOT_RUN)
+            result.waiting[spec.name] = NOT_RUN
             continue
         by_node = spec.owner == "node_id"
         owners = node_ids if by_node else gpu_ids
@@ -333,10 +342,20 @@ def _pack_minutes(
     for form in minute_blocks.FORMS:
         name = form.minutes.name
         spec = rollup_specs.BY_RAW[name.removesuffix("_1m")]
+        ran = False
         with session_scope(factory) as session:
             folded_until = rollup_specs.get_mark(session, spec.horizon_key)
+            if folded_until is None:
+                # The folded-until mark is set by the rollups' first run, unless raw rows older
+                # than that run are stored (history, an upgrade): they need a rebuild first.
+                started = spec.arrival_key if spec.by_arrival else None
+                ran = (
+                    started is not None and rollup_specs.get_mark(session, started) is not None
+                ) or session.scalar(select(form.minutes.c[form.owner]).limit(1)) is not None
         if folded_until is None:
-            result.waiting.append(name)
+            reason = NEEDS_REBUILD if ran else NOT_RUN
+            log.info("compaction: %s %s", name, reason)
+            result.waiting[name] = reason
             continue
         oldest = at - timedelta(seconds=after_s[form.owner])
         horizon_s = int(min(oldest, folded_until).timestamp())

@@ -16,7 +16,7 @@ from app.db import session_scope
 from app.fleet.models import Gpu, Node
 from app.metrics import service as metrics_service
 from app.series import minute_blocks
-from app.series.compact import compact
+from app.series.compact import NEEDS_REBUILD, NOT_RUN, compact
 from app.series.rollups import fold
 from app.series.rollups.jobs import prune_rollups, set_mark
 from app.series.rollups.models import GPU_ROLLUPS, rollup_watermark
@@ -190,6 +190,23 @@ def test_nothing_is_packed_before_the_rollups_fold_the_day(
     result = compact(factory, compact_after_s=7200, minutes_after_s=DAY, now=T0 + timedelta(days=3))
     assert result.blocks_written["gpu_sample_1m"] == 2  # day 1 of each GPU
     with session_scope(factory) as s:
-        s.execute(delete(rollup_watermark))
+        s.execute(delete(rollup_watermark).where(rollup_watermark.c.name == GPU.horizon_key))
+    # The rollups ran (their arrival mark is set) but never set the folded-until mark: raw
+    # rows older than their first run are stored, which only a rebuild folds.
     result = compact(factory, compact_after_s=7200, minutes_after_s=DAY, now=T0 + timedelta(days=3))
-    assert "gpu_sample_1m" in result.waiting
+    assert result.waiting["gpu_sample_1m"] == NEEDS_REBUILD
+    assert "fleetwatch rollups rebuild" in NEEDS_REBUILD
+    assert "gpu_sample" not in result.waiting
+
+
+def test_compaction_says_the_rollups_have_not_run_before_their_first_run(
+    factory: sessionmaker[Session],
+) -> None:
+    seed(factory)
+    with session_scope(factory) as s:
+        s.execute(delete(rollup_watermark))
+        s.execute(delete(MINUTES))
+    result = compact(factory, compact_after_s=7200, minutes_after_s=DAY, now=T0 + timedelta(days=3))
+    assert result.waiting["gpu_sample"] == NOT_RUN
+    assert result.waiting["gpu_sample_1m"] == NOT_RUN
+    assert "gpu_sample" not in result.rows_packed
