@@ -187,6 +187,11 @@ REASON_ACTIONS: dict[str, tuple[str, str]] = {
         "reboot_node",
         "the GPU left the inventory: reboot the node; still absent, reseat or replace it",
     ),
+    reasons.GPU_UNRESPONSIVE: (
+        "reset_gpu",
+        "an NVML call on the GPU hangs: drain it and reset it (nvidia-smi -r); if the reset "
+        "hangs too, reboot the node",
+    ),
     reasons.REMAPPED_ROWS_FAILURE: (
         "inspect_hardware",
         "row remapping failed: the GPU has no spare rows left; drain it for RMA",
@@ -216,6 +221,11 @@ REASON_ACTIONS: dict[str, tuple[str, str]] = {
     reasons.IB_PORT_DOWN: (
         "check_fabric",
         "reseat or replace the cable or transceiver, then check the switch port",
+    ),
+    reasons.IB_PORT_FLAPPING: (
+        "check_fabric",
+        "a port that keeps going down: replace its cable or transceiver, then watch "
+        "link_downed_count stay flat",
     ),
     reasons.STORAGE_LATENCY_HIGH: (
         "check_storage",

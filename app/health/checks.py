@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from app.fleet.service import NodeView
+from app.alerts.template_values import duration
+from app.fleet.service import GpuView, NodeView
 from app.health import reasons
 from app.health.evidence import Evidence
 from app.health.rules import (
@@ -54,9 +55,14 @@ def _reason(
     )
 
 
-def inventory(view: NodeView, *, events_first_lost: dict[int, datetime]) -> Found:
-    """Lost GPUs (``gpu.state`` or a lost event) and GPUs missing from the latest inventory."""
+def inventory(
+    view: NodeView, *, events_first_lost: dict[int, datetime], unresponsive_after_s: float
+) -> Found:
+    """Lost GPUs (``gpu.state`` or a lost event), GPUs missing from the latest inventory, and
+    GPUs in it whose newest sample is more than ``unresponsive_after_s`` older than the node's
+    newest (:func:`unresponsive`)."""
     found: Found = defaultdict(list)
+    newest = view.node.last_sample_at
     for g in view.gpus:
         gpu = g.gpu
         if gpu.state in LOST_GPU_STATES or gpu.id in events_first_lost:
@@ -78,7 +84,35 @@ def inventory(view: NodeView, *, events_first_lost: dict[int, datetime]) -> Foun
                     since=gpu.last_seen_at,
                 )
             )
+        elif newest is not None and (text := unresponsive(g, newest, unresponsive_after_s)):
+            found[gpu.id].append(
+                _reason(
+                    view,
+                    "gpus-heading",
+                    State.UNHEALTHY,
+                    reasons.GPU_UNRESPONSIVE,
+                    text,
+                    since=gpu.last_sample_at or gpu.first_seen_at,
+                )
+            )
     return found
+
+
+def unresponsive(g: GpuView, node_newest: datetime, after_s: float) -> str | None:
+    """Why GPU ``g`` counts as unresponsive, or None: it is in the node's inventory, but its
+    newest sample (none: since it was first seen) is more than ``after_s`` older than the
+    node's newest sample ``node_newest`` — the agent reports the other GPUs and gets nothing
+    from this one (a hung NVML call: its collection errors say which). Its last values are
+    not current."""
+    gpu = g.gpu
+    last = gpu.last_sample_at or gpu.first_seen_at
+    gap_s = (node_newest - last).total_seconds()
+    if gap_s <= after_s:
+        return None
+    return (
+        f"GPU {gpu.index} has sent no sample for {duration(gap_s)} while the node's other GPUs "
+        "report (an NVML call on it hangs or fails: see the node's collection errors)"
+    )
 
 
 def events(
@@ -198,8 +232,9 @@ def links(view: NodeView, evidence: Evidence) -> Found:
     return found
 
 
-def ports(view: NodeView, evidence: Evidence) -> Found:
-    """InfiniBand/RoCE ports not ACTIVE now that were ACTIVE earlier in the event window."""
+def ports(view: NodeView, rules: HealthRules, evidence: Evidence) -> Found:
+    """InfiniBand/RoCE ports not ACTIVE now that were ACTIVE earlier in the event window, and
+    ACTIVE ports whose link went down repeatedly within the flap window (flapping)."""
     found: Found = defaultdict(list)
     down = sorted(
         evidence.ports_down.get(view.node.id, ()), key=lambda p: (natural_key(p.device), p.port)
@@ -210,6 +245,19 @@ def ports(view: NodeView, evidence: Evidence) -> Found:
             _reason(
                 view, "nics-heading", State.UNHEALTHY, reasons.IB_PORT_DOWN, text, since=port.since
             )
+        )
+    flapping = sorted(
+        evidence.ports_flapping.get(view.node.id, ()),
+        key=lambda p: (natural_key(p.device), p.port),
+    )
+    within = duration(rules.ib_flap_window_s)
+    for port in flapping:
+        text = (
+            f"{port.device} port {port.port} is flapping: its link went down {int(port.downs)} "
+            f"times within {within} (link_downed_count)"
+        )
+        found[None].append(
+            _reason(view, "nics-heading", State.DEGRADED, reasons.IB_PORT_FLAPPING, text)
         )
     return found
 

@@ -53,6 +53,9 @@ class Evidence:
     links_down: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
     #: node id → ports not ACTIVE that were ACTIVE in the window (device, port, state, since).
     ports_down: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
+    #: node id → ACTIVE ports whose link went down ``ib_flap_downs``+ times within
+    #: ``ib_flap_window_s`` (device, port, downs).
+    ports_flapping: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
     #: node id → newest disk readings over the wait threshold (device, avg_wait_s, sampled_at).
     slow_disks: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
     #: node id → newest NFS readings over the RTT threshold (mountpoint, avg_rtt_s, sampled_at);
@@ -64,7 +67,7 @@ def load_evidence(
     session: Session, *, views: list[NodeView], rules: HealthRules, now: datetime
 ) -> Evidence:
     """The evidence of every node of ``views`` that has reported at least once (a never-seen
-    node has nothing to check): six statements, none when there is no such node."""
+    node has nothing to check): seven statements, none when there is no such node."""
     found = Evidence()
     ids = sorted({v.node.id for v in views if v.freshness != "never_seen"})
     if not ids:
@@ -73,6 +76,8 @@ def load_evidence(
         dialect=session.get_bind().dialect.name,
         event_window_s=rules.event_window_s,
         throttle_window_s=rules.throttle_window_s,
+        ib_flap_downs=rules.ib_flap_downs,
+        ib_flap_window_s=rules.ib_flap_window_s,
     )
     since = now - timedelta(seconds=rules.event_window_s)
     for row in session.execute(sql.events, {"ids": ids, "since": since}):
@@ -102,6 +107,8 @@ def load_evidence(
         found.links_down[row.gpu_id].append(row)
     for row in session.execute(sql.ports, {"ids": ids}):
         found.ports_down[row.node_id].append(row)
+    for row in session.execute(sql.flapping, {"ids": ids}):
+        found.ports_flapping[row.node_id].append(row)
     for row in session.execute(sql.disks, {"ids": ids, "disk_wait_s": rules.disk_wait_s}):
         found.slow_disks[row.node_id].append(row)
     for row in session.execute(sql.nfs, {"ids": ids, "nfs_rtt_s": rules.nfs_rtt_s}):

@@ -30,6 +30,7 @@ class Reason:
 STALE = "stale"
 GPU_LOST = "gpu_lost"
 GPU_MISSING = "gpu_missing"
+GPU_UNRESPONSIVE = "gpu_unresponsive"
 REMAPPED_ROWS_FAILURE = "remapped_rows_failure"
 REMAPPED_ROWS_PENDING = "remapped_rows_pending"
 PCIE_DOWNTRAINED = "pcie_downtrained"
@@ -37,6 +38,7 @@ THERMAL_THROTTLE = "thermal_throttle"
 POWER_THROTTLE = "power_throttle"
 NVLINK_DOWN = "nvlink_down"
 IB_PORT_DOWN = "ib_port_down"
+IB_PORT_FLAPPING = "ib_port_flapping"
 STORAGE_LATENCY_HIGH = "storage_latency_high"
 #: The Xid family, as a health rule's ``codes`` pattern names it.
 XID_FAMILY = "xid_*"
@@ -52,6 +54,13 @@ REASONS: tuple[Reason, ...] = (
     ),
     Reason(GPU_MISSING, "gpu", State.UNHEALTHY, "GPU absent from the node's latest inventory"),
     Reason(
+        GPU_UNRESPONSIVE,
+        "gpu",
+        State.UNHEALTHY,
+        "no sample from the GPU for stale_after_s while the node's other GPUs report (an "
+        "NVML call on it hangs or fails)",
+    ),
+    Reason(
         XID_FAMILY,
         "gpu",
         State.UNHEALTHY,
@@ -64,6 +73,12 @@ REASONS: tuple[Reason, ...] = (
     Reason(POWER_THROTTLE, "gpu", State.DEGRADED, "power throttling sustained"),
     Reason(NVLINK_DOWN, "gpu", State.UNHEALTHY, "an NVLink reads down"),
     Reason(IB_PORT_DOWN, "node", State.UNHEALTHY, "an InfiniBand/RoCE port left ACTIVE"),
+    Reason(
+        IB_PORT_FLAPPING,
+        "node",
+        State.DEGRADED,
+        "an ACTIVE InfiniBand/RoCE port went down and up again repeatedly (link_downed_count)",
+    ),
     Reason(STORAGE_LATENCY_HIGH, "node", State.DEGRADED, "a disk's wait or an NFS RTT is high"),
 )
 CODES = {reason.code: reason for reason in REASONS}

@@ -97,6 +97,10 @@ class HealthRules:
     escalation_window_s: float = 7 * 86400.0
     #: Events closer than this are one burst (NVIDIA Fleet Intelligence: 3 minutes).
     burst_quiet_s: float = 180.0
+    #: An ACTIVE IB port whose link went down this many times within ``ib_flap_window_s``
+    #: (its link_downed_count) is flapping.
+    ib_flap_downs: int = 2
+    ib_flap_window_s: float = 3600.0
 
     def xid_state(self, xid: int) -> State | None:
         """The state an Xid causes; None for an ignored (application) Xid. The lists are read

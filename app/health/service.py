@@ -120,14 +120,19 @@ def evaluate_fresh(view: NodeView, rules: HealthRules, evidence: Evidence) -> No
         by_event, first_lost = (
             checks.events(view, rules, evidence) if node_id in evidence.events else ({}, {})
         )
-        parts = [checks.inventory(view, events_first_lost=first_lost), by_event]
+        parts = [
+            checks.inventory(
+                view, events_first_lost=first_lost, unresponsive_after_s=rules.stale_after_s
+            ),
+            by_event,
+        ]
         parts.append(checks.latest_values(view))
         if evidence.throttle:
             parts.append(checks.throttling(view, rules, evidence))
         if evidence.links_down:
             parts.append(checks.links(view, evidence))
-        if node_id in evidence.ports_down:
-            parts.append(checks.ports(view, evidence))
+        if node_id in evidence.ports_down or node_id in evidence.ports_flapping:
+            parts.append(checks.ports(view, rules, evidence))
         if node_id in evidence.slow_disks or node_id in evidence.slow_nfs:
             parts.append(checks.storage(view, rules, evidence))
         for part in parts:

@@ -50,6 +50,7 @@ class Statements:
     throttle: Executable
     links: Executable
     ports: Executable
+    flapping: Executable
     disks: Executable
     nfs: Executable
 
@@ -63,7 +64,14 @@ def _of_ids(column: Any, dialect: str) -> Any:
 
 
 @lru_cache(maxsize=8)
-def statements(*, dialect: str, event_window_s: float, throttle_window_s: float) -> Statements:
+def statements(
+    *,
+    dialect: str,
+    event_window_s: float,
+    throttle_window_s: float,
+    ib_flap_downs: int = 2,
+    ib_flap_window_s: float = 3600.0,
+) -> Statements:
     """The statements for the ``dialect`` (its name) and these windows (seconds)."""
     nodes = select(Node.id.label("id")).where(_of_ids(Node.id, dialect)).subquery("owners")
     gpus = select(Gpu.id.label("id")).where(_of_ids(Gpu.node_id, dialect)).subquery("owners")
@@ -113,6 +121,9 @@ def statements(*, dialect: str, event_window_s: float, throttle_window_s: float)
         .where(nvl.state == "down")
         .order_by(nvl.gpu_id, nvl.link),
         ports=port_history.ports_down(nodes, window_start=_window, event_window_s=event_window_s),
+        flapping=port_history.ports_flapping(
+            nodes, window_start=_window, min_downs=ib_flap_downs, flap_window_s=ib_flap_window_s
+        ),
         disks=latest.current_of(
             latest.DISK,
             owners=nodes,

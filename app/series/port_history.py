@@ -1,4 +1,5 @@
-"""When each IB port that is not ``ACTIVE`` now went down, from its raw readings.
+"""When each IB port that is not ``ACTIVE`` now went down, and which ``ACTIVE`` ports went down
+and up again repeatedly (flapping), from their raw readings.
 
 The current reading says a port is down; the time it went down is the first reading after its
 last ``ACTIVE`` one, looked for within an event window (raw IB port readings are kept that long
@@ -72,3 +73,51 @@ def ports_down(
         with_up.c.state,
         since.label("since"),
     ).where(with_up.c.last_up.is_not(None))
+
+
+def ports_flapping(
+    nodes: FromClause,
+    *,
+    window_start: Callable[[ColumnElement[Any]], ColumnElement[Any]],
+    min_downs: int,
+    flap_window_s: float,
+) -> Select[Any]:
+    """``node_id, device, port, downs`` of each port of the nodes ``nodes.c.id`` that is
+    ``ACTIVE`` now (:func:`app.series.latest.current_of` with ``window_start``) but whose
+    ``link_downed_count`` (the IB LinkDownedCounter: one per time the link went down) rose by
+    at least ``min_downs`` since its first raw reading within ``flap_window_s`` before its
+    current one (the window ends at the port's newest reading, as rule windows end at the
+    node's newest sample). A counter that went backwards (reset with the driver) counts
+    nothing.
+
+    One index probe per current port (the raw key is node, device, port, time)."""
+    p = latest.NIC.table.c
+    up_now = (
+        latest.current_of(
+            latest.NIC,
+            owners=nodes,
+            columns=["node_id", "device", "port", "link_downed_count", "sampled_at"],
+            window_start=window_start,
+        )
+        .where(func.upper(p.state) == "ACTIVE", p.link_downed_count.is_not(None))
+        .subquery("up_now")
+    )
+    raw = NicPortSample.__table__
+    first = raw.alias("first").c
+    then = (
+        select(first.link_downed_count)
+        .where(
+            first.node_id == up_now.c.node_id,
+            first.device == up_now.c.device,
+            first.port == up_now.c.port,
+            first.sampled_at >= before(up_now.c.sampled_at, flap_window_s),
+        )
+        .order_by(first.sampled_at)
+        .limit(1)
+        .scalar_subquery()
+    )
+    with_then = select(up_now, then.label("then")).subquery("with_then")
+    downs = with_then.c.link_downed_count - with_then.c.then
+    return select(
+        with_then.c.node_id, with_then.c.device, with_then.c.port, downs.label("downs")
+    ).where(with_then.c.then.is_not(None), downs >= min_downs)

@@ -29,7 +29,9 @@ from tests.factories import batch, gpu, iso, sample, store_payload
 #: Every reason the fleet below has on each node, fresh (stale nodes list them after "stale").
 CODES = [
     "ib_port_down",
+    "ib_port_flapping",
     "storage_latency_high",
+    "gpu_unresponsive",
     "xid_79",
     "nvlink_down",
     "thermal_throttle",
@@ -38,15 +40,17 @@ CODES = [
 
 
 def seed(url: str, nodes: int, *, at: datetime) -> None:
-    """``nodes`` nodes whose telemetry ends at ``at``: an IB port ACTIVE then DOWN, a slow disk
-    and NFS mount, an Xid 79, a down NVLink, thermal throttling and a GPU missing."""
+    """``nodes`` nodes whose telemetry ends at ``at``: an IB port ACTIVE then DOWN, another
+    ACTIVE that went down 3 times between, a slow disk and NFS mount, an Xid 79 on a GPU that
+    sends no samples since (unresponsive), a down NVLink, thermal throttling and a GPU
+    missing."""
     for n in range(nodes):
         host = f"node-{n:02d}"
         gpus = [gpu(0, hostname=host), gpu(1, hostname=host)]
         gone = gpu(2, hostname=host)  # not in the second inventory: missing
         before = at - timedelta(seconds=600)  # before the throttle window
         first = batch(host, gpus=[*gpus, gone], samples_per_gpu=1, start=before)
-        first["nic_ports"] = [nic_port(before, "mlx5_0")]
+        first["nic_ports"] = [nic_port(before, "mlx5_0"), nic_port(before, "mlx5_1")]
         store_payload(url, first, received_at=before)
         second = batch(
             host,
@@ -59,7 +63,10 @@ def seed(url: str, nodes: int, *, at: datetime) -> None:
         second["samples"] = [
             sample(gpus[1], at - timedelta(seconds=s), clocks_event_reasons=0x40) for s in (4, 2, 0)
         ]
-        second["nic_ports"] = [nic_port(at, "mlx5_0", state="DOWN")]
+        second["nic_ports"] = [
+            nic_port(at, "mlx5_0", state="DOWN"),
+            nic_port(at, "mlx5_1", link_downed_count=3),
+        ]
         second["nvlinks"] = nvlinks(gpus[1], at, links=2) + nvlinks(
             gpus[0], at, links=1, state="down"
         )
@@ -172,9 +179,9 @@ def test_statements_do_not_grow_with_the_fleet(db_url: str, stale: bool) -> None
         small["states"],
     )
     # Not stored yet: the nodes with their stored state, then nodes, GPUs, latest samples, the
-    # six kinds of evidence, the Xid history of the nodes with Xids (escalation, one statement
+    # seven kinds of evidence, the Xid history of the nodes with Xids (escalation, one statement
     # for all of them) and the held since of the NVLink-down reasons (app.health.held).
-    assert (small["unstored"], large["unstored"]) == (12, 12)
+    assert (small["unstored"], large["unstored"]) == (13, 13)
     # Stored: the nodes with their stored state, then the documents (none once this process has
     # parsed them).
     assert (small["health"], large["health"]) == (2, 2)

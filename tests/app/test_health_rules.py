@@ -159,6 +159,78 @@ def test_an_ib_port_that_went_from_active_to_down_is_unhealthy(
     assert "mlx5_0" in health["reasons"][0]["text"]
 
 
+def ports_reading(at: datetime, **counts: int) -> dict[str, Any]:
+    """A one-sample batch at ``at`` whose ACTIVE ports have these ``link_downed_count``s."""
+    payload = batch(gpus=1, samples_per_gpu=1, start=at)
+    payload["nic_ports"] = [nic_port(at, dev, link_downed_count=n) for dev, n in counts.items()]
+    return payload
+
+
+def test_an_active_port_whose_link_went_down_twice_within_an_hour_is_flapping(
+    server: LiveServer, db_url: str
+) -> None:
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    old = now - timedelta(minutes=90)  # before the flap window
+    ingest(server, db_url, ports_reading(old, mlx5_0=0, mlx5_1=0, mlx5_2=5, mlx5_3=40))
+    ingest(
+        server,
+        db_url,
+        ports_reading(now - timedelta(minutes=50), mlx5_0=7, mlx5_1=0, mlx5_2=5, mlx5_3=40),
+    )
+    # mlx5_0 went down 7 times before the hour; mlx5_1 twice within it; mlx5_2 once;
+    # mlx5_3's counter went back (driver reloaded): nothing counted.
+    ingest(server, db_url, ports_reading(now, mlx5_0=7, mlx5_1=2, mlx5_2=6, mlx5_3=3))
+
+    health = node_health(server)
+
+    assert health["state"] == "degraded"
+    assert codes(health) == ["ib_port_flapping"]
+    [reason] = health["reasons"]
+    assert reason["text"] == (
+        "mlx5_1 port 1 is flapping: its link went down 2 times within 1 h (link_downed_count)"
+    )
+    assert reason["evidence"] == "/nodes/node-a#nics-heading"
+    assert reason["action"]["code"] == "check_fabric"
+
+
+def test_a_gpu_without_samples_while_the_others_report_is_unresponsive(
+    server: LiveServer, db_url: str
+) -> None:
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    gpus = [gpu(0), gpu(1)]
+    ingest(server, db_url, batch(gpus=gpus, samples_per_gpu=1, start=now - timedelta(seconds=300)))
+    late = batch(gpus=gpus, samples_per_gpu=0)
+    late["samples"] = [sample(gpus[1], now - timedelta(seconds=s)) for s in (200, 100, 0)]
+    ingest(server, db_url, late)
+
+    health = node_health(server)
+
+    assert health["state"] == "unhealthy"
+    assert codes(health["gpus"][0]) == ["gpu_unresponsive"]
+    assert codes(health["gpus"][1]) == []
+    [reason] = health["reasons"]
+    assert reason["gpu_index"] == 0
+    assert reason["text"].startswith(
+        "GPU 0 has sent no sample for 5 min while the node's other GPUs report"
+    )
+    assert reason["action"]["code"] == "reset_gpu"
+
+
+def test_a_gpu_a_sample_behind_the_others_is_not_unresponsive(
+    server: LiveServer, db_url: str
+) -> None:
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    gpus = [gpu(0), gpu(1)]
+    payload = batch(gpus=gpus, samples_per_gpu=0)
+    payload["samples"] = [
+        sample(gpus[0], now - timedelta(seconds=110)),  # within stale_after_s (120 s)
+        sample(gpus[1], now),
+    ]
+    ingest(server, db_url, payload)
+
+    assert node_health(server)["state"] == "healthy"
+
+
 def test_a_pcie_link_below_its_maximum_makes_the_gpu_degraded(
     server: LiveServer, db_url: str
 ) -> None:

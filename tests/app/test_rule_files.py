@@ -101,6 +101,7 @@ def test_the_default_pack_validates_and_names_a_runbook_for_every_rule() -> None
     names = [s.name for s, _ in specs]
     assert names == [
         "gpu-lost",
+        "gpu-unresponsive",
         "gpu-critical-xid",
         "gpu-double-bit-ecc",
         "gpu-row-remap-failure",
@@ -115,6 +116,7 @@ def test_the_default_pack_validates_and_names_a_runbook_for_every_rule() -> None
         "node-gpu-count-below-inventory",
         "node-agent-stale",
         "node-ib-port-down",
+        "node-ib-port-flapping",
         "storage-latency-high",
         "storage-nfs-latency-high",
         "node-repeat-offender",
@@ -172,13 +174,13 @@ def test_cli_apply_defaults_then_export_and_errors_exit_1(tmp_path: Path) -> Non
 
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines()[-1] == (
-        "18 created, 0 updated, 0 unchanged; inhibition rules: 4 created, 0 updated, 0 unchanged"
+        "20 created, 0 updated, 0 unchanged; inhibition rules: 6 created, 0 updated, 0 unchanged"
     )
     assert "created inhibition rule: gpu-lost-mutes-its-gpu" in first.stdout.splitlines()
     assert again.stdout.splitlines()[-1] == (
-        "0 created, 0 updated, 18 unchanged; inhibition rules: 0 created, 0 updated, 4 unchanged"
+        "0 created, 0 updated, 20 unchanged; inhibition rules: 0 created, 0 updated, 6 unchanged"
     )
-    assert exported.stdout.count("\n- name: ") == 18 + 4
+    assert exported.stdout.count("\n- name: ") == 20 + 6
     assert "\ninhibit_rules:\n" in exported.stdout
     assert failed.returncode == 1
     assert failed.stderr.startswith(f"{bad}:11: rules[0].condition.threshold.op: Input should be")

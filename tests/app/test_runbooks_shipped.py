@@ -133,6 +133,21 @@ EXPECTED["node-repeat-offender"] = [
     "dcgmi diag -r 3",
     "nvidia-bug-report.sh",
 ]
+EXPECTED["gpu-unresponsive"] = [
+    *DRAIN,
+    "timeout 30 nvidia-smi -q -i 3",
+    "nvidia-smi -r -i 3",
+    "timed out",
+    "Xid 119/120",
+    "nvidia-bug-report.sh",
+]
+EXPECTED["node-ib-port-flapping"] = [
+    *DRAIN,
+    "ibstat",
+    "perfquery -x",
+    "link_downed",
+    "ib_write_bw",
+]
 BY_RULE: dict[str, list[str]] = {
     "storage-latency-high": ["iostat -x nvme0n1 5 3", "smartctl -a /dev/nvme0n1"],
     "storage-nfs-latency-high": [
