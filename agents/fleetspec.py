@@ -58,8 +58,8 @@ def parse_fault(text: str) -> ScheduledFault:
     if match is None:
         raise ValueError(f"fault {text!r}: expected HOST:KIND@SECONDS[:GPU_INDEX]")
     kind, xid = match["kind"], match["xid"]
-    if xid is not None and kind != "xid":
-        raise ValueError(f"fault {text!r}: only xid takes a code (xid48)")
+    if xid is not None and kind not in ("xid", "xid_repeat"):
+        raise ValueError(f"fault {text!r}: only xid and xid_repeat take a code (xid48)")
     if kind not in FAULT_KINDS:
         raise ValueError(f"fault {text!r}: unknown kind {kind!r}; known: {', '.join(FAULT_KINDS)}")
     return ScheduledFault(

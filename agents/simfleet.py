@@ -163,8 +163,8 @@ class SimFleet:
         xid: int | None = None,
     ) -> None:
         """Inject a fault into ``hostname``'s simulator: GPU faults into its collector (see
-        ``SimulatedCollector.inject``), ``ib_port_down`` and ``storage_slow`` into its host
-        source (see ``SimulatedHostSource.inject``; ``gpu_index`` is then the port index).
+        ``SimulatedCollector.inject``), ``ib_port_down``, ``ib_flap`` and ``storage_slow`` into
+        its host source (see ``SimulatedHostSource.inject``; ``gpu_index`` is then the port).
 
         Raises:
             KeyError: no such host.
@@ -243,9 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         type=_fault,
         metavar="HOST:KIND@SECONDS[:GPU_INDEX]",
-        help="scheduled fault (repeatable); KIND: gpu_lost, thermal_throttle, agent_stop, "
-        "nvlink_down, xid or xidNN (e.g. xid48), and ib_port_down (GPU_INDEX is then the port) or "
-        "storage_slow",
+        help="scheduled fault (repeatable); KIND: gpu_lost, off_bus (lost without an Xid), "
+        "nvml_hang, thermal_throttle, agent_stop, nvlink_down, xid or xidNN (e.g. xid48), "
+        "xid_repeat (Xid 48 three times), and ib_port_down or ib_flap (GPU_INDEX is then the "
+        "port) or storage_slow",
     )
     parser.add_argument("--seed", type=int, default=None, help="reseed all simulators")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING …")

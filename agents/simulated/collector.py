@@ -30,7 +30,7 @@ WARMUP_STEPS = 4
 WARMUP_STEP_S = 30.0
 #: Fault kinds a real node announces in its kernel log the moment they happen (Xid 79, the
 #: Xid itself, Xid 74 for a link), so its agent sends them before the next sampling tick.
-URGENT_FAULT_KINDS = frozenset({"gpu_lost", "xid", "nvlink_down"})
+URGENT_FAULT_KINDS = frozenset({"gpu_lost", "xid", "nvlink_down", "off_bus", "xid_repeat"})
 
 
 def seed_from_hostname(hostname: str) -> int:
@@ -131,8 +131,15 @@ class SimulatedCollector(Collector):
                 gpu.step(dt_s, self.workload.job_on(gpu.index), now_s)
                 if gpu.thermal_reasons and not before:
                     self.faults.thermal_event(gpu, now)
-                samples.append(gpu.read(now))
+                if not self.faults.hung(gpu):  # a hung NVML call gives the agent no sample
+                    samples.append(gpu.read(now))
             return samples
+
+    def collection_errors(self) -> list[dict[str, str]]:
+        """The errors the NVML collector reports each round for the GPUs whose NVML call hangs
+        (``nvml_hang``)."""
+        with self._lock:
+            return self.faults.hang_errors()
 
     def drain_events(self) -> list[EventDict]:
         """Return and forget the events produced since the last call."""
@@ -193,7 +200,12 @@ class SimulatedCollector(Collector):
         to ~90 °C, clocks drop, reasons 0x20/0x40, a ``thermal_throttle`` event); ``agent_stop``
         (no collecting or pushing for ``duration_s``, default 60-120 s, from now).
         ``nvlink_down`` (a random NVLink of the GPU goes down for ``duration_s``, for good when
-        ``None``: Xid 74, its errors climb, ``topo -m`` shows one link fewer).
+        ``None``: Xid 74, its errors climb, ``topo -m`` shows one link fewer); ``off_bus`` (as
+        ``gpu_lost`` but without Xid 79: only the driver's "GPU has fallen off the bus" kernel
+        line, a ``gpu_fallen_off_bus`` event); ``nvml_hang`` (an NVML call on the GPU hangs for
+        ``duration_s``, for good when ``None``: no samples of it, a collection error each
+        round, the GPU still in the inventory); ``xid_repeat`` (Xid ``xid``, 48 when ``None``,
+        logged :data:`~agents.simulated.faults.XID_REPEATS` times, one per sample).
         ``gpu_index`` ``None`` picks a GPU at random (a busy one for ``thermal_throttle``).
 
         Raises:

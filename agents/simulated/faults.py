@@ -15,9 +15,12 @@ GPU_FAULT_KINDS: tuple[str, ...] = (
     "thermal_throttle",
     "agent_stop",
     "nvlink_down",
+    "off_bus",
+    "nvml_hang",
+    "xid_repeat",
 )
 #: Faults of the node around the GPUs (``SimulatedHostSource.inject``).
-HOST_FAULT_KINDS: tuple[str, ...] = ("ib_port_down", "storage_slow")
+HOST_FAULT_KINDS: tuple[str, ...] = ("ib_port_down", "ib_flap", "storage_slow")
 FAULT_KINDS: tuple[str, ...] = GPU_FAULT_KINDS + HOST_FAULT_KINDS
 
 #: How long each kind of fault lasts when ``--random-faults`` or ``--fault`` injects it, seconds
@@ -29,7 +32,11 @@ FAULT_SPANS_S: dict[str, tuple[float, float]] = {
     "agent_stop": (60.0, 120.0),
     "thermal_throttle": (120.0, 240.0),
     "nvlink_down": (180.0, 300.0),
+    "off_bus": (180.0, 300.0),
+    "nvml_hang": (120.0, 240.0),
+    "xid_repeat": (0.0, 0.0),  # instantaneous: the repeats come at the next samples
     "ib_port_down": (120.0, 240.0),
+    "ib_flap": (60.0, 180.0),
     "storage_slow": (120.0, 240.0),
 }
 #: What ``--random-faults`` picks from (Xids twice as often as the rest).
@@ -49,6 +56,22 @@ def random_fault_kind(rng: random.Random, *, has_nvlink: bool) -> str:
     """A kind from :data:`RANDOM_FAULT_KINDS`, leaving out ``nvlink_down`` on a node without
     NVLink."""
     return rng.choice([k for k in RANDOM_FAULT_KINDS if has_nvlink or k != "nvlink_down"])
+
+
+#: How many times ``xid_repeat`` logs its Xid (one per sample), and its Xid unless named.
+XID_REPEATS = 3
+XID_REPEAT_DEFAULT = 48
+#: What a hung NVML call on one GPU makes the agent report (agents/collectors/nvml.py).
+NVML_HANG_ERROR = (
+    "GPU {index} ({uuid}): nvmlDeviceGetUtilizationRates timed out after 5 s (still hung from "
+    "an earlier round); no sample"
+)
+
+
+def fallen_off_bus_line(pci_bus_id: str) -> str:
+    """The kernel line of a GPU that fell off the bus without an Xid (driver R535+ prints it
+    before, or instead of, Xid 79; agents/kernel/xid.py reads it as ``gpu_fallen_off_bus``)."""
+    return f"NVRM: GPU at {xid_pci_address(pci_bus_id)}: GPU has fallen off the bus."
 
 
 #: The Xids ``--random-faults`` picks from.

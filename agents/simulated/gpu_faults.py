@@ -1,5 +1,6 @@
-"""What the simulated GPU faults do: Xid events, a GPU falling off the bus and coming back
-after a reset, failed cooling, an NVLink going down; and when each of them ends.
+"""What the simulated GPU faults do: Xid events (once or repeated), a GPU falling off the bus
+(with Xid 79 or only the driver's kernel line) and coming back after a reset, failed cooling,
+an NVLink going down, an NVML call that hangs on one GPU; and when each of them ends.
 
 Used by :class:`agents.simulated.collector.SimulatedCollector`, which holds the lock.
 """
@@ -11,7 +12,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agents.payload import EventDict, make_event
-from agents.simulated.faults import APP_FATAL_XIDS, RANDOM_XIDS, xid_message
+from agents.simulated.faults import (
+    APP_FATAL_XIDS,
+    NVML_HANG_ERROR,
+    RANDOM_XIDS,
+    XID_REPEAT_DEFAULT,
+    XID_REPEATS,
+    fallen_off_bus_line,
+    xid_message,
+)
 from agents.simulated.gpu import SimGpu
 from agents.simulated.links import SimLinks
 from agents.simulated.shapes import NodeShape
@@ -45,12 +54,34 @@ class GpuFaults:
     lost_until: dict[int, datetime | None] = field(default_factory=dict)
     lost_reason: dict[int, str] = field(default_factory=dict)
     cooling_until: dict[int, datetime] = field(default_factory=dict)
+    #: GPU index → when its hung NVML call returns (None: never).
+    hung_until: dict[int, datetime | None] = field(default_factory=dict)
+    #: GPU index → (Xid, occurrences still to log) of an ``xid_repeat``.
+    repeats: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def apply_pending(self, now: datetime) -> None:
-        """Apply every pending fault at ``now``."""
+        """Log the next occurrence of each repeating Xid, then apply every pending fault at
+        ``now``."""
+        for index, (code, left) in list(self.repeats.items()):
+            self._xid(self.gpus[index], code, now)
+            if left > 1:
+                self.repeats[index] = (code, left - 1)
+            else:
+                del self.repeats[index]
         for fault in self.pending:
             self.apply(fault, now)
         self.pending.clear()
+
+    def hung(self, gpu: SimGpu) -> bool:
+        """Whether an NVML call on ``gpu`` hangs now (no sample of it)."""
+        return gpu.index in self.hung_until
+
+    def hang_errors(self) -> list[dict[str, str]]:
+        """One collection error per hung GPU, as the NVML collector reports each round."""
+        return [
+            {"source": "nvml", "message": NVML_HANG_ERROR.format(index=i, uuid=self.gpus[i].uuid)}
+            for i in sorted(self.hung_until)
+        ]
 
     def apply(self, fault: Pending, now: datetime) -> None:
         """Make ``fault`` take effect at ``now`` on its GPU (a random one when unnamed)."""
@@ -62,7 +93,17 @@ class GpuFaults:
             if code != 79:
                 self._xid(gpu, code, now)
                 return
-        if fault.kind in ("gpu_lost", "xid"):
+        if fault.kind == "xid_repeat":
+            code = fault.xid if fault.xid is not None else XID_REPEAT_DEFAULT
+            self._xid(gpu, code, now)
+            if XID_REPEATS > 1:
+                self.repeats[gpu.index] = (code, XID_REPEATS - 1)
+        elif fault.kind == "nvml_hang":
+            until = None if fault.duration_s is None else now + timedelta(seconds=fault.duration_s)
+            self.hung_until[gpu.index] = until
+        elif fault.kind == "off_bus":
+            self._lose(gpu, now, fault.duration_s, xid=False)
+        elif fault.kind in ("gpu_lost", "xid"):
             self._lose(gpu, now, fault.duration_s)
         elif fault.kind == "nvlink_down":
             self._link_down(gpu, now, fault.duration_s)
@@ -96,25 +137,27 @@ class GpuFaults:
         if code in APP_FATAL_XIDS:
             self.workload.kill_job_on(gpu.index)
 
-    def _lose(self, gpu: SimGpu, now: datetime, duration_s: float | None) -> None:
+    def _lose(
+        self, gpu: SimGpu, now: datetime, duration_s: float | None, *, xid: bool = True
+    ) -> None:
+        """``gpu`` falls off the bus: with ``xid``, Xid 79 then NVML's lost event; without,
+        only the driver's "fallen off the bus" kernel line (and NVML's lost state)."""
         if gpu.lost:
             return
-        self._xid(gpu, 79, now)
+        if xid:
+            self._xid(gpu, 79, now)
         self.workload.kill_job_on(gpu.index)
         gpu.lost = True
-        reason = "NVML_ERROR_GPU_IS_LOST: GPU has fallen off the bus (Xid 79)"
+        reason = "NVML_ERROR_GPU_IS_LOST: GPU has fallen off the bus" + (" (Xid 79)" if xid else "")
         self.lost_reason[gpu.index] = reason
         self.lost_until[gpu.index] = (
             None if duration_s is None else now + timedelta(seconds=duration_s)
         )
+        kind, message = "gpu_lost", f"GPU {gpu.pci_bus_id} is lost: {reason}"
+        if not xid:
+            kind, message = "gpu_fallen_off_bus", fallen_off_bus_line(gpu.pci_bus_id)
         self.events.append(
-            make_event(
-                "gpu_lost",
-                now,
-                gpu_uuid=gpu.uuid,
-                pci_bus_id=gpu.pci_bus_id,
-                message=f"GPU {gpu.pci_bus_id} is lost: {reason}",
-            )
+            make_event(kind, now, gpu_uuid=gpu.uuid, pci_bus_id=gpu.pci_bus_id, message=message)
         )
 
     def thermal_event(self, gpu: SimGpu, now: datetime) -> None:
@@ -165,3 +208,6 @@ class GpuFaults:
             if until <= now:
                 self.gpus[index].cooling_failed = False
                 del self.cooling_until[index]
+        for index, hang_until in list(self.hung_until.items()):
+            if hang_until is not None and hang_until <= now:
+                del self.hung_until[index]

@@ -5,7 +5,9 @@ Ports are ``mlx5_0`` … (8 on an 8-GPU HGX node, else 4), port 1, 400 Gb/s NDR 
 on the PCIe switch of one GPU (``PIX``). ``ib_port_down`` takes a port down as a pulled or
 failed cable does: state ``DOWN``, physical state ``Polling`` (as in
 ``proc/ibstat-h100-12ca-some-down-polling.txt``, whose down port reports rate 40), no traffic,
-``link_downed`` counted once.
+``link_downed`` counted once. ``ib_flap`` makes a port flap as a failing cable or transceiver
+does: down for :data:`FLAP_DOWN_S` of every :data:`FLAP_PERIOD_S` (``link_downed`` counted each
+time), up between.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ DOWN_RATE_GBPS = 40.0
 PORT_PEAK = NDR_GBPS / 8 * 1e9 * 0.9  # usable bytes per second, one direction
 DEFAULT_STORAGE_SLOW_S = 180.0
 SYMBOL_ERROR_MEAN_S = 8 * 3600.0
+DEFAULT_FLAP_S = 60.0
+FLAP_PERIOD_S = 10.0
+FLAP_DOWN_S = 2.0
 
 
 @dataclass
@@ -42,6 +47,8 @@ class _Port:
     link_downed: int = 0
     recoveries: int = 0
     rcv_errors: int = 0
+    flap_from: datetime | None = None
+    flap_until: datetime | None = None
 
 
 class SimulatedHostSource(HostSource):
@@ -122,22 +129,25 @@ class SimulatedHostSource(HostSource):
 
     def inject(self, kind: str, index: int | None = None, duration_s: float | None = None) -> None:
         """Inject a host fault at the next :meth:`collect`: ``ib_port_down`` (port ``mlx5_<index>``,
-        random when None, down for ``duration_s``, for good when None) or ``storage_slow``
-        (``/data``'s disk and the NFS mount slow for ``duration_s``, default 180 s).
+        random when None, down for ``duration_s``, for good when None), ``ib_flap`` (the port
+        flaps for ``duration_s``, default 60 s) or ``storage_slow`` (``/data``'s disk and the
+        NFS mount slow for ``duration_s``, default 180 s).
 
         Raises:
             ValueError: an unknown kind, or a port index this node does not have.
         """
         if kind not in HOST_FAULT_KINDS:
             raise ValueError(f"unknown host fault {kind!r}; known: {', '.join(HOST_FAULT_KINDS)}")
-        if kind == "ib_port_down" and index is not None and not 0 <= index < len(self.ports):
+        if kind != "storage_slow" and index is not None and not 0 <= index < len(self.ports):
             raise ValueError(f"port index {index} out of range 0..{len(self.ports) - 1}")
         with self._lock:
             self._pending.append((kind, index, duration_s))
 
     def _apply(self, now: datetime) -> None:
         for port in self.ports:
-            if port.down and port.down_until is not None and port.down_until <= now:
+            if port.flap_from is not None:
+                self._flap(port, now)
+            elif port.down and port.down_until is not None and port.down_until <= now:
                 port.down, port.down_until = False, None
                 port.recoveries += 1
         if self._slow_until is not None and self._slow_until <= now:
@@ -147,15 +157,36 @@ class SimulatedHostSource(HostSource):
                 seconds = DEFAULT_STORAGE_SLOW_S if duration_s is None else duration_s
                 self.storage.slow, self._slow_until = True, now + timedelta(seconds=seconds)
                 continue
-            up = [p for p in self.ports if not p.down]
+            up = [p for p in self.ports if not p.down and p.flap_from is None]
             if index is not None:
-                up = [self.ports[index]] if not self.ports[index].down else []
+                chosen = self.ports[index]
+                up = [chosen] if not chosen.down and chosen.flap_from is None else []
             if not up:
                 continue
             port = self.rng.choice(up)
+            if kind == "ib_flap":
+                seconds = DEFAULT_FLAP_S if duration_s is None else duration_s
+                port.flap_from, port.flap_until = now, now + timedelta(seconds=seconds)
+                self._flap(port, now)
+                continue
             port.down, port.link_downed = True, port.link_downed + 1
             port.down_until = None if duration_s is None else now + timedelta(seconds=duration_s)
         self._pending.clear()
+
+    @staticmethod
+    def _flap(port: _Port, now: datetime) -> None:
+        """A flapping port at ``now``: down in the first :data:`FLAP_DOWN_S` of each
+        :data:`FLAP_PERIOD_S` from the fault's start, up otherwise and once it is over."""
+        assert port.flap_from is not None and port.flap_until is not None
+        phase = (now - port.flap_from).total_seconds() % FLAP_PERIOD_S
+        down = now < port.flap_until and phase < FLAP_DOWN_S
+        if down and not port.down:
+            port.link_downed += 1
+        elif port.down and not down:
+            port.recoveries += 1
+        port.down = down
+        if now >= port.flap_until:
+            port.flap_from = port.flap_until = None
 
     def _port(
         self, port: _Port, stamp: str, dt_s: float, loads: list[float | None], first: bool

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from agents.collectors import CollectorUnavailable, create_collector
-from agents.payload import METRIC_KEYS
+from agents.kernel.xid import parse_kernel_log
+from agents.payload import METRIC_KEYS, format_timestamp
 from agents.simulated.collector import SimulatedCollector
 from agents.simulated.faults import (
     CLOCKS_EVENT_REASON_HW_THERMAL_SLOWDOWN,
@@ -224,6 +225,54 @@ def test_xid_fault_emits_an_nvrm_line_and_xid_48_counts_an_uncorrectable_error()
         event["message"] or "",
     )
     assert after == before + 1
+
+
+def test_off_bus_loses_the_gpu_with_only_the_kernel_line_and_no_xid() -> None:
+    collector = SimulatedCollector("n1", 8)
+    collector.sample(START)
+    collector.inject("off_bus", gpu_index=2, duration_s=60)
+    sample = collector.sample(START + STEP)[2]
+
+    (event,) = collector.drain_events()
+    assert collector.inventory()[2]["state"] == "lost"
+    assert sample["util_gpu_pct"] is None
+    assert (event["kind"], event["xid"]) == ("gpu_fallen_off_bus", None)
+    assert event["message"] == "NVRM: GPU at PCI:0000:0b:00: GPU has fallen off the bus."
+    # The agent's kernel-log parser reads the line as the same event.
+    [parsed] = parse_kernel_log([event["message"]])
+    assert (parsed["kind"], parsed["pci_bus_id"]) == ("gpu_fallen_off_bus", "00000000:0B:00.0")
+
+
+def test_nvml_hang_drops_the_gpus_samples_and_reports_a_collection_error_each_round() -> None:
+    collector = SimulatedCollector("n1", 8)
+    collector.sample(START)
+    collector.inject("nvml_hang", gpu_index=5, duration_s=30)
+
+    hung = [collector.sample(START + STEP * k) for k in (1, 2, 3)]
+    errors = collector.collection_errors()
+    back = collector.sample(START + STEP * 8)
+
+    uuid = collector.inventory()[5]["uuid"]
+    assert all(len(r) == 7 and uuid not in {s["gpu_uuid"] for s in r} for r in hung)
+    assert [e["source"] for e in errors] == ["nvml"]
+    assert errors[0]["message"].startswith(f"GPU 5 ({uuid}): nvmlDeviceGetUtilizationRates")
+    assert collector.inventory()[5]["state"] == "ok"  # still enumerated, only unreadable
+    assert len(back) == 8 and collector.collection_errors() == []
+    assert collector.drain_events() == []
+
+
+def test_xid_repeat_logs_the_xid_once_per_sample_three_times() -> None:
+    collector = SimulatedCollector("n1", 8)
+    collector.sample(START)
+    collector.inject("xid_repeat", gpu_index=1)
+    for k in range(1, 6):
+        collector.sample(START + STEP * k)
+
+    events = collector.drain_events()
+    assert [(e["kind"], e["xid"]) for e in events] == [("xid", 48)] * 3
+    assert [e["occurred_at"] for e in events] == [
+        format_timestamp(START + STEP * k) for k in (1, 2, 3)
+    ]
 
 
 @pytest.mark.parametrize("code", [13, 31, 94, 119])

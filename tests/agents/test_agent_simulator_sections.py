@@ -203,6 +203,22 @@ def test_ib_port_down_takes_the_port_down_polling_without_traffic_until_it_recov
     assert back["link_downed_count"] == 1 and back["link_error_recovery_count"] == 1
 
 
+def test_ib_flap_takes_the_port_down_and_up_counting_each_down_until_it_ends() -> None:
+    collector = SimulatedCollector("gpu-a-001", 8)
+    host = SimulatedHostSource(collector)
+    _round(collector, host, START)
+    host.inject("ib_flap", index=2, duration_s=30)
+    second = timedelta(seconds=1)
+
+    states = [_round(collector, host, START + second * k)[1]["nic_ports"][2] for k in range(1, 41)]
+
+    # Down for 2 s of every 10 s from the first round after the injection, for 30 s.
+    assert [p["state"] for p in states[:12]] == ["DOWN"] * 2 + ["ACTIVE"] * 8 + ["DOWN"] * 2
+    assert [p["link_downed_count"] for p in states] == [1] * 10 + [2] * 10 + [3] * 20
+    assert all(p["state"] == "ACTIVE" for p in states[30:])
+    assert states[-1]["link_error_recovery_count"] == 3
+
+
 def test_storage_slow_makes_data_reads_wait_and_nfs_round_trips_slow() -> None:
     collector = SimulatedCollector("gpu-a-001", 8)
     host = SimulatedHostSource(collector)

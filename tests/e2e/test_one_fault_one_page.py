@@ -33,6 +33,10 @@ FAULTS: dict[str, tuple[str, int | None, float, int | None, str]] = {
     "nvlink-001": ("nvlink_down", 5, 60.0, None, "gpu-critical-xid"),
     "ib-001": ("ib_port_down", 0, 60.0, None, "node-ib-port-down"),
     "stop-001": ("agent_stop", None, 20.0, None, "node-agent-stale"),
+    "offbus-001": ("off_bus", 4, 15.0, None, "gpu-lost"),
+    "hang-001": ("nvml_hang", 6, 60.0, None, "gpu-unresponsive"),
+    "flap-001": ("ib_flap", 1, 40.0, None, "node-ib-port-down"),
+    "xid48x3-001": ("xid_repeat", 2, 0.0, 48, "gpu-critical-xid"),
 }
 
 
@@ -76,6 +80,10 @@ ACTIONS: dict[str, str] = {
     "nvlink-001": "reset the GPU",
     "ib-001": "reseat or replace the cable or transceiver",
     "stop-001": "its fleetwatch-agent runs",
+    "offbus-001": "drain the node and power-cycle it",
+    "hang-001": "an NVML call on the GPU hangs: drain it and reset it",
+    "flap-001": "reseat or replace the cable or transceiver",
+    "xid48x3-001": "double-bit ECC: drain the GPU and reset it",
 }
 
 
@@ -122,7 +130,7 @@ def test_every_injected_fault_pages_exactly_once(
             time.sleep(12.0)  # a second page of any fault (the next timer ticks) arrives by now
             # The lost GPUs come back: gpu-lost resolves, the Xid 79 alert (health's 24-h
             # window) keeps firing; that must not page a second time.
-            back = {("lost-001", "resolved"), ("xid79-001", "resolved")}
+            back = {("lost-001", "resolved"), ("xid79-001", "resolved"), ("offbus-001", "resolved")}
             while time.monotonic() < injected + 120 and not back <= resolved(hook.bodies()):
                 time.sleep(0.5)
             time.sleep(8.0)
@@ -134,7 +142,7 @@ def test_every_injected_fault_pages_exactly_once(
                         f"{url}/api/v1/incidents", params={"node": host}, timeout=10
                     ).json()
                 ]
-                for host in ("xid79-001", "xid48-001", "xid94-001")
+                for host in ("xid79-001", "xid48-001", "xid94-001", "xid48x3-001")
             }
         finally:
             fleet.stop(timeout_s=20)
@@ -156,6 +164,10 @@ def test_every_injected_fault_pages_exactly_once(
     assert back <= resolved(hook.bodies())
     still = {(a["labels"]["hostname"], a["rule"]) for a in after if a["state"] == "firing"}
     assert {("lost-001", "gpu-critical-xid"), ("xid79-001", "gpu-critical-xid")} <= still
+    # The flapping port is Degraded for flapping too, muted while its port-down alert fires.
+    [flapping] = [a for a in after if a["rule"] == "node-ib-port-flapping"]
+    assert (flapping["labels"]["hostname"], flapping["state"]) == ("flap-001", "firing")
+    assert flapping["inhibited_by"], flapping
     for host, fault in FAULTS.items():
         assert [(name, n) for (h, name), n in got.items() if h == host] == [(fault[4], 1)], host
     # Each Xid fault is one incident holding its Xid and the alert that paged for it.
