@@ -61,6 +61,8 @@ class AgentConfig:
     often whether something urgent happened (an Xid in the kernel log or NVML's event set, a
     GPU gone); if so a round is collected and sent at once instead of at the next sampling
     tick (0, or not less than ``interval_s``: only at the ticks).
+    ``expected_gpus``: the GPUs the node should have (``--expected-gpus``, or counted on PCI at
+    start, :mod:`agents.pci_gpus`), sent with every batch; ``None``: the collector's, if any.
     """
 
     hostname: str
@@ -82,6 +84,7 @@ class AgentConfig:
     nvlink_interval_s: float = 60.0
     host_interval_s: float = 60.0
     watch_interval_s: float = 1.0
+    expected_gpus: int | None = None
 
 
 def snapshot_payload(
@@ -92,6 +95,7 @@ def snapshot_payload(
     *,
     host_sources: Sequence[HostSource] = (),
     settle_s: float = 1.0,
+    expected_gpus: int | None = None,
 ) -> Payload:
     """Collect from ``collector`` and ``host_sources`` and return one payload with ``sent_at``
     set (what ``fleetwatch-agent --once --print`` shows).
@@ -108,6 +112,7 @@ def snapshot_payload(
                 topology_resend_s=0.0,  # the printed round always carries the topology
                 nvlink_interval_s=0.0,  # … and the NVLinks, though the priming round read them
                 host_interval_s=0.0,  # … and the host sections
+                expected_gpus=expected_gpus,
             ),
             collector,
             host_sources=host_sources,
@@ -119,7 +124,8 @@ def snapshot_payload(
         agent.collect(now)
         payload = agent.take_payload()
     if payload is None:
-        node = build_node(hostname, labels, collector.node_info())
+        info = collector.node_info()
+        node = build_node(hostname, labels, info, expected_gpu_count=expected_gpus)
         payload = build_payload(node, collector.inventory(), [], [])
     return stamp_sent_at(payload, now)
 
@@ -357,7 +363,12 @@ class Agent:
         except Exception:
             log.exception("%s: collector inventory failed", self.config.hostname)
             gpus, info = [], {"driver_version": None, "cuda_version": None}
-        node = build_node(self.config.hostname, self.config.labels, info)
+        node = build_node(
+            self.config.hostname,
+            self.config.labels,
+            info,
+            expected_gpu_count=self.config.expected_gpus,
+        )
         extra: dict[str, Any] = dict(sections)
         extra["collection"] = {"collector": self.collector.name or "unknown", "errors": errors}
         topology = self._topology.due(self.current_topology())

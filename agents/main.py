@@ -23,6 +23,7 @@ from agents.collectors import Collector, CollectorUnavailable, create_collector
 from agents.collectors.host import HostSource
 from agents.nvlink_thinner import MAX_INTERVAL_S as MAX_SEND_INTERVAL_S
 from agents.payload import encode_payload, validate_hostname, validate_labels
+from agents.pci_gpus import nvidia_gpu_count
 from agents.sources import SourcePaths, choose_collector, host_sources
 from agents.spool import DEFAULT_MAX_BYTES
 
@@ -83,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--kmsg", type=Path, default=None, help="kernel log file to follow instead of /dev/kmsg"
     )
     parser.add_argument("--sim-gpus", type=_gpu_count, default=8, help="GPUs of a simulated node")
+    parser.add_argument(
+        "--expected-gpus",
+        type=_expected_gpus,
+        default=None,
+        metavar="N|auto",
+        help="GPUs this node should have (default auto: NVIDIA display controllers on PCI, "
+        "under --sysfs); fewer enumerated count as missing on the server",
+    )
     parser.add_argument("--seed", type=int, default=None, help="simulator seed (default: hostname)")
     parser.add_argument(
         "--interval",
@@ -148,8 +157,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.print and not args.once:
         parser.error("argument --print: only with --once")
     collector, sources = _sources(parser, args)
+    expected = args.expected_gpus
+    if expected is None and collector.name != "simulated":  # a simulated node says its own
+        expected = nvidia_gpu_count(args.sysfs)
     if args.print:
-        payload = snapshot_payload(collector, args.hostname, labels, host_sources=sources)
+        payload = snapshot_payload(
+            collector, args.hostname, labels, host_sources=sources, expected_gpus=expected
+        )
         sys.stdout.write(encode_payload(payload, indent=2).decode("utf-8") + "\n")
         return 0
     if not args.server:
@@ -169,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spool_max_bytes=args.spool_max_bytes,
         connect_timeout_s=args.connect_timeout,
         timeout_s=args.timeout,
+        expected_gpus=expected,
     )
     try:
         agent = Agent(config, collector, host_sources=sources)
@@ -295,6 +310,19 @@ def _watch_interval(text: str) -> float:
             f"must be 0 (off) or {MIN_WATCH_INTERVAL_S} to {MAX_SEND_INTERVAL_S:.0f} seconds: "
             f"{text!r}"
         )
+    return value
+
+
+def _expected_gpus(text: str) -> int | None:
+    """``auto`` (None: counted on PCI) or a GPU count 0..1024."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N (0..1024) or auto, got {text!r}") from None
+    if not 0 <= value <= 1024:
+        raise argparse.ArgumentTypeError(f"expected N (0..1024) or auto, got {text!r}")
     return value
 
 

@@ -10,7 +10,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from agents import __version__
 from agents.jsonsafe import clean_number, clean_text, dumps
@@ -108,10 +108,13 @@ class EventDict(TypedDict):
 
 class NodeInfo(TypedDict):
     """What the collector knows of the node's software: ``nvmlSystemGetDriverVersion`` and
-    ``nvmlSystemGetCudaDriverVersion`` (as ``"12.8"``); ``None`` when unknown."""
+    ``nvmlSystemGetCudaDriverVersion`` (as ``"12.8"``); ``None`` when unknown. A simulated
+    node also says how many GPUs it has (``expected_gpu_count``; a real node's agent counts
+    them on PCI, :mod:`agents.pci_gpus`)."""
 
     driver_version: str | None
     cuda_version: str | None
+    expected_gpu_count: NotRequired[int | None]
 
 
 def utc_now() -> datetime:
@@ -196,15 +199,27 @@ def make_event(
     )
 
 
-def build_node(hostname: str, labels: Mapping[str, str], info: NodeInfo) -> dict[str, Any]:
-    """Return the ``node`` object: hostname, labels, agent version, driver and CUDA versions."""
-    return {
+def build_node(
+    hostname: str,
+    labels: Mapping[str, str],
+    info: NodeInfo,
+    *,
+    expected_gpu_count: int | None = None,
+) -> dict[str, Any]:
+    """Return the ``node`` object: hostname, labels, agent version, driver and CUDA versions,
+    and the GPUs the node should have (``expected_gpu_count``, else the collector's, left out
+    when neither knows)."""
+    node: dict[str, Any] = {
         "hostname": hostname,
         "labels": dict(labels),
         "agent_version": __version__,
         "driver_version": _short(info.get("driver_version")),
         "cuda_version": _short(info.get("cuda_version")),
     }
+    expected = info.get("expected_gpu_count") if expected_gpu_count is None else expected_gpu_count
+    if expected is not None:
+        node["expected_gpu_count"] = expected
+    return node
 
 
 def build_payload(

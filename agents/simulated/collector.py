@@ -89,16 +89,25 @@ class SimulatedCollector(Collector):
         )
 
     def node_info(self) -> NodeInfo:
-        """Return the driver and CUDA versions of the shape's capture."""
+        """Return the driver and CUDA versions of the shape's capture, and its GPU count (what
+        a real node's PCI bus shows, whatever the driver enumerates)."""
         return NodeInfo(
-            driver_version=self.shape.driver_version, cuda_version=self.shape.cuda_version
+            driver_version=self.shape.driver_version,
+            cuda_version=self.shape.cuda_version,
+            expected_gpu_count=len(self.gpus),
         )
 
     def inventory(self) -> list[GpuInfo]:
         """Return the GPUs with their state (``lost`` while a ``gpu_lost`` fault holds), the
         metrics they never report and their jobs' processes."""
         with self._lock:
-            return gpu_inventory(self.shape, self.gpus, self.workload, self.faults.lost_reason)
+            return gpu_inventory(
+                self.shape, self._enumerated(), self.workload, self.faults.lost_reason
+            )
+
+    def _enumerated(self) -> list[SimGpu]:
+        """The GPUs the driver lists: all but those of a ``lost_at_start`` fault."""
+        return [g for g in self.gpus if g.index not in self.faults.absent]
 
     def sample(self, now: datetime) -> list[Sample]:
         """Advance the simulation to ``now`` (timezone-aware) and return one sample per GPU.
@@ -119,7 +128,7 @@ class SimulatedCollector(Collector):
             self.faults.expire(now)
             self.faults.apply_pending(now)
             now_s = now.timestamp()
-            lost = frozenset(g.index for g in self.gpus if g.lost)
+            lost = frozenset(g.index for g in self.gpus if g.lost) | self.faults.absent
             self.workload.step(now_s, dt_s, unavailable=lost)
             samples = []
             for gpu in self.gpus:
@@ -131,7 +140,8 @@ class SimulatedCollector(Collector):
                 gpu.step(dt_s, self.workload.job_on(gpu.index), now_s)
                 if gpu.thermal_reasons and not before:
                     self.faults.thermal_event(gpu, now)
-                if not self.faults.hung(gpu):  # a hung NVML call gives the agent no sample
+                # A hung NVML call gives the agent no sample; an absent GPU is not listed.
+                if not self.faults.hung(gpu) and gpu.index not in self.faults.absent:
                     samples.append(gpu.read(now))
             return samples
 
@@ -163,18 +173,19 @@ class SimulatedCollector(Collector):
             if self._links_read_at is not None:
                 dt_s = min(MAX_STEP_S, max(0.0, (now - self._links_read_at).total_seconds()))
             self._links_read_at = now
-            return self.links.read(self.gpus, now, dt_s)
+            return self.links.read(self._enumerated(), now, dt_s)
 
     def topology(self, now: datetime) -> dict[str, Any] | None:
         """Return the GPU part of the topology (GPU devices and GPU↔GPU links)."""
         with self._lock:
-            return self.links.topology(self.gpus, now) if self.gpus else None
+            return self.links.topology(self._enumerated(), now) if self.gpus else None
 
     def gpu_loads(self) -> list[float | None]:
         """Each GPU's utilization now, 0-1, by index (None for a lost GPU), for load-driven host
         traffic."""
         with self._lock:
-            return [None if g.lost else g.util_pct / 100.0 for g in self.gpus]
+            absent = self.faults.absent
+            return [None if g.lost or g.index in absent else g.util_pct / 100.0 for g in self.gpus]
 
     def paused_until(self) -> datetime | None:
         """Return the end of an ``agent_stop`` fault still in force, else ``None``."""
@@ -205,7 +216,11 @@ class SimulatedCollector(Collector):
         line, a ``gpu_fallen_off_bus`` event); ``nvml_hang`` (an NVML call on the GPU hangs for
         ``duration_s``, for good when ``None``: no samples of it, a collection error each
         round, the GPU still in the inventory); ``xid_repeat`` (Xid ``xid``, 48 when ``None``,
-        logged :data:`~agents.simulated.faults.XID_REPEATS` times, one per sample).
+        logged :data:`~agents.simulated.faults.XID_REPEATS` times, one per sample);
+        ``lost_at_start`` (the driver no longer enumerates the GPU, as one lost before the agent
+        started: out of the inventory and the samples, still counted on PCI, for good —
+        ``duration_s`` is ignored; inject it before the agent's first round for a node whose
+        first report lacks it).
         ``gpu_index`` ``None`` picks a GPU at random (a busy one for ``thermal_throttle``).
 
         Raises:

@@ -18,6 +18,7 @@ GPU_FAULT_KINDS: tuple[str, ...] = (
     "off_bus",
     "nvml_hang",
     "xid_repeat",
+    "lost_at_start",
 )
 #: Faults of the node around the GPUs (``SimulatedHostSource.inject``).
 HOST_FAULT_KINDS: tuple[str, ...] = ("ib_port_down", "ib_flap", "storage_slow")
@@ -35,6 +36,7 @@ FAULT_SPANS_S: dict[str, tuple[float, float]] = {
     "off_bus": (180.0, 300.0),
     "nvml_hang": (120.0, 240.0),
     "xid_repeat": (0.0, 0.0),  # instantaneous: the repeats come at the next samples
+    "lost_at_start": (0.0, 0.0),  # for good (until the agent restarts with the GPU back)
     "ib_port_down": (120.0, 240.0),
     "ib_flap": (60.0, 180.0),
     "storage_slow": (120.0, 240.0),

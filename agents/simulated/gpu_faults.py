@@ -58,6 +58,8 @@ class GpuFaults:
     hung_until: dict[int, datetime | None] = field(default_factory=dict)
     #: GPU index → (Xid, occurrences still to log) of an ``xid_repeat``.
     repeats: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: GPU indexes the driver does not enumerate (``lost_at_start``).
+    absent: set[int] = field(default_factory=set)
 
     def apply_pending(self, now: datetime) -> None:
         """Log the next occurrence of each repeating Xid, then apply every pending fault at
@@ -98,6 +100,9 @@ class GpuFaults:
             self._xid(gpu, code, now)
             if XID_REPEATS > 1:
                 self.repeats[gpu.index] = (code, XID_REPEATS - 1)
+        elif fault.kind == "lost_at_start":
+            self.absent.add(gpu.index)
+            self.workload.kill_job_on(gpu.index)
         elif fault.kind == "nvml_hang":
             until = None if fault.duration_s is None else now + timedelta(seconds=fault.duration_s)
             self.hung_until[gpu.index] = until

@@ -25,7 +25,8 @@ from app.series.recent_gpu import RecentGpuSamples
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """A node's identity, labels and receive times (server clock)."""
+    """A node's identity, labels, receive times (server clock) and the GPU count its agent says
+    it has."""
 
     id: int
     hostname: str
@@ -34,6 +35,7 @@ class NodeInfo:
     last_seen_at: datetime | None
     last_sample_at: datetime | None
     clock_skew_s: float | None
+    expected_gpu_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,7 @@ def load_context(
         Node.last_seen_at,
         Node.last_sample_at,
         Node.clock_skew_s,
+        Node.expected_gpu_count,
     ).where(in_service())
     # A retired node's GPUs are left out with it: its alerts resolve as entities gone.
     gpu_query = _GPU_QUERY.where(Gpu.node_id.in_(select(Node.id).where(in_service())))
@@ -264,6 +267,7 @@ def load_context(
             n.last_seen_at,
             n.last_sample_at,
             n.clock_skew_s,
+            n.expected_gpu_count,
         )
         for n in session.execute(node_query)
     }

@@ -22,7 +22,9 @@ class Node(Base):
     ``retired_at`` / ``retired_reason``: taken out of the fleet by an operator
     (:mod:`app.fleet.retire`): its tokens revoked, it leaves the fleet's lists, counts, health
     and alert evaluation (its alerts resolve), its history stays; a batch from it under a new
-    token brings it back (NULL again).
+    token brings it back (NULL again). ``expected_gpu_count``: the GPUs the node should have,
+    as the latest batch's agent said (PCI display controllers, or ``--expected-gpus``); a
+    shortfall against its inventory counts as missing GPUs.
     """
 
     __tablename__ = "node"
@@ -42,6 +44,7 @@ class Node(Base):
     collection_errors: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     retired_reason: Mapped[str | None] = mapped_column(Text)
+    expected_gpu_count: Mapped[int | None] = mapped_column(Integer)
 
     gpus: Mapped[list[Gpu]] = relationship(back_populates="node", order_by="Gpu.index")
 

@@ -178,6 +178,7 @@ NODE_ROW_COLUMNS = (
     Node.last_seen_at,
     Node.last_sample_at,
     Node.clock_skew_s,
+    Node.expected_gpu_count,
 )
 GPU_ROW_COLUMNS = (
     Gpu.id,

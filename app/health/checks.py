@@ -92,21 +92,49 @@ def inventory(
                     State.UNHEALTHY,
                     reasons.GPU_UNRESPONSIVE,
                     text,
-                    since=gpu.last_sample_at or gpu.first_seen_at,
+                    since=gpu.last_sample_at,
                 )
             )
+    if (absent := never_enumerated(view)) > 0:
+        expected = view.node.expected_gpu_count
+        text = (
+            f"{absent} of the node's {expected} GPUs never entered its inventory: the driver "
+            f"does not enumerate {'them' if absent > 1 else 'it'} (lost before the agent "
+            "started, or in an unknown error state)"
+        )
+        found[None].append(
+            _reason(
+                view,
+                "gpus-heading",
+                State.UNHEALTHY,
+                reasons.GPU_MISSING,
+                text,
+            )
+        )
     return found
+
+
+def never_enumerated(view: NodeView) -> int:
+    """How many of the GPUs the node should have (``node.expected_gpu_count``, from its agent)
+    have no row at all: the inventory's GPUs, missing ones included, fall short of it. 0 when
+    the agent did not say."""
+    expected = view.node.expected_gpu_count
+    return 0 if expected is None else max(0, expected - len(view.gpus))
 
 
 def unresponsive(g: GpuView, node_newest: datetime, after_s: float) -> str | None:
     """Why GPU ``g`` counts as unresponsive, or None: it is in the node's inventory, but its
-    newest sample (none: since it was first seen) is more than ``after_s`` older than the
-    node's newest sample ``node_newest`` — the agent reports the other GPUs and gets nothing
-    from this one (a hung NVML call: its collection errors say which). Its last values are
-    not current."""
+    newest sample is more than ``after_s`` older than the node's newest sample
+    ``node_newest``, or it has none while the node has (enumerated but unreadable) — the agent
+    reports the other GPUs and gets nothing from this one (a hung NVML call: its collection
+    errors say which). Its last values are not current."""
     gpu = g.gpu
-    last = gpu.last_sample_at or gpu.first_seen_at
-    gap_s = (node_newest - last).total_seconds()
+    if gpu.last_sample_at is None:
+        return (
+            f"GPU {gpu.index} is listed but has sent no sample while the node's other GPUs "
+            "report (enumerated but unreadable: see the node's collection errors)"
+        )
+    gap_s = (node_newest - gpu.last_sample_at).total_seconds()
     if gap_s <= after_s:
         return None
     return (

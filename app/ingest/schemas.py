@@ -51,7 +51,8 @@ Hostname = Annotated[
 
 
 class NodeIn(BaseModel):
-    """The sending node: hostname (must match the token), labels and software versions."""
+    """The sending node: hostname (must match the token), labels, software versions and the GPU
+    count it should have."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -60,6 +61,11 @@ class NodeIn(BaseModel):
     agent_version: Text64 | None = None
     driver_version: Text64 | None = None
     cuda_version: Text64 | None = None
+    expected_gpu_count: Annotated[int, Field(ge=0, le=1024, strict=True)] | None = Field(
+        default=None,
+        description="GPUs the node should have (its agent counts NVIDIA display controllers on "
+        "PCI, or is told with --expected-gpus); fewer in the inventory are missing GPUs",
+    )
 
     @field_validator("labels")
     @classmethod

@@ -210,6 +210,7 @@ def _update_node(node: Node, *, batch: IngestBatchIn, received_at: datetime, ske
     node.agent_version = info.agent_version
     node.driver_version = info.driver_version
     node.cuda_version = info.cuda_version
+    node.expected_gpu_count = info.expected_gpu_count
     node.first_seen_at = node.first_seen_at or received_at
     if node.last_seen_at is None or received_at >= node.last_seen_at:
         node.last_seen_at = received_at

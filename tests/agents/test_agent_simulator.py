@@ -161,7 +161,11 @@ def test_eight_gpus_make_an_hgx_h100_node_as_captured() -> None:
         "8C",
     ]
     assert gpus[0]["mem_total_bytes"] == 85520809984
-    assert collector.node_info() == {"driver_version": "570.86.15", "cuda_version": "12.8"}
+    assert collector.node_info() == {
+        "driver_version": "570.86.15",
+        "cuda_version": "12.8",
+        "expected_gpu_count": 8,
+    }
     sample = collector.sample(START)[0]
     assert sample["power_limit_w"] == 700.0 and sample["mem_clock_mhz"] == 2619
     assert sample["nvlink_tx_bytes_per_s"] is not None and sample["mem_temp_c"] is not None
@@ -273,6 +277,18 @@ def test_xid_repeat_logs_the_xid_once_per_sample_three_times() -> None:
     assert [e["occurred_at"] for e in events] == [
         format_timestamp(START + STEP * k) for k in (1, 2, 3)
     ]
+
+
+def test_lost_at_start_leaves_the_gpu_out_of_the_inventory_but_not_the_pci_count() -> None:
+    collector = SimulatedCollector("n1", 8)
+    collector.inject("lost_at_start", gpu_index=3)
+
+    samples = collector.sample(START)
+
+    assert [g["index"] for g in collector.inventory()] == [0, 1, 2, 4, 5, 6, 7]
+    assert len(samples) == 7 and len(collector.nvlinks(START)) == 7 * 18
+    assert collector.node_info()["expected_gpu_count"] == 8
+    assert collector.gpu_loads()[3] is None
 
 
 @pytest.mark.parametrize("code", [13, 31, 94, 119])

@@ -193,6 +193,30 @@ def test_an_active_port_whose_link_went_down_twice_within_an_hour_is_flapping(
     assert reason["action"]["code"] == "check_fabric"
 
 
+def test_gpus_the_agent_counts_but_the_driver_never_listed_are_missing(
+    server: LiveServer, db_url: str
+) -> None:
+    payload = batch(gpus=2, samples_per_gpu=1)
+    payload["node"]["expected_gpu_count"] = 3  # on PCI, but never enumerated: lost at start
+
+    ingest(server, db_url, payload)
+    health = node_health(server)
+
+    assert health["state"] == "unhealthy"
+    assert codes(health) == ["gpu_missing"]
+    [reason] = health["reasons"]
+    assert reason["gpu_index"] is None
+    assert reason["text"] == (
+        "1 of the node's 3 GPUs never entered its inventory: the driver does not enumerate it "
+        "(lost before the agent started, or in an unknown error state)"
+    )
+    assert [g["state"] for g in health["gpus"]] == ["healthy", "healthy"]
+    payload = batch(gpus=2, samples_per_gpu=1)
+    payload["node"]["expected_gpu_count"] = 2
+    ingest(server, db_url, payload)
+    assert node_health(server)["state"] == "healthy"
+
+
 def test_a_gpu_without_samples_while_the_others_report_is_unresponsive(
     server: LiveServer, db_url: str
 ) -> None:
@@ -214,6 +238,22 @@ def test_a_gpu_without_samples_while_the_others_report_is_unresponsive(
         "GPU 0 has sent no sample for 5 min while the node's other GPUs report"
     )
     assert reason["action"]["code"] == "reset_gpu"
+
+
+def test_a_listed_gpu_that_never_sent_a_sample_is_unresponsive(
+    server: LiveServer, db_url: str
+) -> None:
+    gpus = [gpu(0), gpu(1)]
+    payload = batch(gpus=gpus, samples_per_gpu=0)
+    payload["samples"] = [sample(gpus[0], datetime.now(UTC) - timedelta(seconds=1))]
+    ingest(server, db_url, payload)
+
+    health = node_health(server)
+
+    assert codes(health["gpus"][1]) == ["gpu_unresponsive"]
+    assert health["reasons"][0]["text"].startswith(
+        "GPU 1 is listed but has sent no sample while the node's other GPUs report"
+    )
 
 
 def test_a_gpu_a_sample_behind_the_others_is_not_unresponsive(

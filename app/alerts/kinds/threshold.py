@@ -190,15 +190,20 @@ def _node(ctx: EvalContext, spec: RuleSpec, cond: ThresholdCondition) -> list[Ob
         ctx.cache["node_counts"] = (
             Counter(g.node_id for g in ctx.gpus.values() if g.state == "missing"),
             Counter(g.node_id for g in ctx.gpus.values() if g.state in LOST_GPU_STATES),
+            Counter(g.node_id for g in ctx.gpus.values()),
         )
-    missing, lost = ctx.cache["node_counts"]
+    missing, lost, rows = ctx.cache["node_counts"]
     out = []
     for node_id in sorted(ctx.fresh_node_ids):
         if not ctx.node_in(spec.scope, node_id):
             continue
         node = ctx.nodes[node_id]
+        # Missing: GPUs of the inventory absent from the latest batch, and those of the count
+        # the node's agent says it has that never entered the inventory (app.health.checks).
+        expected = node.expected_gpu_count
+        absent = 0 if expected is None else max(0, expected - rows[node_id])
         value: float | None = {
-            "gpu_missing_count": float(missing[node_id]),
+            "gpu_missing_count": float(missing[node_id] + absent),
             "gpu_lost_count": float(lost[node_id]),
             "clock_skew_s": node.clock_skew_s,
         }[cond.metric]
