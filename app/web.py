@@ -14,6 +14,7 @@ from jinja2.runtime import Context
 
 from app import __version__
 from app.config import PROJECT_ROOT
+from app.fleet.value_quality import value_reasons
 from app.viewer_time import (
     TZ_COOKIE,
     TZ_PARAM,
@@ -183,6 +184,7 @@ templates.env.filters["skew"] = fmt_skew
 templates.env.filters["clock_reasons"] = clock_event_reason_names
 templates.env.globals["version"] = __version__
 templates.env.globals["NA"] = NA
+templates.env.globals["value_reasons"] = value_reasons
 templates.env.globals["tz_query"] = _tz_query
 templates.env.globals["zone_label"] = _zone_label
 templates.env.globals["tz_picker"] = _picker

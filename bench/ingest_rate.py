@@ -139,6 +139,22 @@ def server_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_cpu_s() -> float:
+    """User + system CPU seconds so far of every process named ``postgres`` on this machine
+    (the server's backends, the WAL writer, the checkpointer …); 0 where /proc cannot tell."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended meanwhile
+            continue
+        name, rest = text.split("(", 1)[1].rsplit(")", 1)
+        if name == "postgres":
+            fields = rest.split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def run_clients(base: str, nodes: list[Node], seconds: float) -> tuple[list[float], Counter[str]]:
     """Every node posts its batches until ``seconds`` have passed; returns the latencies and
     the summed answers (``samples_stored`` and ``sections_stored``)."""
@@ -330,10 +346,13 @@ def main() -> None:
             print(f"made {pool} batches per node in {time.monotonic() - made_at:.0f} s")
             load = os.getloadavg()
             cpu_before = server_cpu_s(server.pid)
+            pg_before, clients_before = postgres_cpu_s(), time.process_time()
             began = time.monotonic()
             latencies, stored = run_clients(base, nodes, args.seconds)
             wall = time.monotonic() - began
             server_cpu = server_cpu_s(server.pid) - cpu_before
+            pg_cpu = postgres_cpu_s() - pg_before
+            clients_cpu = time.process_time() - clients_before
         finally:
             server.terminate()
             server.wait(timeout=15)
@@ -377,6 +396,14 @@ def main() -> None:
         f"batch latency median {statistics.median(latencies) * 1000:.0f} ms, "
         f"p99 {latencies[max(0, int(batches * 0.99) - 1)] * 1000:.0f} ms; "
         f"server CPU {server_cpu / wall:.2f} cores, {server_cpu / batches * 1000:.1f} ms per batch"
+    )
+    per_k = 1000 / max(1, stored["samples"])
+    spent = server_cpu + pg_cpu + clients_cpu
+    print(
+        f"CPU per 1,000 GPU samples stored: server {server_cpu * per_k * 1000:.0f} ms, "
+        f"Postgres {pg_cpu * per_k * 1000:.0f} ms, clients {clients_cpu * per_k * 1000:.0f} ms; "
+        f"all {spent / wall:.2f} of {os.cpu_count()} CPUs busy, so this machine's ceiling at "
+        f"this cost is ~{stored['samples'] / spent * (os.cpu_count() or 1):,.0f} GPU samples/s"
     )
     copy_samples = rows["gpu_sample"] / anchor["gpu_sample"]
     copy_all = all_rows / sum(anchor.values())

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts.spec import Scope
 from app.fleet.models import Gpu, Node, in_service
+from app.fleet.value_quality import unsupported_metrics
 from app.health.rules import HealthRules
 from app.health.schemas import NodeHealthOut
 from app.series.recent_gpu import RecentGpuSamples
@@ -122,6 +123,23 @@ class EvalContext:
                 and (not patterns or any(p.match(n.hostname) for p in patterns))
             }
         return self._scopes[key]
+
+    def unsupported(self, gpu_id: int, metric: str) -> bool:
+        """Whether GPU ``gpu_id`` does not support ``metric`` (its driver said
+        ``NOT_SUPPORTED``): a property of the card, never "no data"
+        (:mod:`app.fleet.value_quality`). One statement per evaluation, on first use."""
+        if "unsupported" not in self.cache:
+            rows = self.session.execute(
+                select(Gpu.id, Gpu.unavailable).where(
+                    Gpu.unavailable.is_not(None),
+                    Gpu.node_id.in_(select(Node.id).where(in_service())),
+                )
+            )
+            self.cache["unsupported"] = {
+                gid: found for gid, why in rows if (found := unsupported_metrics(why))
+            }
+        by_gpu: dict[int, frozenset[str]] = self.cache["unsupported"]
+        return metric in by_gpu.get(gpu_id, ())
 
     def scoped_gpus(self, scope: Scope) -> set[int] | None:
         """Ids of the GPUs within ``scope`` (their node and model; None: every GPU), cached

@@ -55,7 +55,9 @@ class Gpu(Base):
     ``state`` is ``ok``, ``lost`` (NVML ``GPU_IS_LOST``) or ``unknown_error`` as last reported.
     ``last_sample_at`` is the newest stored sample ``sampled_at`` of this GPU, so the latest
     values are one primary-key lookup away instead of a scan. ``unavailable`` (metric → NVML
-    return code name), ``mig_instances`` and ``processes`` are as of the latest batch.
+    return code name), ``mig_instances`` and ``processes`` are as of the latest batch;
+    ``implausible`` (metric → ``sampled_at``, ISO 8601) names the metrics of the newest sample
+    that the server dropped as implausible (:mod:`app.metrics.plausible`).
     """
 
     __tablename__ = "gpu"
@@ -74,6 +76,7 @@ class Gpu(Base):
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
     last_sample_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     unavailable: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    implausible: Mapped[dict[str, str] | None] = mapped_column(JSON)
     mig_instances: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     processes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 

@@ -13,8 +13,10 @@ from app.fleet.service import GpuView, NodeView
 
 class GpuOut(BaseModel):
     """A GPU and its newest stored values (``latest``: metric → value, null = not available);
-    ``unavailable`` says why a metric is null (NVML return code name), ``mig_instances`` and
-    ``processes`` are as of the latest batch (null: not reported)."""
+    ``unavailable`` says why a metric is null (NVML return code name; ``NOT_SUPPORTED``: the
+    card cannot report it), ``implausible`` which metrics of the newest sample the server
+    dropped as implausible (metric → ``sampled_at``); ``mig_instances`` and ``processes`` are
+    as of the latest batch (null: not reported)."""
 
     uuid: str
     index: int
@@ -27,6 +29,7 @@ class GpuOut(BaseModel):
     last_sample_at: datetime | None
     latest: dict[str, Any]
     unavailable: dict[str, str] | None = None
+    implausible: dict[str, str] | None = None
     mig_instances: list[dict[str, Any]] | None = None
     processes: list[dict[str, Any]] | None = None
 
@@ -46,6 +49,7 @@ class GpuOut(BaseModel):
             last_sample_at=view.latest_at,
             latest=view.latest,
             unavailable=g.unavailable,
+            implausible=g.implausible,
             mig_instances=g.mig_instances,
             processes=g.processes,
         )

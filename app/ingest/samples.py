@@ -95,12 +95,16 @@ def drop_packed(plan: SamplePlan, packed: Collection[tuple[int, datetime]]) -> N
 
 def samples_result(plan: SamplePlan, *, gpus: dict[str, Gpu]) -> dict[str, Any]:
     """The ``samples_*``, ``rejected_by_reason`` and ``rejections`` counts of the answer once
-    ``plan.staged`` is stored; moves each GPU's ``last_sample_at`` to its newest stored sample."""
+    ``plan.staged`` is stored; moves each GPU's ``last_sample_at`` to its newest stored sample
+    and its ``implausible`` to that sample's dropped metrics."""
     staged = plan.staged
     for gpu in gpus.values():
         at = staged.newest.get(gpu.id)
         if at is not None and (gpu.last_sample_at is None or at > gpu.last_sample_at):
             gpu.last_sample_at = at
+            dropped = plan.nulled_by_row.get((gpu.id, at), ())
+            stamp = at.isoformat()
+            gpu.implausible = {name: stamp for name in dropped} or None
     return {
         "samples_received": plan.received,
         "samples_stored": staged.inserted,

@@ -124,6 +124,35 @@ def test_a_metric_not_supported_never_fires_a_below_threshold_rule(url: str) -> 
     }
 
 
+def test_a_metric_the_gpu_does_not_support_is_never_no_data_nor_absent(url: str) -> None:
+    """Issue 13 item 8: ``no_data: firing`` fired on a GPU whose power reading is not supported
+    (a property of the card). A value the agent did not send, or sent implausible, still is
+    no data."""
+    gpus = [gpu(0, unavailable={"power_w": "NOT_SUPPORTED"}), gpu(1), gpu(2)]
+    per_gpu = {0: {"power_w": None}, 1: {"power_w": None}, 2: {"power_w": 10**9}}
+    store_payload(url, node_batch("node-a", gpus, per_gpu=per_gpu), received_at=NOW)
+    cond = {
+        "kind": "threshold",
+        "target": "gpu",
+        "metric": "power_w",
+        "aggregation": "avg",
+        "window": "1m",
+        "op": ">",
+        "threshold": 600,
+    }
+    absent = {"kind": "absence", "target": "metric", "metric": "power_w", "after": "1m"}
+    add_rules(url, rule("hot-nodata", cond, no_data="firing"), rule("no-power", absent))
+
+    evaluate_at(url, NOW + timedelta(seconds=30))
+
+    assert alert_states(url) == {
+        ("hot-nodata", "node-a/1"): ("firing", None),  # not sent
+        ("hot-nodata", "node-a/2"): ("firing", None),  # dropped as implausible
+        ("no-power", "node-a/1"): ("firing", None),
+        ("no-power", "node-a/2"): ("firing", None),
+    }
+
+
 def test_scope_by_labels_hostname_pattern_and_gpu_model(url: str) -> None:
     hot = {0: {"temp_c": 90}}
     store_payload(

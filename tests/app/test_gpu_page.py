@@ -137,14 +137,25 @@ def test_a_bad_range_is_a_4xx_naming_the_parameter(server: LiveServer) -> None:
 
 def test_values_not_reported_are_na_with_the_reason_never_zero(server: LiveServer) -> None:
     start = datetime.now(UTC) - timedelta(seconds=20)
-    g = gpu(0, hostname="na-node", unavailable={"util_gpu_pct": "NOT_SUPPORTED"})
-    s = sample(g, start, util_gpu_pct=None, temp_c=None, power_limit_w=None)
+    unavailable = {"util_gpu_pct": "NOT_SUPPORTED", "util_mem_pct": "TIMEOUT"}
+    g = gpu(0, hostname="na-node", unavailable=unavailable)
+    s = sample(g, start, util_gpu_pct=None, util_mem_pct=None, temp_c=None, power_limit_w=None)
+    s["sm_clock_mhz"] = 10**9  # implausible: the server drops it
     ingest(server, batch("na-node", gpus=[g], samples=[s]))
 
     page = get(server, "/nodes/na-node/gpus/0").text
 
+    # Not supported by the card, not readable this time, dropped as implausible, not sent.
     assert value_cell(page, "util_gpu_pct") == (
-        '<span class="na" title="not available: NOT_SUPPORTED">N/A</span>'
+        '<span class="na na-unsupported" title="not supported by this GPU: NOT_SUPPORTED">'
+        "n/s</span>"
+    )
+    assert value_cell(page, "util_mem_pct") == (
+        '<span class="na" title="not available: TIMEOUT">N/A</span>'
+    )
+    assert value_cell(page, "sm_clock_mhz") == (
+        '<span class="na na-implausible" title="implausible value dropped by the server '
+        "(outside the metric's plausible range)\">dropped</span>"
     )
     assert value_cell(page, "temp_c") == (
         '<span class="na" title="not reported by the agent">N/A</span>'
@@ -157,6 +168,24 @@ def test_values_not_reported_are_na_with_the_reason_never_zero(server: LiveServe
         '<span class="na" title="not reported by the agent">N/A</span>'
     )
     assert ">0 %<" not in page and ">0 °C<" not in page
+
+
+def test_the_api_names_the_metrics_dropped_from_the_newest_sample_only(
+    server: LiveServer,
+) -> None:
+    start = datetime.now(UTC) - timedelta(seconds=30)
+    g = gpu(0, hostname="bad-sensor")
+    first = sample(g, start, temp_c=65535.0)  # a sensor reading the driver's sentinel
+    answer = ingest(server, batch("bad-sensor", gpus=[g], samples=[first]))
+    dropped = get(server, "/api/v1/nodes/bad-sensor").json()["gpus"][0]["implausible"]
+    ingest(
+        server, batch("bad-sensor", gpus=[g], samples=[sample(g, start + timedelta(seconds=10))])
+    )
+    later = get(server, "/api/v1/nodes/bad-sensor").json()["gpus"][0]
+
+    assert answer["nulled_values"] == {"temp_c": 1}
+    assert dropped == {"temp_c": start.isoformat()}
+    assert later["implausible"] is None and later["latest"]["temp_c"] is not None
 
 
 def test_hostile_strings_are_escaped(server: LiveServer) -> None:

@@ -59,6 +59,8 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
     for gpu_id, seconds in sorted(absent.items()):
         if in_scope is not None and gpu_id not in in_scope:
             continue
+        if cond.metric is not None and ctx.unsupported(gpu_id, cond.metric):
+            continue  # a metric the card does not support is never received: not absent
         gpu = ctx.gpus[gpu_id]
         out.append(
             Observation(

@@ -43,7 +43,8 @@ def observations(
     """Compare each entity's value (times ``scale``) within the rule's scope. Only the
     breaching entities (one vectorised comparison, :meth:`EntityValues.breaching`, the test of
     :func:`app.alerts.kinds.compare`: so each chosen value is met, or no data when missing)
-    and, unless ``no_data`` is ok, those with no value are looked at."""
+    and, unless ``no_data`` is ok, those with no value are looked at — but not a GPU whose
+    driver says it does not support the metric (:mod:`app.fleet.value_quality`)."""
     keep_no_data = spec.no_data != "ok"
     keys = TARGETS[target].keys
     table = _as_arrays(ctx, values)
@@ -59,6 +60,7 @@ def observations(
     if target == "gpu":
         in_scope = scoped_gpus(ctx, spec)
         idents = _gpu_identities(ctx)
+        metric = getattr(spec.condition, "metric", None)
         for key, value in found:
             gpu_id = key[0]
             if in_scope is not None and gpu_id not in in_scope:
@@ -67,6 +69,8 @@ def observations(
             if ident is None:  # gone from the fleet since its samples were read
                 continue
             missing = value != value
+            if missing and metric is not None and ctx.unsupported(gpu_id, metric):
+                continue  # the card cannot report it: not "no data"
             out.append(
                 Observation(
                     ident[0],
