@@ -463,10 +463,14 @@ class Agent:
         finally:
             self._push_lock.release()
 
-    def run_once(self) -> bool:
-        """Collect one round, spool it and push everything pending now, backoff or not; return
-        whether the spool is empty afterwards."""
+    def run_once(self, extra_events: Sequence[EventDict] = ()) -> bool:
+        """Collect one round (with ``extra_events``: the self-test's), spool it and push
+        everything pending now, backoff or not; return whether the spool is empty afterwards."""
         self.collect()
+        if extra_events:
+            with self._lock:
+                self._events.extend(extra_events)
+                self.events_generated += len(extra_events)
         self.cut_batch()
         return self.push_pending(ignore_backoff=True)
 

@@ -22,8 +22,9 @@ from agents.agent import Agent, AgentConfig, snapshot_payload
 from agents.collectors import Collector, CollectorUnavailable, create_collector
 from agents.collectors.host import HostSource
 from agents.nvlink_thinner import MAX_INTERVAL_S as MAX_SEND_INTERVAL_S
-from agents.payload import encode_payload, validate_hostname, validate_labels
+from agents.payload import encode_payload, utc_now, validate_hostname, validate_labels
 from agents.pci_gpus import nvidia_gpu_count
+from agents.self_test import self_test_xid_event
 from agents.sources import SourcePaths, choose_collector, host_sources
 from agents.spool import DEFAULT_MAX_BYTES
 
@@ -84,6 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--kmsg", type=Path, default=None, help="kernel log file to follow instead of /dev/kmsg"
     )
     parser.add_argument("--sim-gpus", type=_gpu_count, default=8, help="GPUs of a simulated node")
+    parser.add_argument(
+        "--inject-test-xid",
+        type=_xid,
+        default=None,
+        metavar="XID",
+        help="with --once: send a synthetic Xid marked TEST (e.g. 79) for --inject-gpu, to prove "
+        "the alert path from this node to the on-call channel; it clears by itself",
+    )
+    parser.add_argument(
+        "--inject-gpu", type=_gpu_count, default=0, metavar="INDEX", help="GPU of the test Xid"
+    )
     parser.add_argument(
         "--expected-gpus",
         type=_expected_gpus,
@@ -156,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"argument --hostname/--label: {exc}")
     if args.print and not args.once:
         parser.error("argument --print: only with --once")
+    if args.inject_test_xid is not None and not args.once:
+        parser.error("argument --inject-test-xid: only with --once (one test batch, then exit)")
     collector, sources = _sources(parser, args)
     expected = args.expected_gpus
     if expected is None and collector.name != "simulated":  # a simulated node says its own
@@ -190,7 +204,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         parser.error(f"argument --spool-dir: {exc}")
     if args.once:
-        emptied = agent.run_once()
+        extra = []
+        if args.inject_test_xid is not None:
+            try:
+                extra = [
+                    self_test_xid_event(
+                        collector.inventory(),
+                        xid=args.inject_test_xid,
+                        gpu_index=args.inject_gpu,
+                        now=utc_now(),
+                    )
+                ]
+            except ValueError as exc:
+                parser.error(str(exc))
+            log.warning("sending a TEST Xid %d for GPU %d", args.inject_test_xid, args.inject_gpu)
+        emptied = agent.run_once(extra)
         if agent.batches_rejected:
             log.error("the server refused the batch (HTTP %s); it was dropped", agent.last_status)
             return 1
@@ -310,6 +338,18 @@ def _watch_interval(text: str) -> float:
             f"must be 0 (off) or {MIN_WATCH_INTERVAL_S} to {MAX_SEND_INTERVAL_S:.0f} seconds: "
             f"{text!r}"
         )
+    return value
+
+
+def _xid(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an Xid number such as 79, got {text!r}"
+        ) from None
+    if not 0 < value < 2**31:
+        raise argparse.ArgumentTypeError(f"expected an Xid number such as 79, got {text!r}")
     return value
 
 

@@ -104,6 +104,8 @@ class EventDict(TypedDict):
     pci_bus_id: str | None
     xid: int | None
     message: str | None
+    #: A synthetic fault of the alert-path self-test (:mod:`agents.self_test`).
+    test: NotRequired[bool]
 
 
 class NodeInfo(TypedDict):

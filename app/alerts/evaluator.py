@@ -112,7 +112,8 @@ def instance_labels(spec: RuleSpec, obs: Observation) -> dict[str, str]:
 
 
 def texts(spec: RuleSpec, obs: Observation, labels: dict[str, str]) -> tuple[str, str]:
-    """The rule's summary and description filled in for ``obs``."""
+    """The rule's summary and description filled in for ``obs``; an alert of a self-test fault
+    (label ``test`` ``true``, :mod:`app.alerts.kinds.health`) says so in both."""
     threshold = getattr(spec.condition, "threshold", None)
     values: dict[str, Any] = {
         **labels,
@@ -123,7 +124,18 @@ def texts(spec: RuleSpec, obs: Observation, labels: dict[str, str]) -> tuple[str
         "suggested_action": obs.action,
         "value_duration": None if obs.value is None else template_values.duration(obs.value),
     }
-    return render(spec.summary, values), render(spec.description, values)
+    summary, description = render(spec.summary, values), render(spec.description, values)
+    if labels.get("test") == "true":
+        summary = f"[TEST] {summary}"
+        description = f"{SELF_TEST_NOTE} {description}"
+    return summary, description
+
+
+#: How an alert of a self-test fault starts its description.
+SELF_TEST_NOTE = (
+    "TEST — a self-test fault (fleetwatch-agent --inject-test-xid), not a real one: this page "
+    "proves the alert path; it resolves by itself within the self-test window."
+)
 
 
 def wants_action(spec: RuleSpec) -> bool:

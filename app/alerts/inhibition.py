@@ -6,7 +6,8 @@ alert *S* other than *T* is ``firing`` whose labels match the rule's ``source_ma
 carry *T*'s values of every ``equal`` label (a label absent on both is equal). As in
 Alertmanager, an alert matching both sides of a rule is not inhibited by an alert that also
 matches both sides of it (no two alerts mute each other through one rule); a silenced source
-still inhibits. Inhibition is decided when a notification is about to be sent
+still inhibits; a self-test alert (label ``test`` ``true``) inhibits only self-test alerts.
+Inhibition is decided when a notification is about to be sent
 (:mod:`app.notify.worker`): an inhibited alert still fires, shows and can be acknowledged, it
 only pages nobody.
 
@@ -104,6 +105,8 @@ def _first_source(
     for source_id, source_labels in sources:
         if source_id == target_id or not matches(source_m, source_labels):
             continue
+        if source_labels.get("test") == "true" and labels.get("test") != "true":
+            continue  # a self-test fault never mutes a real alert
         if any(source_labels.get(k, "") != labels.get(k, "") for k in equal):
             continue
         if target_is_source and matches(target_m, source_labels):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text
+from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, UTCDateTime
@@ -14,7 +14,8 @@ class NodeEvent(Base):
     """One event as reported by the agent (``kind`` e.g. ``xid``, ``gpu_lost``).
 
     ``gpu_id`` is set when the event names a known GPU of the node; ``pci_bus_id`` keeps what the
-    agent said either way (kernel Xid lines carry only the PCI address).
+    agent said either way (kernel Xid lines carry only the PCI address). ``test``: a synthetic
+    fault of the alert-path self-test (``fleetwatch-agent --inject-test-xid``).
     """
 
     __tablename__ = "node_event"
@@ -32,3 +33,4 @@ class NodeEvent(Base):
     xid: Mapped[int | None] = mapped_column(Integer)
     pci_bus_id: Mapped[str | None] = mapped_column(String(32))
     message: Mapped[str | None] = mapped_column(Text)
+    test: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())

@@ -150,9 +150,11 @@ def events(
     returned as the first time each GPU was reported lost (node-level ones as reasons)."""
     found: Found = defaultdict(list)
     first_lost: dict[int, datetime] = {}
-    xids: dict[tuple[int | None, int], list[datetime]] = defaultdict(list)
+    xids: dict[tuple[int | None, int, bool], list[datetime]] = defaultdict(list)
     for event in evidence.events.get(view.node.id, ()):
         if event.kind in LOST_EVENT_KINDS:
+            if event.test:
+                continue  # the self-test injects Xids (a test Xid 79 is the lost GPU)
             if event.gpu_id is not None:
                 first_lost.setdefault(event.gpu_id, event.occurred_at)
             elif not found[None]:
@@ -168,17 +170,24 @@ def events(
                     )
                 )
         elif event.xid is not None:
-            xids[(event.gpu_id, event.xid)].append(event.occurred_at)
+            xids[(event.gpu_id, event.xid, bool(event.test))].append(event.occurred_at)
     hours = rules.event_window_s / 3600
-    for (gpu_id, xid), times in sorted(xids.items(), key=lambda kv: kv[1][0]):
+    tested = duration(rules.self_test_window_s)
+    for (gpu_id, xid, test), times in sorted(xids.items(), key=lambda kv: kv[1][0]):
         state = rules.xid_state(xid)
         if state is None:
             continue
         meaning = xid_text(xid) or "not in the health table"
-        text = f"Xid {xid} ({meaning}) ×{len(times)} in the last {hours:g} h"
-        found[gpu_id].append(
-            _reason(view, "events-heading", state, reasons.xid_code(xid), text, since=times[0])
-        )
+        if test:
+            text = (
+                f"TEST: Xid {xid} ({meaning}) ×{len(times)}, a self-test fault (counted "
+                f"for {tested})"
+            )
+        else:
+            text = f"Xid {xid} ({meaning}) ×{len(times)} in the last {hours:g} h"
+        reason = _reason(view, "events-heading", state, reasons.xid_code(xid), text, since=times[0])
+        reason.test = test
+        found[gpu_id].append(reason)
     return found, first_lost
 
 

@@ -40,7 +40,8 @@ class Evidence:
     with the named columns below; lists are in the order the checks report them."""
 
     #: node id → events in the window (node_id, gpu_id, kind, xid, occurred_at, pci_bus_id,
-    #: message), oldest first: Xid events and lost-GPU events.
+    #: message, test), oldest first: Xid events and lost-GPU events (self-test ones within the
+    #: self-test window only).
     events: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
     #: (GPU id, reason code ``xid_<n>`` or ``gpu_lost``) → when it occurred within the
     #: escalation window, for the nodes with events in the event window (any order).
@@ -80,7 +81,10 @@ def load_evidence(
         ib_flap_window_s=rules.ib_flap_window_s,
     )
     since = now - timedelta(seconds=rules.event_window_s)
+    tests_since = now - timedelta(seconds=rules.self_test_window_s)
     for row in session.execute(sql.events, {"ids": ids, "since": since}):
+        if row.test and row.occurred_at < tests_since:
+            continue  # a self-test fault counts for the self-test window only
         found.events[row.node_id].append(row)
     if found.events:
         with_events = sorted(found.events)
@@ -88,7 +92,12 @@ def load_evidence(
         rows: Any = (
             session.execute(sql.history, {"ids": with_events, "since": back})
             if rules.escalation_window_s > rules.event_window_s
-            else (r for n in with_events for r in found.events[n] if r.occurred_at >= back)
+            else (
+                r
+                for n in with_events
+                for r in found.events[n]
+                if r.occurred_at >= back and not r.test
+            )
         )
         for row in rows:
             if row.gpu_id is None:

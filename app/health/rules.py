@@ -101,6 +101,9 @@ class HealthRules:
     #: (its link_downed_count) is flapping.
     ib_flap_downs: int = 2
     ib_flap_window_s: float = 3600.0
+    #: A self-test event counts this long (not the event window): the test fault clears by
+    #: itself, and its alerts resolve.
+    self_test_window_s: float = 900.0
 
     def xid_state(self, xid: int) -> State | None:
         """The state an Xid causes; None for an ignored (application) Xid. The lists are read

@@ -37,6 +37,11 @@ class ReasonOut(BaseModel):
     evidence: str = Field(description="page link where the evidence is shown")
     gpu_index: int | None = None
     action: ActionOut | None = Field(default=None, description="the suggested repair")
+    test: bool = Field(
+        default=False,
+        description="found only from self-test events (fleetwatch-agent --inject-test-xid): "
+        "not a real fault",
+    )
 
 
 class GpuHealthOut(BaseModel):

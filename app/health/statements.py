@@ -86,6 +86,7 @@ def statements(
             NodeEvent.occurred_at,
             NodeEvent.pci_bus_id,
             NodeEvent.message,
+            NodeEvent.test,
         )
         .where(
             _of_ids(NodeEvent.node_id, dialect),
@@ -103,6 +104,7 @@ def statements(
             NodeEvent.occurred_at >= bindparam("since", type_=UTCDateTime()),
             NodeEvent.gpu_id.is_not(None),
             or_(NodeEvent.kind == "xid", NodeEvent.kind.in_(LOST_EVENT_KINDS)),
+            NodeEvent.test.is_(False),  # a self-test never climbs the escalation ladder
         ),
         throttle=gpu_history.bit_counts(
             "clocks_event_reasons",

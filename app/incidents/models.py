@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, UTCDateTime
@@ -48,6 +48,7 @@ class Incident(Base):
     action_code: Mapped[str] = mapped_column(String(32))
     action_text: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    test: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class IncidentEvent(Base):

@@ -56,15 +56,15 @@ def repeat_nodes(
     min_incidents: int = NODE_MIN_INCIDENTS,
     limit: int = 20,
 ) -> list[RepeatNode]:
-    """Nodes in service with at least ``min_incidents`` incidents whose last event is within
-    ``window`` of ``now``, most incidents first."""
+    """Nodes in service with at least ``min_incidents`` incidents (self-tests left out) whose
+    last event is within ``window`` of ``now``, most incidents first."""
     count = func.count(Incident.id)
     fatal = func.sum(case((Incident.job_fatal, 1), else_=0))
     last = func.max(Incident.last_event_at)
     stmt = (
         select(Node.hostname, count, fatal, last)
         .join(Node, Node.id == Incident.node_id)
-        .where(Incident.last_event_at >= now - window, in_service())
+        .where(Incident.last_event_at >= now - window, Incident.test.is_(False), in_service())
         .group_by(Node.hostname)
         .having(count >= min_incidents)
         .order_by(count.desc(), last.desc(), Node.hostname)
@@ -94,6 +94,7 @@ def repeat_gpus(
             NodeEvent.occurred_at >= now - window,
             NodeEvent.xid.is_not(None),
             IncidentEvent.incident_id.is_not(None),
+            NodeEvent.test.is_(False),
             in_service(),
         )
         .group_by(Node.hostname, Gpu.index, NodeEvent.xid)

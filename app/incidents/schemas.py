@@ -24,6 +24,7 @@ class IncidentOut(BaseModel):
     job_fatal: bool = Field(description="an event of it ends the jobs on its GPU")
     action_code: str = Field(description="its strongest suggested repair (app.health.actions)")
     action_text: str
+    test: bool = Field(default=False, description="a self-test fault's incident, not a real one")
 
 
 class IncidentEventOut(BaseModel):

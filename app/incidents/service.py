@@ -77,6 +77,7 @@ def absorb(
             NodeEvent.kind,
             NodeEvent.xid,
             NodeEvent.message,
+            NodeEvent.test,
         )
         .where(
             NodeEvent.node_id == node_id,
@@ -108,7 +109,9 @@ def absorb(
             (
                 i
                 for i in reversed(open_ones)
-                if i.opened_at - quiet <= event.occurred_at <= i.last_event_at + quiet
+                # A self-test fault is an incident of its own, never part of a real one.
+                if bool(i.test) == bool(event.test)
+                and i.opened_at - quiet <= event.occurred_at <= i.last_event_at + quiet
             ),
             None,
         )
@@ -126,6 +129,7 @@ def absorb(
                 action_code="watch",
                 action_text=actions.TITLES["watch"].lower(),
                 updated_at=now,
+                test=bool(event.test),
             )
             session.add(incident)
             open_ones.append(incident)
@@ -222,8 +226,8 @@ def incident_keys(
     session: Session, *, since: datetime, node_ids: frozenset[int] | None = None
 ) -> list[tuple[int, int | None, str, int | None, int]]:
     """(node id, GPU id, event kind, Xid, incident id) of every event in an incident that
-    occurred since ``since``, distinct (of ``node_ids`` when given): what an alert rule counting
-    incidents reads."""
+    occurred since ``since``, distinct (of ``node_ids`` when given), self-test ones left out:
+    what an alert rule counting incidents reads."""
     stmt = (
         select(
             NodeEvent.node_id,
@@ -233,7 +237,11 @@ def incident_keys(
             IncidentEvent.incident_id,
         )
         .join(IncidentEvent, IncidentEvent.event_id == NodeEvent.id)
-        .where(NodeEvent.occurred_at >= since, IncidentEvent.incident_id.is_not(None))
+        .where(
+            NodeEvent.occurred_at >= since,
+            IncidentEvent.incident_id.is_not(None),
+            NodeEvent.test.is_(False),  # a self-test is no offence
+        )
         .distinct()
     )
     if node_ids is not None:

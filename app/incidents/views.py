@@ -38,6 +38,7 @@ def incident_out(row: service.IncidentRow) -> IncidentOut:
         job_fatal=i.job_fatal,
         action_code=i.action_code,
         action_text=i.action_text,
+        test=i.test,
     )
 
 

@@ -146,6 +146,11 @@ class EventIn(BaseModel):
     pci_bus_id: BusId | None = None
     xid: Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] | None = None
     message: Message | None = None
+    test: Annotated[bool, Field(strict=True)] = Field(
+        default=False,
+        description="a synthetic fault of the alert-path self-test: it goes through health, "
+        "rules, incidents and notifications marked TEST",
+    )
 
     @field_validator("message")
     @classmethod

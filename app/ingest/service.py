@@ -438,6 +438,7 @@ def _store_events(
                 xid=event.xid,
                 pci_bus_id=event.pci_bus_id,
                 message=event.message[:4096] if event.message else event.message,
+                test=event.test,
             )
         )
         stored += 1

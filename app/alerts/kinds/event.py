@@ -28,14 +28,17 @@ Count = tuple[int, int | None, str, int | None, int]
 
 
 def counts(ctx: EvalContext, window_s: float) -> list[Count]:
-    """The occurrences within ``window_s`` of now per (node, GPU, kind, Xid), read once per
-    evaluation and window."""
+    """The occurrences within ``window_s`` of now per (node, GPU, kind, Xid), self-test events
+    left out, read once per evaluation and window."""
     cache: dict[float, list[Count]] = ctx.cache.setdefault(_CACHE, {})
     if window_s not in cache:
         keys = (NodeEvent.node_id, NodeEvent.gpu_id, NodeEvent.kind, NodeEvent.xid)
         stmt = (
             select(*keys, func.count())
-            .where(NodeEvent.occurred_at >= ctx.now - timedelta(seconds=window_s))
+            .where(
+                NodeEvent.occurred_at >= ctx.now - timedelta(seconds=window_s),
+                NodeEvent.test.is_(False),  # the self-test pages through the health rules
+            )
             .group_by(*keys)
         )
         if ctx.only_nodes is not None:

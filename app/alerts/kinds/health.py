@@ -27,6 +27,8 @@ class Entry:
     state: State
     codes: tuple[str, ...]
     actions: tuple[ActionOut | None, ...]
+    #: Per reason: found only from self-test events.
+    tests: tuple[bool, ...] = ()
 
 
 def index(ctx: EvalContext) -> dict[tuple[str, str], list[Entry]]:
@@ -44,7 +46,8 @@ def index(ctx: EvalContext) -> dict[tuple[str, str], list[Entry]]:
             continue
         codes = tuple(r.code for r in health.reasons)
         acts = tuple(r.action for r in health.reasons)
-        entry = Entry(hostname, node.id, None, None, health.state, codes, acts)
+        tests = tuple(r.test for r in health.reasons)
+        entry = Entry(hostname, node.id, None, None, health.state, codes, acts, tests)
         out.setdefault(("node", health.state.value), []).append(entry)
         for gpu in health.gpus:
             gpu_id = uuids.get(gpu.uuid)
@@ -52,7 +55,8 @@ def index(ctx: EvalContext) -> dict[tuple[str, str], list[Entry]]:
                 continue
             codes = tuple(r.code for r in gpu.reasons)
             acts = tuple(r.action for r in gpu.reasons)
-            entry = Entry(hostname, node.id, gpu_id, gpu.uuid, gpu.state, codes, acts)
+            tests = tuple(r.test for r in gpu.reasons)
+            entry = Entry(hostname, node.id, gpu_id, gpu.uuid, gpu.state, codes, acts, tests)
             out.setdefault(("gpu", gpu.state.value), []).append(entry)
     ctx.cache[_CACHE] = out
     return out
@@ -60,7 +64,8 @@ def index(ctx: EvalContext) -> dict[tuple[str, str], list[Entry]]:
 
 def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
     """Observations of a health rule; ``value`` is the state's rank (healthy 0, degraded 1,
-    unknown 2, unhealthy 3)."""
+    unknown 2, unhealthy 3). An entity matched only by self-test reasons is labelled
+    ``test: "true"``."""
     cond = spec.condition
     assert isinstance(cond, HealthCondition)
     entries = index(ctx)
@@ -82,9 +87,13 @@ def observe(ctx: EvalContext, spec: RuleSpec) -> list[Observation]:
             labels = ctx.gpu_labels(e.gpu_id)
             identity, entity = (e.hostname, e.uuid), ctx.gpu_entity(e.gpu_id)
         chosen = [a for c, a in zip(e.codes, e.actions, strict=True) if cond.matches((c,))]
+        picked = [t for c, t in zip(e.codes, e.tests, strict=True) if cond.matches((c,))]
+        # Only self-test reasons: a test alert of its own (labelled, so a real fault of the
+        # same entity later is another alert), its texts marked TEST (app.alerts.evaluator).
+        marks = {"test": "true"} if picked and all(picked) else {}
         out.append(
             Observation(
-                {**labels, "health": e.state.value},
+                {**labels, "health": e.state.value, **marks},
                 identity,
                 float(SEVERITY[e.state]),
                 True,
