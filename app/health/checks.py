@@ -252,30 +252,61 @@ def throttling(view: NodeView, rules: HealthRules, evidence: Evidence) -> Found:
 
 
 def links(view: NodeView, evidence: Evidence) -> Found:
-    """NVLinks whose newest reading is ``down``."""
+    """NVLinks whose newest reading is ``down``, and NVLinks of a readable GPU that stopped
+    reporting while its other links go on (within the event window)."""
     found: Found = defaultdict(list)
     for g in view.gpus:
-        gone = evidence.links_down.get(g.gpu.id)
-        if not gone:
+        down = evidence.links_down.get(g.gpu.id, [])
+        silent = [] if g.gpu.state != "ok" else evidence.links_gone.get(g.gpu.id, [])
+        parts = []
+        if down:
+            numbers = ", ".join(str(link.link) for link in down)
+            parts.append(f"NVLink down: link{'s' if len(down) > 1 else ''} {numbers}")
+        if silent:
+            numbers = ", ".join(str(link.link) for link in sorted(silent, key=lambda r: r.link))
+            plural = "s" if len(silent) > 1 else ""
+            parts.append(f"NVLink{plural} {numbers} stopped reporting (the GPU's others report)")
+        if not parts:
             continue
-        numbers = ", ".join(str(link.link) for link in gone)
-        text = f"NVLink down: link{'s' if len(gone) > 1 else ''} {numbers}"
-        since = min(link.sampled_at for link in gone)
+        since = min(link.sampled_at for link in [*down, *silent])
         found[g.gpu.id].append(
             _reason(
-                view, "nvlinks-heading", State.UNHEALTHY, reasons.NVLINK_DOWN, text, since=since
+                view,
+                "nvlinks-heading",
+                State.UNHEALTHY,
+                reasons.NVLINK_DOWN,
+                "; ".join(parts),
+                since=since,
             )
         )
     return found
 
 
 def ports(view: NodeView, rules: HealthRules, evidence: Evidence) -> Found:
-    """InfiniBand/RoCE ports not ACTIVE now that were ACTIVE earlier in the event window, and
-    ACTIVE ports whose link went down repeatedly within the flap window (flapping)."""
+    """InfiniBand/RoCE ports that stopped reporting while the node's others go on, ports not
+    ACTIVE now that were ACTIVE earlier in the event window, and ACTIVE ports whose link went
+    down repeatedly within the flap window (flapping)."""
     found: Found = defaultdict(list)
     down = sorted(
         evidence.ports_down.get(view.node.id, ()), key=lambda p: (natural_key(p.device), p.port)
     )
+    for port in sorted(
+        evidence.ports_gone.get(view.node.id, ()), key=lambda p: (natural_key(p.device), p.port)
+    ):
+        text = (
+            f"{port.device} port {port.port} stopped reporting (last read "
+            f"{port.state or 'without a state'}): the adapter or its driver is gone"
+        )
+        found[None].append(
+            _reason(
+                view,
+                "nics-heading",
+                State.UNHEALTHY,
+                reasons.IB_PORT_DOWN,
+                text,
+                since=port.sampled_at,
+            )
+        )
     for port in down:
         text = f"{port.device} port {port.port} is {port.state or 'not reported'} (was ACTIVE)"
         found[None].append(

@@ -54,6 +54,11 @@ class Evidence:
     links_down: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
     #: node id → ports not ACTIVE that were ACTIVE in the window (device, port, state, since).
     ports_down: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
+    #: node id → ports that stopped reporting while the node's others go on (device, port,
+    #: state, sampled_at: the last reading), within the event window.
+    ports_gone: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
+    #: GPU id → NVLinks that stopped reporting while the GPU's others go on (link, sampled_at).
+    links_gone: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
     #: node id → ACTIVE ports whose link went down ``ib_flap_downs``+ times within
     #: ``ib_flap_window_s`` (device, port, downs).
     ports_flapping: dict[int, list[Any]] = field(default_factory=lambda: defaultdict(list))
@@ -68,7 +73,7 @@ def load_evidence(
     session: Session, *, views: list[NodeView], rules: HealthRules, now: datetime
 ) -> Evidence:
     """The evidence of every node of ``views`` that has reported at least once (a never-seen
-    node has nothing to check): seven statements, none when there is no such node."""
+    node has nothing to check): nine statements, none when there is no such node."""
     found = Evidence()
     ids = sorted({v.node.id for v in views if v.freshness != "never_seen"})
     if not ids:
@@ -116,6 +121,10 @@ def load_evidence(
         found.links_down[row.gpu_id].append(row)
     for row in session.execute(sql.ports, {"ids": ids}):
         found.ports_down[row.node_id].append(row)
+    for row in session.execute(sql.ports_gone, {"ids": ids}):
+        found.ports_gone[row.node_id].append(row)
+    for row in session.execute(sql.links_gone, {"ids": ids}):
+        found.links_gone[row.gpu_id].append(row)
     for row in session.execute(sql.flapping, {"ids": ids}):
         found.ports_flapping[row.node_id].append(row)
     for row in session.execute(sql.disks, {"ids": ids, "disk_wait_s": rules.disk_wait_s}):

@@ -129,9 +129,13 @@ def evaluate_fresh(view: NodeView, rules: HealthRules, evidence: Evidence) -> No
         parts.append(checks.latest_values(view))
         if evidence.throttle:
             parts.append(checks.throttling(view, rules, evidence))
-        if evidence.links_down:
+        if evidence.links_down or evidence.links_gone:
             parts.append(checks.links(view, evidence))
-        if node_id in evidence.ports_down or node_id in evidence.ports_flapping:
+        if (
+            node_id in evidence.ports_down
+            or node_id in evidence.ports_flapping
+            or node_id in evidence.ports_gone
+        ):
             parts.append(checks.ports(view, rules, evidence))
         if node_id in evidence.slow_disks or node_id in evidence.slow_nfs:
             parts.append(checks.storage(view, rules, evidence))

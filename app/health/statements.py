@@ -51,6 +51,8 @@ class Statements:
     links: Executable
     ports: Executable
     flapping: Executable
+    ports_gone: Executable
+    links_gone: Executable
     disks: Executable
     nfs: Executable
 
@@ -123,6 +125,20 @@ def statements(
         .where(nvl.state == "down")
         .order_by(nvl.gpu_id, nvl.link),
         ports=port_history.ports_down(nodes, window_start=_window, event_window_s=event_window_s),
+        ports_gone=port_history.gone(
+            latest.NIC,
+            nodes,
+            columns=["node_id", "device", "port", "state", "sampled_at"],
+            after_s=LATEST_WINDOW_S,
+            event_window_s=event_window_s,
+        ),
+        links_gone=port_history.gone(
+            latest.NVLINK,
+            gpus,
+            columns=["gpu_id", "link", "sampled_at"],
+            after_s=LATEST_WINDOW_S,
+            event_window_s=event_window_s,
+        ),
         flapping=port_history.ports_flapping(
             nodes, window_start=_window, min_downs=ib_flap_downs, flap_window_s=ib_flap_window_s
         ),

@@ -121,3 +121,46 @@ def ports_flapping(
     return select(
         with_then.c.node_id, with_then.c.device, with_then.c.port, downs.label("downs")
     ).where(with_then.c.then.is_not(None), downs >= min_downs)
+
+
+def gone(
+    spec: latest.LatestSpec,
+    owners: FromClause,
+    *,
+    columns: list[str],
+    after_s: float,
+    event_window_s: float,
+) -> Select[Any]:
+    """``columns`` of the current rows of ``spec`` (IB ports of the nodes, NVLinks of the GPUs
+    ``owners.c.id``) that stopped reporting while their owner's others go on: the entity's
+    newest reading is more than ``after_s`` older than its owner's last full round, but within
+    ``event_window_s`` of it (a port or link gone for longer is the owner's new inventory). A
+    NIC whose driver failed, a port or link that vanished from sysfs or NVML: no reading says
+    "down", the reading just stops.
+
+    The last full round is the newest time at least two of the owner's entities were read
+    together: the agent sends every entity each ``--host-interval`` / ``--nvlink-interval``
+    and a changed one alone at once, so an entity merely unchanged since the last round is
+    never counted gone, whatever the interval."""
+    table = spec.table
+    owner = table.c[spec.owner]
+    times = (
+        select(owner.label("owner_id"), table.c.sampled_at.label("at"))
+        .where(owner.in_(select(owners.c.id)))
+        .group_by(owner, table.c.sampled_at)
+        .having(func.count() >= 2)
+        .subquery("round_times")
+    )
+    rounds = (
+        select(times.c.owner_id, func.max(times.c.at).label("full_at"))
+        .group_by(times.c.owner_id)
+        .subquery("full_rounds")
+    )
+    return (
+        select(*(table.c[c] for c in columns))
+        .join(rounds, rounds.c.owner_id == owner)
+        .where(
+            table.c.sampled_at < before(rounds.c.full_at, after_s),
+            table.c.sampled_at >= before(rounds.c.full_at, event_window_s),
+        )
+    )

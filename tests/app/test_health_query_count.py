@@ -179,9 +179,9 @@ def test_statements_do_not_grow_with_the_fleet(db_url: str, stale: bool) -> None
         small["states"],
     )
     # Not stored yet: the nodes with their stored state, then nodes, GPUs, latest samples, the
-    # seven kinds of evidence, the Xid history of the nodes with Xids (escalation, one statement
+    # nine kinds of evidence, the Xid history of the nodes with Xids (escalation, one statement
     # for all of them) and the held since of the NVLink-down reasons (app.health.held).
-    assert (small["unstored"], large["unstored"]) == (13, 13)
+    assert (small["unstored"], large["unstored"]) == (15, 15)
     # Stored: the nodes with their stored state, then the documents (none once this process has
     # parsed them).
     assert (small["health"], large["health"]) == (2, 2)

@@ -217,6 +217,61 @@ def test_gpus_the_agent_counts_but_the_driver_never_listed_are_missing(
     assert node_health(server)["state"] == "healthy"
 
 
+def test_a_port_or_nvlink_that_stops_reporting_while_the_others_go_on_is_down(
+    server: LiveServer, db_url: str
+) -> None:
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    g = gpu(0)
+    early = now - timedelta(minutes=15)
+    first = batch(gpus=[g], samples_per_gpu=1, start=early)
+    first["nic_ports"] = [nic_port(early, dev) for dev in ("mlx5_0", "mlx5_1", "mlx5_2")]
+    first["nvlinks"] = nvlinks(g, early, links=4)
+    ingest(server, db_url, first)
+    # 15 minutes on, mlx5_1 and NVLink 3 are no longer read (no "down" reading: they vanished)
+    # and mlx5_2 changed state alone 5 minutes ago (the agent sends a change at once).
+    changed = now - timedelta(minutes=5)
+    middle = batch(gpus=[g], samples_per_gpu=1, start=changed)
+    middle["nic_ports"] = [nic_port(changed, "mlx5_2", phys_state="LinkUp", rate_gbps=200.0)]
+    ingest(server, db_url, middle)
+    last = batch(gpus=[g], samples_per_gpu=1, start=now)
+    last["nic_ports"] = [nic_port(now, "mlx5_0"), nic_port(now, "mlx5_2")]
+    last["nvlinks"] = nvlinks(g, now, links=3)
+    ingest(server, db_url, last)
+
+    health = node_health(server)
+
+    assert health["state"] == "unhealthy"
+    node_reasons = [r for r in health["reasons"] if r["gpu_index"] is None]
+    assert [(r["code"], r["text"]) for r in node_reasons] == [
+        (
+            "ib_port_down",
+            "mlx5_1 port 1 stopped reporting (last read ACTIVE): the adapter or its driver is gone",
+        )
+    ]
+    assert [(r["code"], r["text"]) for r in health["gpus"][0]["reasons"]] == [
+        ("nvlink_down", "NVLink 3 stopped reporting (the GPU's others report)")
+    ]
+
+
+def test_a_port_unchanged_since_a_long_send_interval_is_not_taken_for_gone(
+    server: LiveServer, db_url: str
+) -> None:
+    # --host-interval 3600: both ports read 20 minutes ago; mlx5_0 went down now and was sent
+    # alone at once. mlx5_1 is unchanged, not gone.
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    round_at = now - timedelta(minutes=20)
+    first = batch(gpus=1, samples_per_gpu=1, start=round_at)
+    first["nic_ports"] = [nic_port(round_at, "mlx5_0"), nic_port(round_at, "mlx5_1")]
+    ingest(server, db_url, first)
+    alone = batch(gpus=1, samples_per_gpu=1, start=now)
+    alone["nic_ports"] = [nic_port(now, "mlx5_0", state="DOWN", phys_state="Polling")]
+    ingest(server, db_url, alone)
+
+    health = node_health(server)
+
+    assert [r["text"] for r in health["reasons"]] == ["mlx5_0 port 1 is DOWN (was ACTIVE)"]
+
+
 def test_a_gpu_without_samples_while_the_others_report_is_unresponsive(
     server: LiveServer, db_url: str
 ) -> None:
