@@ -5,7 +5,8 @@ NVML's and nvidia-smi's lists, so the inventory alone cannot tell it is missing;
 device is usually still there (``lspci -d 10de:`` lists it). Counted from
 ``<sysfs>/bus/pci/devices/<address>/vendor`` (``0x10de``: NVIDIA) and ``class`` (``0x0300xx``
 VGA or ``0x0302xx`` 3D controller: the GPUs; NVSwitches are bridges, ``0x0680xx``, and audio
-functions ``0x0403xx``, not counted).
+functions ``0x0403xx``, not counted; nor SR-IOV virtual functions, which have a ``physfn``
+link to their GPU).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def nvidia_gpu_count(sysfs: Path) -> int | None:
         except (OSError, ValueError) as exc:
             log.info("PCI device %s skipped: %s", entry.name, exc)
             continue
-        if klass >> 8 in GPU_CLASSES:
+        # An SR-IOV virtual function (a vGPU host's) is a slice of a GPU counted already.
+        if klass >> 8 in GPU_CLASSES and not (entry / "physfn").exists():
             count += 1
     return count

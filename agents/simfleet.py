@@ -135,7 +135,11 @@ class SimFleet:
         self.stop()
 
     def start(self) -> None:
-        """Start every agent's thread and the fault thread."""
+        """Start every agent's thread and the fault thread. Faults scheduled at 0 s are in
+        force before the agents' first round (``lost_at_start``: a GPU the first report lacks)."""
+        for fault in [f for f in self.faults if f.at_s <= 0]:
+            self._inject_kind(fault.hostname, fault.kind, fault.gpu_index, fault.xid)
+        self.faults = [f for f in self.faults if f.at_s > 0]
         for hostname, agent in self.agents.items():
             thread = threading.Thread(
                 target=agent.run, args=(self._stop,), name=f"agent-{hostname}", daemon=True
@@ -244,9 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_fault,
         metavar="HOST:KIND@SECONDS[:GPU_INDEX]",
         help="scheduled fault (repeatable); KIND: gpu_lost, off_bus (lost without an Xid), "
-        "nvml_hang, thermal_throttle, agent_stop, nvlink_down, xid or xidNN (e.g. xid48), "
-        "xid_repeat (Xid 48 three times), and ib_port_down or ib_flap (GPU_INDEX is then the "
-        "port) or storage_slow",
+        "nvml_hang, lost_at_start (at @0: a GPU the first report lacks), thermal_throttle, "
+        "agent_stop, nvlink_down, xid or xidNN (e.g. xid48), xid_repeat (Xid 48 three times), "
+        "and ib_port_down or ib_flap (GPU_INDEX is then the port) or storage_slow",
     )
     parser.add_argument("--seed", type=int, default=None, help="reseed all simulators")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING …")

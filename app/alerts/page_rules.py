@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.alerts import inhibition, store
 from app.alerts.models import AlertInstance
 from app.alerts.page_forms import RuleForm, parse_rule
-from app.alerts.rule_reach import Kept
+from app.alerts.rule_reach import Kept, check_enabling
 from app.db import SessionDep, WriteSessionDep
 from app.errors import Conflict
 from app.forms import Form, read_form
@@ -164,7 +164,8 @@ def update_rule(
 
 @router.post("/rules/{name}/enable", response_model=None)
 def enable_rule(request: Request, session: WriteSessionDep, name: str) -> Response:
-    """Enable rule ``name``."""
+    """Enable rule ``name`` (409 while it reads further back than the server keeps)."""
+    check_enabling(session, name=name, kept=Kept.of(request.app.state.settings))
     store.set_enabled(session, name=name, enabled=True)
     return _back(request, "/rules")
 

@@ -138,9 +138,13 @@ def update_rule(request: Request, session: WriteSessionDep, name: str, spec: Rul
 
 @router.post("/rules/{name}/{action}", response_model=RuleOut, summary="Enable or disable")
 def enable_rule(
-    session: WriteSessionDep, name: str, action: Literal["enable", "disable"]
+    request: Request, session: WriteSessionDep, name: str, action: Literal["enable", "disable"]
 ) -> RuleOut:
-    """Enable or disable a rule; disabling ends its pending and firing alerts now."""
+    """Enable or disable a rule; disabling ends its pending and firing alerts now. Enabling a
+    rule that reads further back than the server keeps is a 409 naming the field."""
+    if action == "enable":
+        kept = rule_reach.Kept.of(request.app.state.settings)
+        rule_reach.check_enabling(session, name=name, kept=kept)
     return rule_out(store.set_enabled(session, name=name, enabled=action == "enable"))
 
 

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from app.alerts import store
 from app.alerts.spec import RuleSpec
 from app.alerts.template_values import duration
+from app.errors import Conflict
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,13 @@ def beyond(spec: RuleSpec, kept: Kept) -> list[tuple[tuple[str, ...], str]]:
     """Each field of ``spec`` that reaches further back than ``kept``, as (location in the
     rule document, message naming the setting); empty when the rule reads only what is kept.
 
-    Threshold (not ``last``) and rate windows and a metric absence's ``after`` read raw
-    samples; event windows read events (or incidents, with ``count: incidents``)."""
+    Threshold (not ``last``, not of target ``node``: those read the inventory) and rate
+    windows and a metric absence's ``after`` read raw samples; event windows read events (or
+    incidents, with ``count: incidents``)."""
     cond = spec.condition
-    if cond.kind == "rate" or (cond.kind == "threshold" and cond.aggregation != "last"):
+    # A node threshold reads the inventory (missing, lost GPUs, clock skew), not samples.
+    reads_samples = cond.kind == "threshold" and cond.target != "node"
+    if cond.kind == "rate" or (reads_samples and cond.aggregation != "last"):
         reach, field, what = float(cond.window), "window", "raw samples"
     elif cond.kind == "absence" and cond.target == "metric" and cond.after is not None:
         reach, field, what = float(cond.after), "after", "raw samples"
@@ -66,9 +70,12 @@ def beyond(spec: RuleSpec, kept: Kept) -> list[tuple[tuple[str, ...], str]]:
     )
     if reach <= kept_s:
         return []
+    said, limit = duration(reach), duration(kept_s)
+    if said == limit:  # close enough to round alike: say the seconds
+        said, limit = f"{reach:.12g} s", f"{kept_s:.12g} s"
     message = (
-        f"{field} {duration(reach)} reaches back further than {what} are kept "
-        f"({setting}={kept_s / 86400:g}, {duration(kept_s)}): shorten it or keep them longer"
+        f"{field} {said} reaches back further than {what} are kept "
+        f"({setting}={kept_s / 86400:g}, {limit}): shorten it or keep them longer"
     )
     return [(("condition", field), message)]
 
@@ -88,3 +95,16 @@ def stored_beyond(session: Session, kept: Kept) -> list[str]:
         if rule.enabled
         for line in describe(store.spec_of(rule), kept)
     ]
+
+
+def check_enabling(session: Session, *, name: str, kept: Kept) -> None:
+    """Refuse to enable stored rule ``name`` while it reads further back than ``kept`` (a
+    disabled rule written before the retention was shortened).
+
+    Raises:
+        NotFound: no such rule.
+        Conflict: the rule reaches too far, naming the field and the setting.
+    """
+    far = describe(store.spec_of(store.get_rule(session, name=name)), kept)
+    if far:
+        raise Conflict(f"cannot enable it: {'; '.join(far)}. Edit the rule first.")

@@ -100,6 +100,9 @@ class NodeDetailOut(NodeSummaryOut):
     collection_errors: list[dict[str, Any]] | None = None
     retired_at: datetime | None = None
     retired_reason: str | None = None
+    expected_gpu_count: int | None = Field(
+        default=None, description="GPUs the node should have, as its agent says (PCI count)"
+    )
     gpus: list[GpuOut]
 
     @classmethod
@@ -115,6 +118,7 @@ class NodeDetailOut(NodeSummaryOut):
             collection_errors=n.collection_errors,
             retired_at=n.retired_at,
             retired_reason=n.retired_reason,
+            expected_gpu_count=n.expected_gpu_count,
             gpus=[GpuOut.from_view(g) for g in view.gpus],
         )
 

@@ -179,6 +179,7 @@ NODE_ROW_COLUMNS = (
     Node.last_sample_at,
     Node.clock_skew_s,
     Node.expected_gpu_count,
+    Node.collection_errors,
 )
 GPU_ROW_COLUMNS = (
     Gpu.id,

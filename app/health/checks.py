@@ -6,7 +6,7 @@ queries the database."""
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from app.alerts.template_values import duration
 from app.fleet.service import GpuView, NodeView
@@ -60,9 +60,9 @@ def inventory(
 ) -> Found:
     """Lost GPUs (``gpu.state`` or a lost event), GPUs missing from the latest inventory, and
     GPUs in it whose newest sample is more than ``unresponsive_after_s`` older than the node's
-    newest (:func:`unresponsive`)."""
+    newest sample or newest batch (:func:`unresponsive`, :func:`reported_until`)."""
     found: Found = defaultdict(list)
-    newest = view.node.last_sample_at
+    newest = reported_until(view)
     for g in view.gpus:
         gpu = g.gpu
         if gpu.state in LOST_GPU_STATES or gpu.id in events_first_lost:
@@ -122,6 +122,21 @@ def never_enumerated(view: NodeView) -> int:
     return 0 if expected is None else max(0, expected - len(view.gpus))
 
 
+def reported_until(view: NodeView) -> datetime | None:
+    """The newest time the node's agent reported for, on the agent's clock: its newest sample;
+    or, when its newest batch says GPU reads failed (``collection_errors``: a hung NVML call,
+    nvidia-smi timing out), that batch's send time if later (the server's receive time plus the
+    measured clock skew) — batches that keep coming without samples (every GPU hung, a
+    one-GPU node's) leave the samples behind. None before any sample."""
+    node = view.node
+    newest = node.last_sample_at
+    errors = getattr(node, "collection_errors", None)
+    if newest is None or not errors or node.last_seen_at is None:
+        return newest
+    sent = node.last_seen_at + timedelta(seconds=node.clock_skew_s or 0.0)
+    return max(newest, sent)
+
+
 def unresponsive(g: GpuView, node_newest: datetime, after_s: float) -> str | None:
     """Why GPU ``g`` counts as unresponsive, or None: it is in the node's inventory, but its
     newest sample is more than ``after_s`` older than the node's newest sample
@@ -131,15 +146,15 @@ def unresponsive(g: GpuView, node_newest: datetime, after_s: float) -> str | Non
     gpu = g.gpu
     if gpu.last_sample_at is None:
         return (
-            f"GPU {gpu.index} is listed but has sent no sample while the node's other GPUs "
-            "report (enumerated but unreadable: see the node's collection errors)"
+            f"GPU {gpu.index} is listed but has sent no sample while the node reports "
+            "(enumerated but unreadable: see the node's collection errors)"
         )
     gap_s = (node_newest - gpu.last_sample_at).total_seconds()
     if gap_s <= after_s:
         return None
     return (
-        f"GPU {gpu.index} has sent no sample for {duration(gap_s)} while the node's other GPUs "
-        "report (an NVML call on it hangs or fails: see the node's collection errors)"
+        f"GPU {gpu.index} has sent no sample for {duration(gap_s)} while the node reports "
+        "(an NVML call on it hangs or fails: see the node's collection errors)"
     )
 
 

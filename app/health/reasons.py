@@ -77,7 +77,7 @@ REASONS: tuple[Reason, ...] = (
         IB_PORT_FLAPPING,
         "node",
         State.DEGRADED,
-        "an ACTIVE InfiniBand/RoCE port went down and up again repeatedly (link_downed_count)",
+        "an InfiniBand/RoCE port went down and up again repeatedly (link_downed_count)",
     ),
     Reason(STORAGE_LATENCY_HIGH, "node", State.DEGRADED, "a disk's wait or an NFS RTT is high"),
 )

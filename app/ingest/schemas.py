@@ -61,11 +61,22 @@ class NodeIn(BaseModel):
     agent_version: Text64 | None = None
     driver_version: Text64 | None = None
     cuda_version: Text64 | None = None
-    expected_gpu_count: Annotated[int, Field(ge=0, le=1024, strict=True)] | None = Field(
+    expected_gpu_count: int | None = Field(
         default=None,
         description="GPUs the node should have (its agent counts NVIDIA display controllers on "
-        "PCI, or is told with --expected-gpus); fewer in the inventory are missing GPUs",
+        "PCI, or is told with --expected-gpus); fewer in the inventory are missing GPUs. A "
+        "value that is not a whole number 0-1024 is ignored (null), never the batch refused",
     )
+
+    @field_validator("expected_gpu_count", mode="before")
+    @classmethod
+    def _count_or_none(cls, value: Any) -> int | None:
+        # One bad value never takes the batch with it: anything but a count reads as unknown.
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        if isinstance(value, float) and not value.is_integer():
+            return None
+        return int(value) if 0 <= value <= 1024 else None
 
     @field_validator("labels")
     @classmethod

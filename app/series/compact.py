@@ -42,6 +42,7 @@ from app.series.blocks import (
     steps_column,
 )
 from app.series.rollups import specs as rollup_specs
+from app.series.rollups.jobs import rebuild_key
 from app.series.writes import LATEST_WINDOW_S
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,10 @@ NODES_PER_BATCH = 32
 
 
 #: Why a table was not compacted: the rollups have not run yet.
-NOT_RUN = "waits for the rollups' first run (the server's rollup job, every minute)"
+NOT_RUN = (
+    "waits for the rollups' first run (the rollup job of 'fleetwatch serve' or "
+    "'fleetwatch worker', every minute)"
+)
 #: Why a table was not compacted: raw rows older than the rollups' first run are stored.
 NEEDS_REBUILD = (
     "waits for the rollups to cover its older raw rows: run 'fleetwatch rollups rebuild'"
@@ -348,10 +352,7 @@ def _pack_minutes(
             if folded_until is None:
                 # The folded-until mark is set by the rollups' first run, unless raw rows older
                 # than that run are stored (history, an upgrade): they need a rebuild first.
-                started = spec.arrival_key if spec.by_arrival else None
-                ran = (
-                    started is not None and rollup_specs.get_mark(session, started) is not None
-                ) or session.scalar(select(form.minutes.c[form.owner]).limit(1)) is not None
+                ran = rollup_specs.get_mark(session, rebuild_key(spec.name)) is not None
         if folded_until is None:
             reason = NEEDS_REBUILD if ran else NOT_RUN
             log.info("compaction: %s %s", name, reason)

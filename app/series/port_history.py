@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import ColumnElement, FromClause, Select, func, or_, select
+from sqlalchemy import ColumnElement, FromClause, Select, case, func, or_, select
 
 from app.health.sql import before
 from app.series import latest
@@ -82,45 +82,47 @@ def ports_flapping(
     min_downs: int,
     flap_window_s: float,
 ) -> Select[Any]:
-    """``node_id, device, port, downs`` of each port of the nodes ``nodes.c.id`` that is
-    ``ACTIVE`` now (:func:`app.series.latest.current_of` with ``window_start``) but whose
-    ``link_downed_count`` (the IB LinkDownedCounter: one per time the link went down) rose by
-    at least ``min_downs`` since its first raw reading within ``flap_window_s`` before its
-    current one (the window ends at the port's newest reading, as rule windows end at the
-    node's newest sample). A counter that went backwards (reset with the driver) counts
-    nothing.
+    """``node_id, device, port, downs`` of each current port of the nodes ``nodes.c.id``
+    (:func:`app.series.latest.current_of` with ``window_start``; down now or not) whose link
+    went down at least ``min_downs`` times within ``flap_window_s`` before its current reading
+    (the window ends at the port's newest reading, as rule windows end at the node's newest
+    sample), by ``link_downed_count`` (the IB LinkDownedCounter: one per time the link went
+    down): the current count minus the first non-null one of the window; a counter that went
+    back (reset with the driver) counts its current value, the downs since the reset.
 
     One index probe per current port (the raw key is node, device, port, time)."""
     p = latest.NIC.table.c
-    up_now = (
+    now_ = (
         latest.current_of(
             latest.NIC,
             owners=nodes,
             columns=["node_id", "device", "port", "link_downed_count", "sampled_at"],
             window_start=window_start,
         )
-        .where(func.upper(p.state) == "ACTIVE", p.link_downed_count.is_not(None))
-        .subquery("up_now")
+        .where(p.link_downed_count.is_not(None))
+        .subquery("now_")
     )
     raw = NicPortSample.__table__
     first = raw.alias("first").c
     then = (
         select(first.link_downed_count)
         .where(
-            first.node_id == up_now.c.node_id,
-            first.device == up_now.c.device,
-            first.port == up_now.c.port,
-            first.sampled_at >= before(up_now.c.sampled_at, flap_window_s),
+            first.node_id == now_.c.node_id,
+            first.device == now_.c.device,
+            first.port == now_.c.port,
+            first.sampled_at >= before(now_.c.sampled_at, flap_window_s),
+            first.link_downed_count.is_not(None),
         )
         .order_by(first.sampled_at)
         .limit(1)
         .scalar_subquery()
     )
-    with_then = select(up_now, then.label("then")).subquery("with_then")
-    downs = with_then.c.link_downed_count - with_then.c.then
+    with_then = select(now_, then.label("then")).subquery("with_then")
+    current, start = with_then.c.link_downed_count, with_then.c.then
+    downs = case((current >= start, current - start), else_=current)
     return select(
         with_then.c.node_id, with_then.c.device, with_then.c.port, downs.label("downs")
-    ).where(with_then.c.then.is_not(None), downs >= min_downs)
+    ).where(start.is_not(None), downs >= min_downs)
 
 
 def gone(

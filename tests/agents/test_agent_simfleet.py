@@ -81,6 +81,21 @@ def test_scheduled_faults_reach_the_server_as_events(
     assert all(v is None for k, v in latest.items() if k not in ("gpu_uuid", "sampled_at"))
 
 
+def test_a_fault_at_zero_seconds_is_in_force_before_the_first_report(
+    tmp_path: Path, receiver: Receiver, wait_until: Wait
+) -> None:
+    fault = parse_fault("gpu-a-001:lost_at_start@0:5")
+
+    with SimFleet(
+        NODES[:1], server_url=receiver.url, spool_root=tmp_path, interval_s=0.2,
+        batch_interval_s=0.4, faults=[fault],
+    ):  # fmt: skip
+        assert wait_until(lambda: bool(receiver.payloads()))
+    first = receiver.payloads()[0]
+    assert [g["index"] for g in first["gpus"]] == [0, 1, 2, 3, 4, 6, 7]
+    assert first["node"]["expected_gpu_count"] == 8
+
+
 def test_fault_specs_parse_host_kind_time_gpu_and_xid_code() -> None:
     assert parse_fault("gpu-a-001:xid48@30:3") == ScheduledFault("gpu-a-001", "xid", 30.0, 3, 48)
     assert parse_fault("n1:thermal_throttle@2.5") == ScheduledFault("n1", "thermal_throttle", 2.5)

@@ -29,6 +29,10 @@ def test_counts_nvidia_vga_and_3d_controllers_only(tmp_path: Path) -> None:
     device(tmp_path, "0000:61:00.0", "0x10de", "0x030000")  # a VGA GPU (workstation card)
     device(tmp_path, "0000:03:00.0", "0x102b", "0x030000")  # the BMC's Matrox VGA
     device(tmp_path, "0000:9a:00.0", "0x15b3", "0x020700")  # a ConnectX InfiniBand HCA
+    device(tmp_path, "0000:18:00.4", "0x10de", "0x030200")  # an SR-IOV virtual function
+    (tmp_path / "bus" / "pci" / "devices" / "0000:18:00.4" / "physfn").symlink_to(
+        tmp_path / "bus" / "pci" / "devices" / "0000:18:00.0"
+    )
 
     assert nvidia_gpu_count(tmp_path) == 9
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.app.helpers import post_batch
 from tests.app.section_factories import disk, nfs_mount, nic_port, nvlinks
@@ -166,31 +167,51 @@ def ports_reading(at: datetime, **counts: int) -> dict[str, Any]:
     return payload
 
 
-def test_an_active_port_whose_link_went_down_twice_within_an_hour_is_flapping(
+def test_a_port_whose_link_went_down_twice_within_an_hour_is_flapping(
     server: LiveServer, db_url: str
 ) -> None:
     now = datetime.now(UTC) - timedelta(seconds=1)
     old = now - timedelta(minutes=90)  # before the flap window
-    ingest(server, db_url, ports_reading(old, mlx5_0=0, mlx5_1=0, mlx5_2=5, mlx5_3=40))
-    ingest(
-        server,
-        db_url,
-        ports_reading(now - timedelta(minutes=50), mlx5_0=7, mlx5_1=0, mlx5_2=5, mlx5_3=40),
-    )
-    # mlx5_0 went down 7 times before the hour; mlx5_1 twice within it; mlx5_2 once;
-    # mlx5_3's counter went back (driver reloaded): nothing counted.
-    ingest(server, db_url, ports_reading(now, mlx5_0=7, mlx5_1=2, mlx5_2=6, mlx5_3=3))
+    middle = now - timedelta(minutes=50)
+    ports = ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4")
+    for at, counts in (
+        (old, (0, 0, 5, 40, None)),
+        (middle, (7, 0, 5, 40, 1)),
+        (now, (7, 2, 6, 1, 9)),
+    ):
+        ingest(server, db_url, ports_reading(at, **dict(zip(ports, counts, strict=True))))
+    # mlx5_0 went down 7 times before the hour; mlx5_1 twice within it; mlx5_2 once; mlx5_3's
+    # counter went back (driver reloaded) and counts 1 since; mlx5_4 8 times from its first
+    # reading with a count.
 
     health = node_health(server)
 
     assert health["state"] == "degraded"
-    assert codes(health) == ["ib_port_flapping"]
-    [reason] = health["reasons"]
-    assert reason["text"] == (
-        "mlx5_1 port 1 is flapping: its link went down 2 times within 1 h (link_downed_count)"
-    )
-    assert reason["evidence"] == "/nodes/node-a#nics-heading"
-    assert reason["action"]["code"] == "check_fabric"
+    assert [r["text"] for r in health["reasons"]] == [
+        "mlx5_1 port 1 is flapping: its link went down 2 times within 1 h (link_downed_count)",
+        "mlx5_4 port 1 is flapping: its link went down 8 times within 1 h (link_downed_count)",
+    ]
+    assert {r["code"] for r in health["reasons"]} == {"ib_port_flapping"}
+    assert health["reasons"][0]["evidence"] == "/nodes/node-a#nics-heading"
+    assert health["reasons"][0]["action"]["code"] == "check_fabric"
+
+
+def test_a_flapping_port_down_now_is_down_and_still_flapping(
+    server: LiveServer, db_url: str
+) -> None:
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    ingest(server, db_url, ports_reading(now - timedelta(minutes=30), mlx5_0=0, mlx5_1=0))
+    down = batch(gpus=1, samples_per_gpu=1, start=now)
+    down["nic_ports"] = [
+        nic_port(now, "mlx5_0", state="DOWN", phys_state="Polling", link_downed_count=3),
+        nic_port(now, "mlx5_1"),
+    ]
+    ingest(server, db_url, down)
+
+    health = node_health(server)
+
+    assert health["state"] == "unhealthy"
+    assert [r["code"] for r in health["reasons"]] == ["ib_port_down", "ib_port_flapping"]
 
 
 def test_gpus_the_agent_counts_but_the_driver_never_listed_are_missing(
@@ -272,6 +293,23 @@ def test_a_port_unchanged_since_a_long_send_interval_is_not_taken_for_gone(
     assert [r["text"] for r in health["reasons"]] == ["mlx5_0 port 1 is DOWN (was ACTIVE)"]
 
 
+@pytest.mark.parametrize(
+    ("sent", "stored"),
+    [(4.0, 4), (0, 0), ("8", None), (-1, None), (1e9, None), (True, None), (2.5, None)],
+)
+def test_an_odd_expected_gpu_count_is_ignored_never_the_batch(
+    server: LiveServer, db_url: str, sent: Any, stored: int | None
+) -> None:
+    payload = batch(gpus=2, samples_per_gpu=1)
+    payload["node"]["expected_gpu_count"] = sent
+
+    ingest(server, db_url, payload)  # 200, samples stored
+    node = httpx.get(f"{server.url}/api/v1/nodes/node-a", timeout=30).json()
+
+    assert node["expected_gpu_count"] == stored
+    assert len(node["gpus"]) == 2 and node["gpus"][0]["latest"]["temp_c"] is not None
+
+
 def test_a_gpu_without_samples_while_the_others_report_is_unresponsive(
     server: LiveServer, db_url: str
 ) -> None:
@@ -289,9 +327,7 @@ def test_a_gpu_without_samples_while_the_others_report_is_unresponsive(
     assert codes(health["gpus"][1]) == []
     [reason] = health["reasons"]
     assert reason["gpu_index"] == 0
-    assert reason["text"].startswith(
-        "GPU 0 has sent no sample for 5 min while the node's other GPUs report"
-    )
+    assert reason["text"].startswith("GPU 0 has sent no sample for 5 min while the node reports")
     assert reason["action"]["code"] == "reset_gpu"
 
 
@@ -307,8 +343,28 @@ def test_a_listed_gpu_that_never_sent_a_sample_is_unresponsive(
 
     assert codes(health["gpus"][1]) == ["gpu_unresponsive"]
     assert health["reasons"][0]["text"].startswith(
-        "GPU 1 is listed but has sent no sample while the node's other GPUs report"
+        "GPU 1 is listed but has sent no sample while the node reports"
     )
+
+
+def test_batches_without_samples_and_with_collection_errors_make_every_gpu_unresponsive(
+    server: LiveServer, db_url: str
+) -> None:
+    """Every GPU's NVML call hung (or a one-GPU node's): the batches keep coming, with the
+    agent's errors and no samples."""
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    gpus = [gpu(0), gpu(1)]
+    ingest(server, db_url, batch(gpus=gpus, samples_per_gpu=1, start=now - timedelta(minutes=5)))
+    hung = batch(gpus=gpus, samples_per_gpu=0)
+    hung["collection"] = {
+        "collector": "nvml",
+        "errors": [{"source": "nvml", "message": "nvmlDeviceGetUtilizationRates timed out"}],
+    }
+    ingest(server, db_url, hung)
+
+    health = node_health(server)
+
+    assert [codes(g) for g in health["gpus"]] == [["gpu_unresponsive"], ["gpu_unresponsive"]]
 
 
 def test_a_gpu_a_sample_behind_the_others_is_not_unresponsive(

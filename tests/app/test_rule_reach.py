@@ -75,10 +75,18 @@ def test_sample_windows_longer_than_the_raw_retention_are_named_with_the_setting
 
 def test_windows_within_what_is_kept_and_windows_never_read_pass() -> None:
     assert far(hot("2d")) == []  # exactly what is kept
+    node = {"kind": "threshold", "target": "node", "metric": "gpu_missing_count"}
+    assert far({**node, "aggregation": "max", "window": "8d", "op": ">", "threshold": 0}) == []
     assert far(hot("30d", aggregation="last")) == []  # last reads the newest sample only
     assert far({"kind": "absence", "target": "node", "after": "30d"}) == []  # node.last_seen_at
     assert far({"kind": "health", "states": ["unhealthy"]}) == []
     assert far(xids("8d")) == []
+
+
+def test_a_window_a_fraction_past_the_limit_is_said_in_seconds() -> None:
+    [(_, message)] = far(hot("172800.5s"))
+    assert message.startswith("window 172800.5 s reaches back further than raw samples are kept")
+    assert "2 d): shorten" not in message and "172800 s): shorten" in message
 
 
 def test_event_windows_are_held_against_the_event_retention() -> None:
@@ -141,6 +149,39 @@ def test_the_api_refuses_with_422_naming_the_field(short: LiveServer) -> None:
     assert ok.status_code == 201, ok.text
     assert replaced.status_code == 422
     assert httpx.get(f"{url}/far", timeout=30).json()["spec"]["condition"]["window"] == "1d"
+
+
+def test_a_disabled_rule_too_long_for_a_shortened_retention_cannot_be_enabled(
+    db_url: str, tmp_path: Path
+) -> None:
+    wide = LiveServer(make_settings(db_url, tmp_path))  # raw samples kept 7 days
+    wide.start()
+    try:
+        made = httpx.post(
+            f"{wide.url}/api/v1/rules", json={**rule(hot("3d")), "enabled": False}, timeout=30
+        )
+        assert made.status_code == 201, made.text
+    finally:
+        wide.stop()
+    narrow = LiveServer(make_settings(db_url, tmp_path, raw_retention_days=2, retention_days=8))
+    narrow.start()
+    try:
+        api = httpx.post(f"{narrow.url}/api/v1/rules/far/enable", timeout=30)
+        page = httpx.post(
+            f"{narrow.url}/rules/far/enable",
+            headers={"content-type": "application/x-www-form-urlencoded"},
+            timeout=30,
+        )
+        still = httpx.get(f"{narrow.url}/api/v1/rules/far", timeout=30).json()
+    finally:
+        narrow.stop()
+        wipe_alerts(db_url)
+    assert api.status_code == 409
+    assert api.json()["detail"].startswith(
+        "cannot enable it: rule far: condition.window: window 3 d reaches back further"
+    )
+    assert page.status_code == 409
+    assert still["enabled"] is False
 
 
 def test_the_rules_page_shows_the_error_beside_the_field(short: LiveServer) -> None:

@@ -18,6 +18,7 @@ from app.metrics import service as metrics_service
 from app.series import minute_blocks
 from app.series.compact import NEEDS_REBUILD, NOT_RUN, compact
 from app.series.rollups import fold
+from app.series.rollups.jobs import _advance_horizon as advance_horizon
 from app.series.rollups.jobs import prune_rollups, set_mark
 from app.series.rollups.models import GPU_ROLLUPS, rollup_watermark
 from app.series.rollups.specs import GPU
@@ -191,8 +192,9 @@ def test_nothing_is_packed_before_the_rollups_fold_the_day(
     assert result.blocks_written["gpu_sample_1m"] == 2  # day 1 of each GPU
     with session_scope(factory) as s:
         s.execute(delete(rollup_watermark).where(rollup_watermark.c.name == GPU.horizon_key))
-    # The rollups ran (their arrival mark is set) but never set the folded-until mark: raw
-    # rows older than their first run are stored, which only a rebuild folds.
+        # A rollup run finds raw rows older than its lookback: it leaves the folded-until mark
+        # unset (only a rebuild folds them) and says so.
+        advance_horizon(s, GPU, now=T0 + timedelta(days=3), lookback_s=900)
     result = compact(factory, compact_after_s=7200, minutes_after_s=DAY, now=T0 + timedelta(days=3))
     assert result.waiting["gpu_sample_1m"] == NEEDS_REBUILD
     assert "fleetwatch rollups rebuild" in NEEDS_REBUILD

@@ -34,7 +34,7 @@ FAULTS: dict[str, tuple[str, int | None, float, int | None, str]] = {
     "ib-001": ("ib_port_down", 0, 60.0, None, "node-ib-port-down"),
     "stop-001": ("agent_stop", None, 20.0, None, "node-agent-stale"),
     "offbus-001": ("off_bus", 4, 15.0, None, "gpu-lost"),
-    "hang-001": ("nvml_hang", 6, 60.0, None, "gpu-unresponsive"),
+    "hang-001": ("nvml_hang", 6, 120.0, None, "gpu-unresponsive"),  # pages after `for: 1m`
     "flap-001": ("ib_flap", 1, 40.0, None, "node-ib-port-down"),
     "xid48x3-001": ("xid_repeat", 2, 0.0, 48, "gpu-critical-xid"),
     # Injected before the agent's first round: its first report lacks the GPU (pages after

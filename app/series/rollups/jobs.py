@@ -122,6 +122,8 @@ def _advance_horizon(session: Session, spec: Spec, *, now: datetime, lookback_s:
         if session.scalar(
             select(spec.raw.c.sampled_at).where(spec.raw.c.sampled_at < before).limit(1)
         ):
+            # Compaction reads this to say a rebuild is needed, not another run.
+            set_mark(session, rebuild_key(spec.name), now)
             if spec.name not in _WARNED:
                 _WARNED.add(spec.name)
                 log.warning(
@@ -134,6 +136,12 @@ def _advance_horizon(session: Session, spec: Spec, *, now: datetime, lookback_s:
 
 
 _WARNED: set[str] = set()
+
+
+def rebuild_key(name: str) -> str:
+    """The watermark name a rollup run sets when raw table ``name`` holds samples older than
+    its rollups (``fleetwatch rollups rebuild`` needed before its folded-until mark)."""
+    return f"{name}:needs_rebuild"
 
 
 def prune_rollups(
