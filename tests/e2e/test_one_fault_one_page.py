@@ -134,8 +134,13 @@ def test_every_injected_fault_pages_exactly_once(
             for host, (kind, index, duration_s, xid, _) in FAULTS.items():
                 if host not in early:
                     fleet.inject(host, kind, index, duration_s, xid)
+            first_page: dict[str, float] = {}  # host → seconds from injection to its page
             while time.monotonic() < injected + 120 and not wanted <= set(pages(hook.bodies())):
+                for host, _ in pages(hook.bodies()):
+                    first_page.setdefault(host, time.monotonic() - injected)
                 time.sleep(0.5)
+            for host, _ in pages(hook.bodies()):
+                first_page.setdefault(host, time.monotonic() - injected)
             paged_at = time.monotonic() - injected
             alerts = httpx.get(f"{url}/api/v1/alerts", timeout=10).json()
             time.sleep(12.0)  # a second page of any fault (the next timer ticks) arrives by now
@@ -163,14 +168,18 @@ def test_every_injected_fault_pages_exactly_once(
         described = actions_paged(hook.bodies())
 
     print(f"\nevery fault paged within {paged_at:.1f} s of injection ({db_url.split(':')[0]})")
-    print("| fault | alerts firing | inhibited | pages |")
+    print("| fault | alerts firing when the last page came | inhibited | pages | s to page |")
     for host, (kind, _, _, xid, _) in FAULTS.items():
         mine = [a for a in alerts if a["labels"]["hostname"] == host and a["state"] == "firing"]
         firing = sorted(a["rule"] for a in mine)
         muted = sorted(a["rule"] for a in mine if a["inhibited_by"])
         sent = sorted(name for (h, name), n in got.items() if h == host for _ in range(n))
         label = f"{kind} {xid}" if xid else kind
-        print(f"| {label} | {', '.join(firing)} | {', '.join(muted) or '-'} | {', '.join(sent)} |")
+        took = f"{first_page[host]:.0f}" if host in first_page else "-"
+        print(
+            f"| {label} | {', '.join(firing)} | {', '.join(muted) or '-'} | {', '.join(sent)} "
+            f"| {took} |"
+        )
     assert quiet == []
     assert back <= resolved(hook.bodies())
     still = {(a["labels"]["hostname"], a["rule"]) for a in after if a["state"] == "firing"}
