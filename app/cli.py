@@ -135,6 +135,15 @@ def serve(
             "'fleetwatch worker' (Postgres)",
         ),
     ] = True,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="web processes sharing the port (Postgres): ingest and pages on several cores; "
+            "with more than 1, the jobs run in one 'fleetwatch worker' child beside them",
+        ),
+    ] = 1,
 ) -> None:
     """Run the server (API and pages) in the foreground."""
     import uvicorn
@@ -146,15 +155,53 @@ def serve(
     _prepare_sqlite_dir(settings)
     if not jobs and not _is_postgres(settings):
         _fail("--no-jobs needs Postgres: with SQLite the one server process runs the jobs")
+    if workers > 1 and not _is_postgres(settings):
+        _fail("--workers needs Postgres: SQLite takes one writing process")
     if migrate_first:
         upgrade(settings.effective_database_url)
     _require_migrated(settings, hint=" (or 'fleetwatch serve --migrate')")
-    uvicorn.run(
-        create_app(settings, run_jobs=jobs),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-    )
+    if workers == 1:
+        uvicorn.run(
+            create_app(settings, run_jobs=jobs),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+        )
+        return
+    _serve_workers(settings, workers=workers, jobs=jobs)
+
+
+def _serve_workers(settings: Settings, *, workers: int, jobs: bool) -> None:
+    """``serve --workers N``: uvicorn's N processes on one socket, each building its app from
+    the environment (:mod:`app.web_workers`), and with ``jobs`` a ``fleetwatch worker`` child
+    for the background jobs, stopped when the server stops."""
+    import os
+    import subprocess
+    import sys
+
+    import uvicorn
+
+    # The children read their settings from the environment: what the options set goes there.
+    os.environ["FLEETWATCH_DATABASE_URL"] = settings.effective_database_url
+    child = None
+    if jobs:
+        child = subprocess.Popen([sys.executable, "-m", "app", "worker"])
+    try:
+        uvicorn.run(
+            "app.web_workers:app_factory",
+            factory=True,
+            workers=workers,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+        )
+    finally:
+        if child is not None:
+            child.terminate()
+            try:
+                child.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                child.kill()
 
 
 @cli.command()

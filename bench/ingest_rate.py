@@ -1,7 +1,9 @@
-"""Ingest rate: GPU samples stored per second by ONE server process on Postgres, with the node
-sections an agent sends, against a raw COPY of the same rows measured in the same run.
+"""Ingest rate: GPU samples stored per second by ONE server process (or ``--workers N`` web
+processes on one port) on Postgres, with the node sections an agent sends, against a raw COPY
+of the same rows measured in the same run.
 
-Starts ``fleetwatch serve`` (one uvicorn process) on a fresh Postgres database, then N client
+Starts ``fleetwatch serve`` (one uvicorn process; with ``--workers N``, N web processes and a
+jobs worker) on a fresh Postgres database, then N client
 threads, one per simulated 8-GPU HGX node, POST gzip batches of ``--gpus × --samples`` samples
 (one per GPU per second) as fast as the server answers, for ``--seconds``. With ``--sections``
 (the default) each batch also carries what the agent sends over the same seconds
@@ -15,7 +17,7 @@ anchor's rates and the ratios, the batch latency median and p99, the server proc
 seconds per batch, and checks the stored row count against what was acknowledged.
 
     python bench/ingest_rate.py [--nodes 16] [--gpus 8] [--samples 60] [--seconds 20]
-                                [--no-sections] [--nvlink-interval 30]
+                                [--no-sections] [--nvlink-interval 30] [--workers 1]
 
 Bodies are made before the clock starts (``--pool`` batches per node, gzip as the agent
 compresses them), so the clients spend their CPU on HTTP only; they still run on the same
@@ -134,9 +136,26 @@ class Node:
 
 
 def server_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds so far of process ``pid`` and its descendants (the web workers
+    and the jobs worker of ``serve --workers``; Linux /proc)."""
+    parents: dict[int, int] = {}
+    spent: dict[int, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        child = int(stat.parent.name)
+        parents[child] = int(fields[1])
+        spent[child] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for child, seconds in spent.items():
+        up = child
+        while up not in (0, 1) and up != pid:
+            up = parents.get(up, 0)
+        if up == pid:
+            total += seconds
+    return total
 
 
 def postgres_cpu_s() -> float:
@@ -318,13 +337,18 @@ def main() -> None:
     )
     parser.add_argument("--nvlink-interval", type=int, default=30, help="seconds between NVLinks")
     parser.add_argument("--pool", type=int, default=0, help="batches made ahead per node")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="web processes (fleetwatch serve --workers)"
+    )
     args = parser.parse_args()
     pool = args.pool or max(4, int(args.seconds * 5))
 
     with postgres_database() as url:
         port = free_port()
+        command = [sys.executable, "-m", "app", "serve", "--database-url", url]
+        command += ["--port", str(port), "--workers", str(args.workers)]
         server = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--database-url", url, "--port", str(port)],
+            command,
             env={**os.environ, "FLEETWATCH_LOG_LEVEL": "warning"},
         )
         try:
@@ -376,6 +400,9 @@ def main() -> None:
         "clients, server and Postgres on the same machine"
     )
     print(
+        f"server processes: {args.workers} web"
+        + (" + 1 jobs worker" if args.workers > 1 else " (jobs in the same process)")
+        + "; "
         f"nodes={args.nodes} gpus/node={args.gpus} samples/gpu/batch={args.samples} "
         f"batch={args.gpus * args.samples} samples"
         + (

@@ -4,11 +4,15 @@ commands refuse SQLite, where the one server process runs the jobs."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -19,8 +23,8 @@ from tests.app.test_cli import fleetwatch
 from tests.app.test_pages import ingest
 from tests.conftest import make_settings
 from tests.dbs import wipe
-from tests.factories import batch
-from tests.live_server import LiveServer
+from tests.factories import batch, create_token
+from tests.live_server import LiveServer, free_port
 
 
 @pytest.fixture
@@ -72,7 +76,78 @@ def test_a_web_process_without_jobs_wakes_the_worker(pg: str, tmp_path: Path) ->
 def test_worker_and_no_jobs_refuse_sqlite(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'fw.db'}"
     assert fleetwatch("migrate", "--database-url", url).returncode == 0
-    for args in (("worker",), ("serve", "--no-jobs")):
+    for args in (("worker",), ("serve", "--no-jobs"), ("serve", "--workers", "2")):
         done = fleetwatch(*args, "--database-url", url)
         assert done.returncode == 2, args
         assert "needs Postgres" in done.stderr, args
+
+
+def test_serve_workers_shares_one_port_and_runs_the_jobs_in_one_child(pg: str) -> None:
+    """``serve --workers 3``: three web processes answer on one port, every batch is stored
+    whichever answers, and the jobs (here the health refresh) run in one worker child, stopped
+    with the server."""
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "serve",
+            "--database-url",
+            pg,
+            "--port",
+            str(port),
+            "--workers",
+            "3",
+        ],
+        env={**os.environ, "FLEETWATCH_LOG_LEVEL": "warning"},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        answered = set()
+        for n in range(6):
+            host = f"multi-{n}"
+            token = create_token(pg, host)
+            response = httpx.post(
+                f"{base}/api/v1/ingest",
+                json=batch(host, gpus=1),
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+            answered.add(response.json()["samples_stored"])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(stored_states(pg)) < 6:
+            time.sleep(0.2)
+        children = _children(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert answered == {3}
+    assert sorted(stored_states(pg).values()) == ["healthy"] * 6  # the jobs child refreshed
+    jobs = [pid for pid, line in children.items() if "app worker" in line]
+    web = [pid for pid, line in children.items() if "multiprocessing" in line and "spawn" in line]
+    assert (len(jobs), len(web)) == (1, 3), children
+    time.sleep(1.0)
+    assert [pid for pid in [*jobs, *web] if Path(f"/proc/{pid}").exists()] == []
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Process id → command line of the processes whose parent is ``pid`` (Linux /proc)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            line = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found[int(stat.parent.name)] = line
+    return found
