@@ -19,7 +19,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.alerts import store
-from app.alerts.spec import RuleSpec
+from app.alerts.spec import (
+    AbsenceCondition,
+    EventCondition,
+    RateCondition,
+    RuleSpec,
+    ThresholdCondition,
+)
 from app.alerts.template_values import duration
 from app.errors import Conflict
 
@@ -54,13 +60,16 @@ def beyond(spec: RuleSpec, kept: Kept) -> list[tuple[tuple[str, ...], str]]:
     windows and a metric absence's ``after`` read raw samples; event windows read events (or
     incidents, with ``count: incidents``)."""
     cond = spec.condition
-    # A node threshold reads the inventory (missing, lost GPUs, clock skew), not samples.
-    reads_samples = cond.kind == "threshold" and cond.target != "node"
-    if cond.kind == "rate" or (reads_samples and cond.aggregation != "last"):
+    if isinstance(cond, RateCondition) or (
+        # A node threshold reads the inventory (missing, lost GPUs, clock skew), not samples.
+        isinstance(cond, ThresholdCondition)
+        and cond.target != "node"
+        and cond.aggregation != "last"
+    ):
         reach, field, what = float(cond.window), "window", "raw samples"
-    elif cond.kind == "absence" and cond.target == "metric" and cond.after is not None:
+    elif isinstance(cond, AbsenceCondition) and cond.target == "metric" and cond.after:
         reach, field, what = float(cond.after), "after", "raw samples"
-    elif cond.kind == "event":
+    elif isinstance(cond, EventCondition):
         reach, field = float(cond.window), "window"
         what = "incidents" if cond.count == "incidents" else "events"
     else:

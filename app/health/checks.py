@@ -84,14 +84,14 @@ def inventory(
                     since=gpu.last_seen_at,
                 )
             )
-        elif newest is not None and (text := unresponsive(g, newest, unresponsive_after_s)):
+        elif newest is not None and (silent := unresponsive(g, newest, unresponsive_after_s)):
             found[gpu.id].append(
                 _reason(
                     view,
                     "gpus-heading",
                     State.UNHEALTHY,
                     reasons.GPU_UNRESPONSIVE,
-                    text,
+                    silent,
                     since=gpu.last_sample_at,
                 )
             )
