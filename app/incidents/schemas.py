@@ -49,8 +49,20 @@ class IncidentAlertOut(BaseModel):
     started_at: datetime = Field(description="when it turned pending or firing")
 
 
+class IncidentTopologyOut(BaseModel):
+    """A topology change of the node during the incident (a GPU fell off the bus: one GPU
+    fewer, its links gone; back after a reset)."""
+
+    collected_at: datetime
+    gpus: int = Field(description="GPUs in the new topology")
+    links: int = Field(description="device pairs with a link (NV#, PIX …) in it")
+    partial: bool = Field(description="a GPU could not be read when it was taken")
+
+
 class IncidentDetailOut(IncidentOut):
-    """An incident with its events and the alerts it caused."""
+    """An incident with its events, the alerts it caused and the topology changes of its node
+    within its span."""
 
     events: list[IncidentEventOut]
     alerts: list[IncidentAlertOut]
+    topology_changes: list[IncidentTopologyOut] = Field(default_factory=list)

@@ -13,7 +13,9 @@ from app.incidents.schemas import (
     IncidentDetailOut,
     IncidentEventOut,
     IncidentOut,
+    IncidentTopologyOut,
 )
+from app.topology import service as topology_service
 
 #: Alerts that turn active this long after an incident's last event still count as its own
 #: (an alert's ``for`` and the evaluation interval lag the event).
@@ -45,8 +47,10 @@ def incident_out(row: service.IncidentRow) -> IncidentOut:
 def incident_detail(
     session: Session, *, incident_id: int, quiet_s: float, now: datetime
 ) -> IncidentDetailOut:
-    """One incident with its events and the alerts of its node that turned pending or firing
-    from its first event to :data:`ALERT_LAG` after it closes.
+    """One incident with its events, the alerts of its node that turned pending or firing
+    from its first event to :data:`ALERT_LAG` after it closes, and the node's topology changes
+    from a quiet period before its first event to its close (a lost GPU leaves the topology a
+    little before or after its Xid).
 
     Raises:
         NotFound: no such incident.
@@ -58,8 +62,20 @@ def incident_detail(
         since=row.incident.opened_at,
         until=row.closes_at + ALERT_LAG,
     )
+    changes = topology_service.changes_between(
+        session,
+        node_id=row.incident.node_id,
+        since=row.incident.opened_at - timedelta(seconds=quiet_s),
+        until=row.closes_at,
+    )
     return IncidentDetailOut(
         **incident_out(row).model_dump(),
+        topology_changes=[
+            IncidentTopologyOut(
+                collected_at=c.collected_at, gpus=c.gpus, links=c.links, partial=c.partial
+            )
+            for c in changes
+        ],
         events=[
             IncidentEventOut(
                 occurred_at=e.occurred_at,

@@ -148,3 +148,37 @@ def get_history(
         )
     )
     return TopologyHistory(latest=changes[0] if changes else None, changes=changes)
+
+
+@dataclass(frozen=True)
+class ChangeSummary:
+    """A topology change as an incident lists it: when the node's topology became this one,
+    its GPU and link counts, and whether it was partial (a GPU could not be read)."""
+
+    collected_at: datetime
+    gpus: int
+    links: int
+    partial: bool
+
+
+def changes_between(
+    session: Session, *, node_id: int, since: datetime, until: datetime
+) -> list[ChangeSummary]:
+    """The node's topology changes collected within ``[since, until]``, oldest first."""
+    changes = session.scalars(
+        select(TopologyChange)
+        .where(
+            TopologyChange.node_id == node_id,
+            TopologyChange.collected_at >= since,
+            TopologyChange.collected_at <= until,
+        )
+        .order_by(TopologyChange.collected_at, TopologyChange.id)
+    )
+    out = []
+    for change in changes:
+        document = change.snapshot.document or {}
+        devices = document.get("devices") or []
+        gpus = sum(1 for d in devices if isinstance(d, dict) and d.get("kind") == "gpu")
+        links = len(document.get("links") or [])
+        out.append(ChangeSummary(change.collected_at, gpus, links, change.snapshot.partial))
+    return out

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from tests.app.helpers import post_batch
+from tests.app.section_factories import topology
 from tests.app.test_health_rules import xid_event
 from tests.factories import batch, create_token, gpu, iso
 from tests.live_server import LiveServer
@@ -72,6 +73,30 @@ def test_a_lost_gpu_with_its_xids_is_one_incident(server: LiveServer, db_url: st
         ("xid", 154, 1),
     ]
     assert detail["alerts"] == []  # no rule in this server
+
+
+def test_an_incident_lists_the_topology_changes_of_its_span(
+    server: LiveServer, db_url: str
+) -> None:
+    """Lost GPU + Xid 79 + topology change: the GPU leaves the topology, as one incident."""
+    gpus = [gpu(0), gpu(1)]
+    now = datetime.now(UTC)
+    token = create_token(db_url, "node-a")
+    before = batch(gpus=gpus, samples_per_gpu=1, start=now - timedelta(minutes=20))
+    before["topology"] = topology(gpus, now - timedelta(minutes=20))
+    send(server, token, before)
+    lost = batch(gpus=gpus, events=[at(xid_event(79, gpus[1]), now - timedelta(seconds=30))])
+    lost["topology"] = topology(gpus[:1], now - timedelta(seconds=25), partial=True)
+    send(server, token, lost)
+
+    [found] = incidents(server)
+    detail = httpx.get(f"{server.url}/api/v1/incidents/{found['id']}", timeout=30).json()
+    page = httpx.get(f"{server.url}/incidents/{found['id']}", timeout=30).text
+
+    assert [(c["gpus"], c["links"], c["partial"]) for c in detail["topology_changes"]] == [
+        (1, 1, True)
+    ]
+    assert "1 GPU, 1 link" in page and "partial: a GPU could not be read" in page
 
 
 def test_a_quiet_gap_closes_an_incident_and_the_next_fault_opens_another(
