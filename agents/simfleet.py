@@ -119,8 +119,25 @@ class SimFleet:
             self.collectors[node.hostname] = collector
             self.host_sources[node.hostname] = host
             self.agents[node.hostname] = Agent(config, collector, host_sources=[host])
+        for fault in self.faults:
+            self._check_index(fault)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+
+    def _check_index(self, fault: ScheduledFault) -> None:
+        """Refuse at start a scheduled fault naming a GPU or port its node does not have (not
+        at injection time, minutes later, as a log line)."""
+        if fault.gpu_index is None or fault.kind in ("storage_slow", "agent_stop"):
+            return
+        if fault.kind in sim_faults.HOST_FAULT_KINDS:
+            count, what = len(self.host_sources[fault.hostname].ports), "port"
+        else:
+            count, what = len(self.collectors[fault.hostname].gpus), "GPU"
+        if not 0 <= fault.gpu_index < count:
+            raise ValueError(
+                f"fault {fault.hostname}:{fault.kind}: {what} index {fault.gpu_index} out of "
+                f"range 0..{count - 1}"
+            )
 
     def __enter__(self) -> SimFleet:
         self.start()

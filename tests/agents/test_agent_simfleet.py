@@ -104,6 +104,20 @@ def test_fault_specs_parse_host_kind_time_gpu_and_xid_code() -> None:
             parse_fault(bad)
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("gpu-c-001:gpu_lost@5:2", "fault gpu-c-001:gpu_lost: GPU index 2 out of range 0..1"),
+        ("gpu-a-001:ib_flap@5:9", "fault gpu-a-001:ib_flap: port index 9 out of range 0..7"),
+    ],
+)
+def test_a_fault_on_a_gpu_or_port_the_node_lacks_is_refused_at_start(
+    tmp_path: Path, spec: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        SimFleet(NODES, server_url="http://x", spool_root=tmp_path, faults=[parse_fault(spec)])
+
+
 def test_a_fault_for_an_unknown_host_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown host"):
         SimFleet(
