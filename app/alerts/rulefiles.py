@@ -9,7 +9,7 @@ validation error's location is walked down that tree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +123,9 @@ class Loaded:
 
     rules: list[tuple[RuleSpec, int]]
     inhibit_rules: list[tuple[InhibitRuleSpec, int]]
+    #: Each rule's YAML node, in ``rules`` order (to name the line of a field found wrong
+    #: after validation).
+    rule_nodes: list[yaml.Node] = field(default_factory=list)
 
 
 def _load_lines(path: Path) -> list[tuple[RuleSpec, int]]:
@@ -178,13 +181,14 @@ def _load(path: Path) -> Loaded:
         line = next(iter(sections.values()))[1].start_mark.line + 1
         raise RuleFilesInvalid([RuleFileError(name, line, "", NO_RULES)])
     errors: list[RuleFileError] = []
-    rules = _validated(name, "rules", RuleSpec, sections.get("rules"), errors)
+    rule_nodes: list[yaml.Node] = []
+    rules = _validated(name, "rules", RuleSpec, sections.get("rules"), errors, rule_nodes)
     inhibits = _validated(
         name, "inhibit_rules", InhibitRuleSpec, sections.get("inhibit_rules"), errors
     )
     if errors:
         raise RuleFilesInvalid(errors)
-    return Loaded(rules, inhibits)
+    return Loaded(rules, inhibits, rule_nodes)
 
 
 def _key_nodes(mapping: yaml.MappingNode) -> dict[Any, yaml.Node]:
@@ -210,9 +214,11 @@ def _validated(
     model: Any,
     section: tuple[Any, yaml.Node] | None,
     errors: list[RuleFileError],
+    nodes: list[yaml.Node] | None = None,
 ) -> list[Any]:
     """The documents of one section validated by ``model``, each with its line; problems are
-    appended to ``errors``."""
+    appended to ``errors``; with ``nodes``, each valid document's YAML node is appended to
+    it."""
     if section is None:
         return []
     items, items_node = section
@@ -222,6 +228,8 @@ def _validated(
         item_node = items_node.value[i] if inside else items_node
         try:
             specs.append((model.model_validate(item), item_node.start_mark.line + 1))
+            if nodes is not None:
+                nodes.append(item_node)
         except ValidationError as exc:
             for err in exc.errors():
                 node = _node_at(item_node, tuple(err["loc"]))
@@ -281,9 +289,11 @@ def load_all(
                 else:
                     seen[(kind, spec.name)] = f"{file}:{line}"
                 if kept is not None and isinstance(spec, RuleSpec):
+                    node = found.rule_nodes[found.rules.index((spec, line))]
                     for loc, message in beyond(spec, kept):
                         where = f"{spec.name}.{'.'.join(loc)}"
-                        errors.append(RuleFileError(str(file), line, where, message))
+                        at = _node_at(node, loc).start_mark.line + 1
+                        errors.append(RuleFileError(str(file), at, where, message))
                 into.append((spec, source))  # type: ignore[arg-type]
     if errors:
         raise RuleFilesInvalid(errors)

@@ -107,7 +107,8 @@ def test_rule_files_name_file_line_and_field(tmp_path: Path) -> None:
 
     [error] = caught.value.errors
     assert (error.path, error.where) == (str(path), "far.condition.window")
-    assert error.line == path.read_text().splitlines().index("- name: far") + 1
+    lines = path.read_text().splitlines()
+    assert error.line == lines.index("    window: 3d") + 1  # the field's line, not the rule's
     assert "FLEETWATCH_RAW_RETENTION_DAYS=2" in error.message
     assert [spec.name for spec, _ in load_all(path)[0]] == ["near", "far"]  # no limits given
 
@@ -120,7 +121,8 @@ def test_cli_apply_refuses_the_file_by_the_settings(tmp_path: Path, postgres_url
     done = fleetwatch("rules", "apply", str(path), "--database-url", postgres_url, env=env)
 
     assert done.returncode == 1
-    assert f"{path}:2: far.condition.window: window 3 d reaches back" in done.stderr
+    line = path.read_text().splitlines().index("    window: 3d") + 1
+    assert f"{path}:{line}: far.condition.window: window 3 d reaches back" in done.stderr
 
 
 @pytest.fixture
