@@ -288,13 +288,13 @@ def load_all(
                     errors.append(RuleFileError(str(file), line, spec.name, message))
                 else:
                     seen[(kind, spec.name)] = f"{file}:{line}"
-                if kept is not None and isinstance(spec, RuleSpec):
-                    node = found.rule_nodes[found.rules.index((spec, line))]
-                    for loc, message in beyond(spec, kept):
-                        where = f"{spec.name}.{'.'.join(loc)}"
-                        at = _node_at(node, loc).start_mark.line + 1
-                        errors.append(RuleFileError(str(file), at, where, message))
                 into.append((spec, source))  # type: ignore[arg-type]
+        if kept is not None:
+            for (rule, _), node in zip(found.rules, found.rule_nodes, strict=True):
+                for loc, message in beyond(rule, kept):
+                    at = _node_at(node, loc).start_mark.line + 1
+                    where = f"{rule.name}.{'.'.join(loc)}"
+                    errors.append(RuleFileError(str(file), at, where, message))
     if errors:
         raise RuleFilesInvalid(errors)
     return loaded, inhibits

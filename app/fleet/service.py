@@ -244,6 +244,13 @@ def list_node_rows(
     ]
 
 
+def never_listed(expected: int | None, listed: int) -> int:
+    """How many of the ``expected`` GPUs of a node (its agent's ``expected_gpu_count``) have
+    no row at all, ``listed`` being its GPU rows, missing ones included: GPUs the driver never
+    enumerated (lost before the agent started). 0 when the agent did not say."""
+    return 0 if expected is None else max(0, expected - listed)
+
+
 def get_node_view(
     session: Session, *, hostname: str, stale_after_s: float, now: datetime | None = None
 ) -> NodeView:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from app.alerts.template_values import duration
-from app.fleet.service import GpuView, NodeView
+from app.fleet.service import GpuView, NodeView, never_listed
 from app.health import reasons
 from app.health.evidence import Evidence
 from app.health.rules import (
@@ -115,11 +115,9 @@ def inventory(
 
 
 def never_enumerated(view: NodeView) -> int:
-    """How many of the GPUs the node should have (``node.expected_gpu_count``, from its agent)
-    have no row at all: the inventory's GPUs, missing ones included, fall short of it. 0 when
-    the agent did not say."""
-    expected = view.node.expected_gpu_count
-    return 0 if expected is None else max(0, expected - len(view.gpus))
+    """How many of the GPUs the node should have have no row at all
+    (:func:`app.fleet.service.never_listed`)."""
+    return never_listed(view.node.expected_gpu_count, len(view.gpus))
 
 
 def reported_until(view: NodeView) -> datetime | None:
@@ -130,8 +128,7 @@ def reported_until(view: NodeView) -> datetime | None:
     one-GPU node's) leave the samples behind. None before any sample."""
     node = view.node
     newest = node.last_sample_at
-    errors = getattr(node, "collection_errors", None)
-    if newest is None or not errors or node.last_seen_at is None:
+    if newest is None or not node.collection_errors or node.last_seen_at is None:
         return newest
     sent = node.last_seen_at + timedelta(seconds=node.clock_skew_s or 0.0)
     return max(newest, sent)

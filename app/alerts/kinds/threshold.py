@@ -15,6 +15,7 @@ from app.alerts.context import EvalContext, Observation
 from app.alerts.kinds import compare, shared
 from app.alerts.kinds.entity_values import EntityValues
 from app.alerts.spec import RuleSpec, ThresholdCondition
+from app.fleet.service import never_listed
 from app.health.rules import LOST_GPU_STATES
 from app.series.rule_targets import GPU_STATE_METRICS, TARGETS
 
@@ -204,8 +205,7 @@ def _node(ctx: EvalContext, spec: RuleSpec, cond: ThresholdCondition) -> list[Ob
         node = ctx.nodes[node_id]
         # Missing: GPUs of the inventory absent from the latest batch, and those of the count
         # the node's agent says it has that never entered the inventory (app.health.checks).
-        expected = node.expected_gpu_count
-        absent = 0 if expected is None else max(0, expected - rows[node_id])
+        absent = never_listed(node.expected_gpu_count, rows[node_id])
         value: float | None = {
             "gpu_missing_count": float(missing[node_id] + absent),
             "gpu_lost_count": float(lost[node_id]),
