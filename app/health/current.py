@@ -55,6 +55,7 @@ def _reason(data: dict[str, Any]) -> ReasonOut:
         evidence=data["evidence"],
         gpu_index=data.get("gpu_index"),
         action=_action(data.get("action")),
+        test=bool(data.get("test", False)),
     )
 
 
