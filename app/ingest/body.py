@@ -88,11 +88,14 @@ class Decoded:
             within 64 bits.
         plain: no string (key or value) holds NUL or a lone surrogate, so
             :func:`app.ingest.fields.clean_document` would change nothing.
+        canonical: where ``fast``, :func:`canonical` of the document (written once, for the
+            repeated-key check and the batch's digest); else ``None``.
     """
 
     document: Any
     fast: bool
     plain: bool
+    canonical: bytes | None = None
 
 
 def decode_json(raw: bytes, *, encoding: str, max_bytes: int) -> Any:
@@ -117,9 +120,31 @@ def decode(raw: bytes, *, encoding: str, max_bytes: int) -> Decoded:
         return Decoded(_standard(data), fast=False, plain=False)
     if _has_wide_int(data):
         return Decoded(_standard(data), fast=False, plain=False)
-    if _lost_keys(data, document):
+    escaped = _ESCAPE in data  # one scan rules out both escapes below in a usual body
+    text = canonical(document)
+    if _lost_keys(data, document, text, escaped=escaped):
         _standard(data)  # raises, naming the repeated key
-    return Decoded(document, fast=True, plain=_NUL_ESCAPE not in data)
+    plain = not escaped or _NUL_ESCAPE not in data
+    return Decoded(document, fast=True, plain=plain, canonical=text)
+
+
+def canonical(document: Any) -> bytes:
+    """The document without ``sent_at`` (which the agent restamps at each send attempt), keys
+    sorted, as orjson writes it: the text of a batch's content digest
+    (:func:`app.ingest.service.content_digest`).
+
+    Raises:
+        orjson.JSONEncodeError: what orjson cannot write (a lone surrogate, an integer beyond 64
+            bits); never for a document orjson parsed.
+    """
+    return orjson.dumps(without_sent_at(document), option=orjson.OPT_SORT_KEYS)
+
+
+def without_sent_at(document: Any) -> Any:
+    """``document`` less its top-level ``sent_at`` key, where it is an object."""
+    if isinstance(document, dict):
+        return {k: v for k, v in document.items() if k != "sent_at"}
+    return document
 
 
 def _standard(data: bytes) -> Any:
@@ -142,24 +167,29 @@ def _standard(data: bytes) -> Any:
 
 GZIP = ("gzip", "x-gzip")
 
+_ESCAPE = b"\\u00"
 _NUL_ESCAPE = b"\\u0000"
 _COLON_ESCAPES = (b"\\u003a", b"\\u003A")
 _DIGIT_MARKS = bytes(0x39 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
 _WIDE_RUN = b"9" * 19  # every integer orjson would turn into a float has at least 19 digits
 
 
-def _lost_keys(data: bytes, document: Any) -> bool:
+def _lost_keys(data: bytes, document: Any, text: bytes, *, escaped: bool) -> bool:
     """Whether orjson dropped a repeated key (it keeps the last value silently).
 
     Every ``:`` of the body is either a key's separator or a character of a string; written
-    back by orjson, the document has the same strings, so it has fewer colons exactly when a
-    key was dropped. A colon escaped as ``\\u003a`` would upset the count: then the standard
-    parser decides.
+    back by orjson (``text``: :func:`canonical`, which leaves out ``sent_at``, counted here
+    apart), the document has the same strings, so it has fewer colons exactly when a key was
+    dropped. A colon escaped as ``\\u003a`` would upset the count: then the standard parser
+    decides. ``escaped``: the body holds ``\\u00``.
     """
-    if any(escape in data for escape in _COLON_ESCAPES):
+    if escaped and any(escape in data for escape in _COLON_ESCAPES):
         _standard(data)
         return False
-    return orjson.dumps(document).count(b":") != data.count(b":")
+    colons = text.count(b":")
+    if isinstance(document, dict) and "sent_at" in document:
+        colons += 1 + orjson.dumps(document["sent_at"]).count(b":")
+    return colons != data.count(b":")
 
 
 def _has_wide_int(data: bytes) -> bool:

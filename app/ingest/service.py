@@ -29,6 +29,7 @@ from app.fleet import retire
 from app.fleet.models import Gpu, Node
 from app.health.rules import DEFAULT_RULES, HealthRules
 from app.incidents import service as incidents_service
+from app.ingest import body
 from app.ingest import samples as sample_store
 from app.ingest import sections as section_store
 from app.ingest.gpu_schemas import MIG_BOUNDS, PROCESS_BOUNDS
@@ -338,38 +339,35 @@ def _replay(
     return IngestResult.model_validate({**stored.result, "replayed": True})
 
 
-def content_digest(document: Any, *, finite: bool = False) -> str:
+def content_digest(document: Any, *, finite: bool = False, text: bytes | None = None) -> str:
     """SHA-256 of a batch document without ``sent_at`` (which the agent restamps at each send
     attempt), keys sorted: equal for a faithful re-send, different for other content.
 
-    Written by orjson, unless the document holds what orjson cannot write faithfully (NaN or
-    ±inf, which it writes as ``null``; a lone surrogate; an integer beyond 64 bits): then as
-    :func:`legacy_content_digest`. Which of the two depends on the content alone, so a re-send
-    gets the same digest however it is spelled. ``finite``: the caller knows the document has
-    no NaN or ±inf (orjson parsed it), which spares a walk through it.
+    Written by orjson (:func:`app.ingest.body.canonical`), unless the document holds what
+    orjson cannot write faithfully (NaN or ±inf, which it writes as ``null``; a lone surrogate;
+    an integer beyond 64 bits): then as :func:`legacy_content_digest`. Which of the two depends
+    on the content alone, so a re-send gets the same digest however it is spelled. ``finite``:
+    the caller knows the document has no NaN or ±inf (orjson parsed it), which spares a walk
+    through it. ``text``: the document's :func:`~app.ingest.body.canonical` form where the
+    caller has it already.
     """
-    body = _without_sent_at(document)
-    if not finite and _has_non_finite(body):
-        return legacy_content_digest(document)
-    try:
-        text = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError:
-        return legacy_content_digest(document)
+    if text is None:
+        if not finite and _has_non_finite(body.without_sent_at(document)):
+            return legacy_content_digest(document)
+        try:
+            text = body.canonical(document)
+        except orjson.JSONEncodeError:
+            return legacy_content_digest(document)
     return hashlib.sha256(text).hexdigest()
 
 
 def legacy_content_digest(document: Any) -> str:
     """:func:`content_digest` as ``json.dumps`` writes the document (servers before the orjson
     digest stored these; floats such as ``1e-05`` are spelled differently by orjson)."""
-    body = _without_sent_at(document)
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(
+        body.without_sent_at(document), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _without_sent_at(document: Any) -> Any:
-    if isinstance(document, dict):
-        return {k: v for k, v in document.items() if k != "sent_at"}
-    return document
 
 
 def _has_non_finite(document: Any) -> bool:
