@@ -129,9 +129,7 @@ def _parse(raw: bytes, encoding: str, max_bytes: int) -> tuple[ParsedBatch, str,
     """
     decoded = body.decode(raw, encoding=encoding, max_bytes=max_bytes)
     document = decoded.document
-    digest = ingest_service.content_digest(
-        document, finite=decoded.fast, text=decoded.canonical
-    )
+    digest = ingest_service.content_digest(document, finite=decoded.fast, text=decoded.canonical)
 
     def legacy() -> str:
         return ingest_service.legacy_content_digest(document)
