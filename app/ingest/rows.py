@@ -3,7 +3,8 @@ without building a pydantic model per entry.
 
 An HGX node's batch holds thousands of entries; a model per entry cost more than storing it. So
 :func:`parse_batch` checks each entry of these lists against the rules of
-:class:`~app.ingest.schemas.IngestBatchIn` in a plain loop and answers only for entries that are
+:class:`~app.ingest.schemas.IngestBatchIn` in plain Python (GPU samples an entry at a time, node
+sections a field at a time over all entries) and answers only for entries that are
 plainly valid (the usual JSON types, RFC 3339 times in their common form). Anything else (a wrong
 type, a missing field, an unusual time format) sends the whole document through ``IngestBatchIn``,
 so a bad batch gets exactly the 422 errors it always got, and an unusual but valid one the values
@@ -287,6 +288,10 @@ class _Times(dict[str, datetime]):
             raise _NotPlain
         return self[value]
 
+    def of_text(self, text: str) -> datetime:
+        """The UTC time of ``text``, known to be a ``str``."""
+        return self[text]
+
     def __missing__(self, text: str) -> datetime:
         if not _RFC3339.fullmatch(text):
             raise _NotPlain
@@ -393,55 +398,109 @@ class _Plan:
 _PLANS: dict[str, _Plan] = {spec.name: _Plan.of(spec) for spec in SECTION_SPECS}
 
 
+class _Absent:
+    """The value of a key an entry lacks (``None`` is a value the entry may hold)."""
+
+
+_ABSENT = _Absent()
+_NONE = type(None)
+_TEXTS = frozenset({str, _NONE})
+_NUMBERS = frozenset({int, float, _NONE})
+
+
 def _section_rows(entries: list[Any], spec: SectionSpec, times: _Times) -> list[SectionRow]:
+    """The rows of one section's entries, checked a field at a time over all entries: each
+    check is a few passes of C-level builtins (``map``, ``set``, ``min``, ``max``) over a column
+    instead of a Python loop per value; a number column holding an implausible value is walked
+    value by value to null it (:func:`_null_implausible`)."""
+    if not entries:
+        return []
+    if set(map(type, entries)) != {dict}:
+        raise _NotPlain
     plan = _PLANS[spec.name]
-    names = plan.names
-    missing = (_NotPlain,) * len(names)
-    rows: list[SectionRow] = []
-    for entry in entries:
-        if type(entry) is not dict:
+    columns: list[list[Any]] = []
+    kinds_of: list[set[type]] = []
+    for i, name in enumerate(plan.names):
+        column = [entry.get(name, _ABSENT) for entry in entries]
+        kinds = set(map(type, column))
+        if _Absent in kinds:
+            _, default, required = plan.defaults[i]
+            if required:
+                raise _NotPlain
+            column = [default if value is _ABSENT else value for value in column]
+            kinds = set(map(type, column))
+        columns.append(column)
+        kinds_of.append(kinds)
+    for i in plan.not_null:
+        if _NONE in kinds_of[i]:
             raise _NotPlain
-        values = list(map(entry.get, names, missing))
-        if _NotPlain in values:
-            for i, default, required in plan.defaults:
-                if values[i] is _NotPlain:
-                    if required:
-                        raise _NotPlain
-                    values[i] = default
-        if None in values:
-            for i in plan.not_null:
-                if values[i] is None:
-                    raise _NotPlain
-        for i in plan.times:
-            values[i] = times.of(values[i])
-        for i, shortest, longest in plan.texts:
-            text = values[i]
-            if text is not None and (type(text) is not str or not shortest <= len(text) <= longest):
-                raise _NotPlain
-        for i, least, most in plan.ints:
-            number = values[i]
-            if type(number) is not int or not least <= number <= most:
-                raise _NotPlain
-        for i, choices in plan.choices:
-            word = values[i]
-            if word is not None and (type(word) is not str or word not in choices):
-                raise _NotPlain
-        nulled: tuple[str, ...] = ()
-        for i, low, high, integer, label in plan.numbers:
-            value: Any = values[i]
-            if value is None:
-                continue
-            kind = type(value)
-            if kind is not int and kind is not float:
-                raise _NotPlain
+    for i in plan.times:
+        if kinds_of[i] != {str}:
+            raise _NotPlain
+        columns[i] = list(map(times.of_text, columns[i]))
+    for i, shortest, longest in plan.texts:
+        if not kinds_of[i] <= _TEXTS:
+            raise _NotPlain
+        lengths = [len(text) for text in columns[i] if text is not None]
+        if lengths and not (shortest <= min(lengths) and max(lengths) <= longest):
+            raise _NotPlain
+    for i, least, most in plan.ints:
+        if kinds_of[i] != {int} or not (least <= min(columns[i]) and max(columns[i]) <= most):
+            raise _NotPlain
+    for i, choices in plan.choices:
+        if not kinds_of[i] <= _TEXTS or not set(columns[i]) - {None} <= choices:
+            raise _NotPlain
+    nulled: dict[int, tuple[str, ...]] = {}
+    for i, low, high, integer, label in plan.numbers:
+        kinds = kinds_of[i]
+        if not kinds <= _NUMBERS:
+            raise _NotPlain
+        if kinds == {_NONE} or _plausible(columns[i], kinds, low, high, integer):
+            continue
+        columns[i] = _null_implausible(columns[i], low, high, integer, label, nulled)
+    values = list(zip(*columns, strict=True))
+    if not nulled:
+        return [(row, ()) for row in values]
+    return [(row, nulled.get(at, ())) for at, row in enumerate(values)]
+
+
+def _plausible(column: list[Any], kinds: set[type], low: float, high: float, integer: bool) -> bool:
+    """Whether every number of ``column`` (ints, floats or ``None``) is kept as it is: within
+    ``low``…``high``, no NaN, and no float in an integer field."""
+    if float in kinds and integer:
+        return False
+    present = column if _NONE not in kinds else [v for v in column if v is not None]
+    if not low <= min(present) or not max(present) <= high:
+        return False
+    # min and max skip a NaN that is not first; a sum holding one is NaN.
+    if float in kinds:
+        total = sum(present)
+        return total == total
+    return True
+
+
+def _null_implausible(
+    column: list[Any],
+    low: float,
+    high: float,
+    integer: bool,
+    label: str,
+    nulled: dict[int, tuple[str, ...]],
+) -> list[Any]:
+    """``column`` with each value outside ``low``…``high`` (NaN too) or, in an integer field,
+    each fractional float nulled, and whole floats made ints; adds ``label`` to ``nulled`` at
+    the row of each value nulled."""
+    kept: list[Any] = []
+    for at, value in enumerate(column):
+        if value is not None:
             if not low <= value <= high:  # NaN too
-                values[i] = None
-                nulled += (label,)
-            elif integer and kind is float:
+                value = None
+                nulled[at] = (*nulled.get(at, ()), label)
+            elif integer and type(value) is float:
                 if value.is_integer():
-                    values[i] = int(value)
+                    value = int(value)
                 else:
-                    values[i] = None
-                    nulled += (label,)
-        rows.append((tuple(values), nulled))
-    return rows
+                    value = None
+                    nulled[at] = (*nulled.get(at, ()), label)
+        kept.append(value)
+    return kept
