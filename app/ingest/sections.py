@@ -15,9 +15,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, Literal
 
 from app.fleet.models import Gpu, Node
@@ -105,25 +106,40 @@ def plan_sections(
         when_at = [f.name for f in spec.fields].index("sampled_at")
         by_gpu = section.owner == "gpu"
         # Where the primary key lies in ``columns``: rows repeated in the batch keep the first.
-        key_at = [columns.index(c) for c in section.primary_key]
-        rows: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        for values, nulled_names in entries:
-            when: datetime = values[when_at]
-            if by_gpu:
-                owner_id = gpu_ids.get(values[0])
-                values = values[1:]
-            else:
-                owner_id = node.id
-            reason = _rejection(owner_id, when, newest_allowed, oldest_allowed)
-            if reason is not None:
-                plan.rejected[f"{section.name}.{reason}"] += 1
-                continue
-            row = (owner_id, *values)
-            key = tuple(row[i] for i in key_at)
-            # A repeated entry is judged (its nulled values counted) before it is skipped.
-            if nulled_names:
-                plan.nulled_by_row.setdefault((section.name, key), []).extend(nulled_names)
-            rows.setdefault(key, row)
+        keyer = itemgetter(*(columns.index(c) for c in section.primary_key))
+        plain = _plain_rows(
+            entries,
+            keyer,
+            when_at,
+            gpu_ids if by_gpu else None,
+            node.id,
+            newest_allowed,
+            oldest_allowed,
+        )
+        if plain is not None:
+            rows = plain
+            for (_, nulled_names), key in zip(entries, rows, strict=True):
+                if nulled_names:
+                    plan.nulled_by_row.setdefault((section.name, key), []).extend(nulled_names)
+        else:
+            rows = {}
+            for values, nulled_names in entries:
+                when: datetime = values[when_at]
+                if by_gpu:
+                    owner_id = gpu_ids.get(values[0])
+                    values = values[1:]
+                else:
+                    owner_id = node.id
+                reason = _rejection(owner_id, when, newest_allowed, oldest_allowed)
+                if reason is not None:
+                    plan.rejected[f"{section.name}.{reason}"] += 1
+                    continue
+                row = (owner_id, *values)
+                key = keyer(row)
+                # A repeated entry is judged (its nulled values counted) before it is skipped.
+                if nulled_names:
+                    plan.nulled_by_row.setdefault((section.name, key), []).extend(nulled_names)
+                rows.setdefault(key, row)
         plan.rows[section.name] = rows
         plan.staged[section.name] = sinks.staged(section.name, columns, list(rows.values()))
     return plan
@@ -150,6 +166,33 @@ def drop_packed(
     for (name, key), names in plan.nulled_by_row.items():
         if key in plan.rows[name]:
             nulled.update(names)
+
+
+def _plain_rows(
+    entries: list[SectionRow],
+    keyer: Callable[[tuple[Any, ...]], tuple[Any, ...]],
+    when_at: int,
+    gpu_ids: dict[str, int] | None,
+    node_id: int,
+    newest_allowed: datetime,
+    oldest_allowed: datetime,
+) -> dict[tuple[Any, ...], tuple[Any, ...]] | None:
+    """A section's rows by key, in entry order, where none is rejected and no key repeats (the
+    usual batch), built with C-level passes; ``None`` otherwise, for the loop to sort out.
+    ``gpu_ids``: UUID → id for a GPU-owned section (its entries start with the UUID)."""
+    whens = [values[when_at] for values, _ in entries]
+    if whens and not (oldest_allowed <= min(whens) and max(whens) <= newest_allowed):
+        return None
+    rows: list[tuple[Any, ...]]
+    if gpu_ids is not None:
+        owners = [gpu_ids.get(values[0]) for values, _ in entries]
+        if None in owners:
+            return None
+        rows = [(owner, *values[1:]) for owner, (values, _) in zip(owners, entries, strict=True)]
+    else:
+        rows = [(node_id, *values) for values, _ in entries]
+    keyed = dict(zip(map(keyer, rows), rows, strict=True))
+    return keyed if len(keyed) == len(rows) else None
 
 
 def _rejection(
