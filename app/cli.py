@@ -31,6 +31,9 @@ cli.add_typer(rollups_cli, name="rollups")
 from app.series.cli import storage_cli  # noqa: E402
 
 cli.add_typer(storage_cli, name="storage")
+from app.lifecycle.cli import lifecycle_cli  # noqa: E402
+
+cli.add_typer(lifecycle_cli, name="lifecycle")
 
 DatabaseOpt = Annotated[
     str | None,

@@ -113,6 +113,17 @@ class Settings(BaseSettings):
         description="earlier bursts of one finding on one GPU that escalate its repair to "
         "hardware inspection",
     )
+    slurm_scontrol: str | None = Field(
+        default=None,
+        description="path of Slurm's scontrol: quarantining a node drains it in Slurm and "
+        "returning it resumes it (unset: Slurm is not managed)",
+    )
+    action_timeout_s: float = Field(
+        default=30.0, gt=0, le=600, description="longest wait for one scheduler command"
+    )
+    action_worker_interval_s: float = Field(
+        default=5.0, ge=0.1, le=3600, description="how often pending actions are retried"
+    )
     incident_quiet_s: float = Field(
         default=180.0,
         ge=1,

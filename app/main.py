@@ -41,6 +41,7 @@ from app.incidents import pages as incident_pages
 from app.incidents import router as incidents_router
 from app.ingest import router as ingest_router
 from app.job_lock import once_per_database
+from app.lifecycle import router as lifecycle_router
 from app.migrate import is_up_to_date
 from app.nics import router as nic_router
 from app.notify import pages as notify_pages
@@ -48,6 +49,7 @@ from app.notify import router as notify_router
 from app.notify import ui_pages as notify_ui_pages
 from app.notify.jobs import NotifyJobs
 from app.nvlinks import router as nvlink_router
+from app.remediation.worker import ActionWorker
 from app.retention.jobs import prune_job
 from app.runbooks import router as runbooks_router
 from app.scheduler_logging import JOB_DEFAULTS, install_skipped_run_filter
@@ -205,6 +207,23 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     coalesce=True,
                     max_instances=1,
                 )
+            app.state.action_worker = ActionWorker(
+                app.state.session_factory, timeout_s=settings.action_timeout_s
+            )
+            app.state.action_worker.start()
+            action_worker = app.state.action_worker
+            wake_ups[wakeups.ACTIONS_CHANNEL] = lambda _payload: action_worker.wake()
+            wakeups.subscribe(wakeups.ACTIONS_CHANNEL, action_worker.wake)
+            scheduler.add_job(
+                action_worker.job,
+                "interval",
+                seconds=settings.action_worker_interval_s,
+                id="action-worker",
+                # At once: actions logged before a restart run on start.
+                next_run_time=datetime.now(UTC),
+                coalesce=True,
+                max_instances=1,
+            )
             if wake_ups and engine.dialect.name == "postgresql":
                 app.state.pg_listener = wakeups.PgListener(wakeups.libpq_url(engine), wake_ups)
                 app.state.pg_listener.start()
@@ -220,6 +239,9 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 app.state.health_refresher.close()
             if getattr(app.state, "alert_evaluator", None) is not None:
                 app.state.alert_evaluator.close()
+            if getattr(app.state, "action_worker", None) is not None:
+                wakeups.unsubscribe(wakeups.ACTIONS_CHANNEL, app.state.action_worker.wake)
+                app.state.action_worker.close()
             if getattr(app.state, "notify_jobs", None) is not None:
                 wakeups.unsubscribe(wakeups.OUTBOX_CHANNEL, app.state.notify_jobs.wake)
                 app.state.notify_jobs.close()
@@ -253,6 +275,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         app.include_router(feature.router)
     app.include_router(alerts_router.router)
     app.include_router(incidents_router.router)
+    app.include_router(lifecycle_router.router)
     app.include_router(incident_pages.router)
     app.include_router(notify_router.router)
     app.include_router(notify_pages.router)

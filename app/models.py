@@ -14,7 +14,9 @@ from app.fleet.models import Gpu, Node
 from app.health.models import NodeHealthState
 from app.incidents.models import Incident, IncidentEvent
 from app.ingest.models import IngestBatch
+from app.lifecycle.models import LifecycleTransition, NodeLifecycle
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyDestination, NotifyRoute
+from app.remediation.models import NodeAction
 from app.series import models as series_models  # every sample table
 from app.topology.models import TopologyChange, TopologyDriftState, TopologySnapshot
 
@@ -28,9 +30,12 @@ __all__ = [
     "Incident",
     "IncidentEvent",
     "IngestBatch",
+    "LifecycleTransition",
     "Node",
+    "NodeAction",
     "NodeEvent",
     "NodeHealthState",
+    "NodeLifecycle",
     "NodeToken",
     "NotifyChannel",
     "NotifyDelivery",

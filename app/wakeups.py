@@ -34,6 +34,8 @@ OUTBOX_CHANNEL = "fleetwatch_outbox"
 #: Postgres channel of "a batch was stored by a process without the jobs: refresh health"
 #: (``fleetwatch serve --no-jobs`` beside ``fleetwatch worker``).
 INGEST_CHANNEL = "fleetwatch_ingest"
+#: Scheduler actions were logged (:mod:`app.remediation`): run them.
+ACTIONS_CHANNEL = "fleetwatch_actions"
 
 _INFO_KEY = "fleetwatch_wake_channels"
 _subscribers: dict[str, list[Callable[[], None]]] = {}

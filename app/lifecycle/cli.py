@@ -1,0 +1,205 @@
+"""``fleetwatch lifecycle show|set|quarantine|resume|run-actions``: a node's lifecycle from
+the command line, on the database directly (as ``fleetwatch node retire``)."""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from typing import Annotated
+
+import typer
+
+lifecycle_cli = typer.Typer(
+    help="A node's lifecycle: quarantine, repair, return to service (Slurm drain / resume).",
+    no_args_is_help=True,
+)
+
+DatabaseOpt = Annotated[
+    str | None, typer.Option("--database-url", help="SQLAlchemy URL; default as for serve")
+]
+HostArg = Annotated[str, typer.Argument(help="the node's hostname")]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="why (a Slurm drain's Reason)")]
+ActorOpt = Annotated[
+    str | None, typer.Option("--actor", help="who asks (default: user@host of this shell)")
+]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="log the scheduler actions as dry_run; run nothing")
+]
+NoRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-run", help="leave the actions to the server's worker instead of running them here"
+    ),
+]
+
+
+def _default_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()} (cli)"
+
+
+@lifecycle_cli.command("show")
+def show(hostname: HostArg, database_url: DatabaseOpt = None) -> None:
+    """The node's state, its transitions and its logged actions (newest first)."""
+    from app.cli import _session
+    from app.fleet import service as fleet_service
+    from app.lifecycle import service
+    from app.remediation import service as remediation
+
+    with _session(database_url) as session:
+        node = fleet_service.get_node_by_hostname(session, hostname=hostname)
+        now = service.current(session, node.id)
+        since = f" since {now.since.isoformat()}" if now.since else ""
+        typer.echo(f"{hostname}: {now.state}{since}" + (f" — {now.reason}" if now.reason else ""))
+        for row in service.history(session, node.id):
+            typer.echo(
+                f"  {row.at.isoformat()}  {row.from_state} → {row.to_state}  by {row.actor} "
+                f"({row.cause}{':' + row.cause_ref if row.cause_ref else ''}): {row.reason}"
+            )
+        for action in remediation.actions_of(session, node.id):
+            typer.echo(_action_line(action))
+
+
+def _action_line(action: object) -> str:
+    from app.remediation.models import NodeAction
+
+    assert isinstance(action, NodeAction)
+    tail = f" → exit {action.returncode}" if action.returncode is not None else ""
+    output = f": {action.output}" if action.output else ""
+    return (
+        f"  action {action.id} {action.system} {action.verb} {action.target} "
+        f"[{action.status}, {action.attempts} attempt(s)]{tail}{output}\n"
+        f"    $ {' '.join(str(part) for part in action.command)}"
+    )
+
+
+def _move(
+    hostname: str,
+    to_state: str,
+    reason: str,
+    actor: str | None,
+    dry_run: bool,
+    no_run: bool,
+    database_url: str | None,
+) -> None:
+    from app.cli import _session, _settings
+    from app.db import make_engine, make_session_factory
+    from app.fleet import service as fleet_service
+    from app.lifecycle import service
+    from app.remediation import service as remediation
+    from app.remediation.worker import ActionWorker
+
+    backends = remediation.Backends.of(_settings(database_url=database_url))
+    try:
+        with _session(database_url) as session:
+            node = fleet_service.get_node_by_hostname(session, hostname=hostname)
+            changed = service.transition(
+                session,
+                node=node,
+                to_state=to_state,
+                reason=reason,
+                cause="person",
+                actor=actor or _default_actor(),
+                backends=backends,
+                dry_run=dry_run,
+            )
+            ids = [a.id for a in changed.actions]
+            before = changed.transition.from_state
+    except ValueError as exc:
+        typer.echo(f"fleetwatch: --{exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{hostname}: {before} → {to_state}")
+    if not ids:
+        managed = ", ".join(backends.names) or "none (set FLEETWATCH_SLURM_SCONTROL)"
+        typer.echo(f"  no scheduler action (schedulers managed: {managed})")
+        return
+    settings = _settings(database_url=database_url)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        factory = make_session_factory(engine)
+        if not dry_run and not no_run:
+            ActionWorker(factory, timeout_s=backends.timeout_s).run_once()
+        from app.db import session_scope
+        from app.remediation.models import NodeAction
+
+        with session_scope(factory) as session:
+            failed = False
+            for action_id in ids:
+                action = session.get_one(NodeAction, action_id)
+                typer.echo(_action_line(action))
+                failed |= action.status != remediation.SUCCEEDED and action.attempts > 0
+    finally:
+        engine.dispose()
+    if failed:
+        typer.echo(
+            "  an action failed: the server's worker retries it (see 'lifecycle show')", err=True
+        )
+        raise typer.Exit(1)
+
+
+@lifecycle_cli.command("set")
+def set_state(
+    hostname: HostArg,
+    state: Annotated[
+        str, typer.Argument(help="in_service, quarantined, remediating, validating or rma")
+    ],
+    reason: ReasonOpt,
+    actor: ActorOpt = None,
+    dry_run: DryRunOpt = False,
+    no_run: NoRunOpt = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Move NODE to STATE; leaving in_service drains it in Slurm, entering it resumes it. The
+    actions run here and now (exit 1 if one fails; the server retries it)."""
+    _move(hostname, state, reason, actor, dry_run, no_run, database_url)
+
+
+@lifecycle_cli.command("quarantine")
+def quarantine(
+    hostname: HostArg,
+    reason: ReasonOpt,
+    actor: ActorOpt = None,
+    dry_run: DryRunOpt = False,
+    no_run: NoRunOpt = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Quarantine NODE: drain it in Slurm with Reason "fleetwatch: <reason>"."""
+    _move(hostname, "quarantined", reason, actor, dry_run, no_run, database_url)
+
+
+@lifecycle_cli.command("resume")
+def resume(
+    hostname: HostArg,
+    reason: ReasonOpt,
+    actor: ActorOpt = None,
+    dry_run: DryRunOpt = False,
+    no_run: NoRunOpt = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Return NODE to service: resume it in Slurm."""
+    _move(hostname, "in_service", reason, actor, dry_run, no_run, database_url)
+
+
+@lifecycle_cli.command("run-actions")
+def run_actions(database_url: DatabaseOpt = None) -> None:
+    """Run the due actions of the log now (the server's worker does this every
+    FLEETWATCH_ACTION_WORKER_INTERVAL_S)."""
+    from app.cli import _require_migrated, _settings
+    from app.db import make_engine, make_session_factory
+    from app.remediation.worker import ActionWorker
+
+    settings = _settings(database_url=database_url)
+    _require_migrated(settings)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        report = ActionWorker(
+            make_session_factory(engine), timeout_s=settings.action_timeout_s
+        ).run_once()
+    finally:
+        engine.dispose()
+    typer.echo(f"{report.succeeded} succeeded, {report.retried} to retry, {report.failed} failed")
+    if report.failed or report.retried:
+        raise typer.Exit(1)

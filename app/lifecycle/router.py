@@ -1,0 +1,91 @@
+"""``/api/v1/nodes/{hostname}/lifecycle``: a node's lifecycle state, history and actions, and
+the transitions that quarantine it and return it to service."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from sqlalchemy.orm import Session
+
+from app import wakeups
+from app.db import SessionDep, WriteSessionDep
+from app.fleet import service as fleet_service
+from app.fleet.models import Node
+from app.lifecycle import service
+from app.lifecycle.schemas import (
+    ActionOut,
+    LifecycleIn,
+    LifecycleOut,
+    TransitionMadeOut,
+    TransitionOut,
+)
+from app.remediation import service as remediation
+
+router = APIRouter(prefix="/api/v1", tags=["lifecycle"])
+
+
+def lifecycle_out(session: Session, node: Node, backends: remediation.Backends) -> LifecycleOut:
+    """The node's :class:`LifecycleOut`."""
+    now = service.current(session, node.id)
+    return LifecycleOut(
+        hostname=node.hostname,
+        state=now.state,
+        since=now.since,
+        reason=now.reason,
+        cause=now.cause,
+        cause_ref=now.cause_ref,
+        actor=now.actor,
+        managed=backends.names,
+        transitions=[
+            TransitionOut.model_validate(row, from_attributes=True)
+            for row in service.history(session, node.id)
+        ],
+        actions=[
+            ActionOut.model_validate(row, from_attributes=True)
+            for row in remediation.actions_of(session, node.id)
+        ],
+    )
+
+
+@router.get("/nodes/{hostname}/lifecycle", response_model=LifecycleOut)
+def get_lifecycle(session: SessionDep, request: Request, hostname: str) -> LifecycleOut:
+    """The node's lifecycle state (``in_service`` for a node that never left it), its last 50
+    transitions and actions. 404 if unknown."""
+    node = fleet_service.get_node_by_hostname(session, hostname=hostname)
+    return lifecycle_out(session, node, remediation.Backends.of(request.app.state.settings))
+
+
+@router.post(
+    "/nodes/{hostname}/lifecycle",
+    response_model=TransitionMadeOut,
+    responses={
+        404: {"description": "No node has that hostname"},
+        409: {"description": "Retired, in that state already, or not a next state of it"},
+    },
+)
+def post_lifecycle(
+    session: WriteSessionDep, request: Request, hostname: str, body: LifecycleIn
+) -> TransitionMadeOut:
+    """Move the node to ``to_state``. Leaving ``in_service`` drains it in every scheduler
+    Fleetwatch manages (Slurm: ``scontrol update … State=DRAIN Reason="fleetwatch: <reason>"``),
+    entering it resumes it; the actions are logged ``pending`` and run at once after the commit
+    (``dry_run``: logged, never run). The answer lists them as logged; ``GET …/lifecycle``
+    shows how they ended."""
+    node = fleet_service.get_node_by_hostname(session, hostname=hostname)
+    changed = service.transition(
+        session,
+        node=node,
+        to_state=body.to_state,
+        reason=body.reason,
+        cause=body.cause,
+        cause_ref=body.cause_ref,
+        actor=body.actor,
+        backends=remediation.Backends.of(request.app.state.settings),
+        dry_run=body.dry_run,
+    )
+    if any(a.status == remediation.PENDING for a in changed.actions):
+        wakeups.signal_on_commit(session, wakeups.ACTIONS_CHANNEL)
+    return TransitionMadeOut(
+        hostname=node.hostname,
+        transition=TransitionOut.model_validate(changed.transition, from_attributes=True),
+        actions=[ActionOut.model_validate(a, from_attributes=True) for a in changed.actions],
+    )

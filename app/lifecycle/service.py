@@ -1,0 +1,189 @@
+"""A node's lifecycle state: read it, change it (recording the transition and asking
+:mod:`app.remediation` for the scheduler actions it implies), list its history.
+
+A node without a ``node_lifecycle`` row is ``in_service``. A transition must follow
+:data:`app.lifecycle.states.NEXT`; leaving ``in_service`` drains the node in the schedulers
+Fleetwatch manages, entering it resumes the node there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db import utcnow
+from app.errors import Conflict
+from app.fleet import retire
+from app.fleet.models import Node
+from app.ingest.fields import plain_text
+from app.lifecycle import states
+from app.lifecycle.models import LifecycleTransition, NodeLifecycle
+from app.remediation import service as remediation
+from app.remediation.models import NodeAction
+
+#: Longest actor name kept.
+MAX_ACTOR = 128
+#: Longest cause reference kept (an incident or alert id, a rule name).
+MAX_CAUSE_REF = 64
+
+
+@dataclass(frozen=True)
+class Current:
+    """A node's lifecycle state now; ``since`` … ``actor`` are ``None`` for a node that never
+    left service."""
+
+    state: states.State
+    since: datetime | None = None
+    reason: str | None = None
+    cause: str | None = None
+    cause_ref: str | None = None
+    actor: str | None = None
+
+
+def current(session: Session, node_id: int) -> Current:
+    """The lifecycle state of node ``node_id``."""
+    row = session.get(NodeLifecycle, node_id)
+    if row is None:
+        return Current(states.IN_SERVICE)
+    return Current(
+        states.parse_state(row.state),
+        since=row.since,
+        reason=row.reason,
+        cause=row.cause,
+        cause_ref=row.cause_ref,
+        actor=row.actor,
+    )
+
+
+def out_of_service(session: Session) -> dict[int, NodeLifecycle]:
+    """Node id → lifecycle row of every node not in service (for lists and overlays)."""
+    rows = session.scalars(select(NodeLifecycle).where(NodeLifecycle.state != states.IN_SERVICE))
+    return {row.node_id: row for row in rows}
+
+
+@dataclass(frozen=True)
+class Changed:
+    """A transition made: its row and the actions it asked for (in the log, pending or
+    ``dry_run``)."""
+
+    transition: LifecycleTransition
+    actions: list[NodeAction]
+
+
+def transition(
+    session: Session,
+    *,
+    node: Node,
+    to_state: str,
+    reason: str,
+    cause: str,
+    actor: str,
+    backends: remediation.Backends,
+    cause_ref: str | None = None,
+    dry_run: bool = False,
+) -> Changed:
+    """Move ``node`` to ``to_state`` (flushes) and log the scheduler actions it implies.
+
+    ``dry_run``: the actions are recorded as ``dry_run`` and never run; the state changes all
+    the same (a dry run of the lifecycle itself is what :func:`check` answers).
+
+    Raises:
+        ValueError: ``to_state``, ``cause``, ``reason``, ``actor`` or ``cause_ref`` is not
+            acceptable (the message starts with the field's name).
+        Conflict: the node is retired, already in ``to_state``, or cannot go there from its
+            state (the message lists where it can go).
+    """
+    target, reason, actor = check(
+        session, node=node, to_state=to_state, reason=reason, actor=actor, cause=cause
+    )
+    if cause_ref is not None:
+        try:
+            cause_ref = plain_text(cause_ref.strip())[:MAX_CAUSE_REF] or None
+        except ValueError as exc:
+            raise ValueError(f"cause_ref: {exc}") from None
+    now = utcnow()
+    before = current(session, node.id).state
+    row = LifecycleTransition(
+        node_id=node.id,
+        at=now,
+        from_state=before,
+        to_state=target,
+        reason=reason,
+        cause=cause,
+        cause_ref=cause_ref,
+        actor=actor,
+    )
+    session.add(row)
+    session.flush()
+    state = session.get(NodeLifecycle, node.id)
+    if state is None:
+        state = NodeLifecycle(node_id=node.id)
+        session.add(state)
+    state.state = target
+    state.since = now
+    state.reason = reason
+    state.cause = cause
+    state.cause_ref = cause_ref
+    state.actor = actor
+    state.transition_id = row.id
+    actions = remediation.enqueue(
+        session,
+        node=node,
+        transition_id=row.id,
+        leaving_service=states.schedulable(before) and not states.schedulable(target),
+        entering_service=states.schedulable(target) and not states.schedulable(before),
+        reason=reason,
+        actor=actor,
+        backends=backends,
+        dry_run=dry_run,
+    )
+    session.flush()
+    return Changed(row, actions)
+
+
+def check(
+    session: Session, *, node: Node, to_state: str, reason: str, actor: str, cause: str
+) -> tuple[states.State, str, str]:
+    """The checked target state, reason and actor of a transition of ``node``; raises as
+    :func:`transition` does, changing nothing."""
+    try:
+        target = states.parse_state(to_state)
+    except ValueError as exc:
+        raise ValueError(f"to_state: {exc}") from None
+    if cause not in states.CAUSES:
+        raise ValueError(f"cause: expected one of {', '.join(states.CAUSES)}, got {cause!r}")
+    try:
+        reason = retire.checked_reason(reason)
+    except ValueError as exc:
+        raise ValueError(f"reason: {exc}") from None
+    try:
+        actor = plain_text(actor.strip())
+    except ValueError as exc:
+        raise ValueError(f"actor: {exc}") from None
+    if not actor or len(actor) > MAX_ACTOR:
+        raise ValueError(f"actor: say who, in 1 to {MAX_ACTOR} characters")
+    if node.retired_at is not None:
+        raise Conflict(f"{node.hostname} is retired: return it to the fleet first")
+    before = current(session, node.id).state
+    if target == before:
+        raise Conflict(f"{node.hostname} is {states.LABELS[before].lower()} already")
+    allowed = states.NEXT[before]
+    if target not in allowed:
+        where = ", ".join(s for s in states.STATES if s in allowed)
+        raise Conflict(f"{node.hostname} is {before}: it can go to {where}, not {target}")
+    return target, reason, actor
+
+
+def history(session: Session, node_id: int, *, limit: int = 50) -> list[LifecycleTransition]:
+    """The node's transitions, newest first."""
+    return list(
+        session.scalars(
+            select(LifecycleTransition)
+            .where(LifecycleTransition.node_id == node_id)
+            .order_by(LifecycleTransition.at.desc(), LifecycleTransition.id.desc())
+            .limit(limit)
+        )
+    )

@@ -1,0 +1,121 @@
+"""The action log: which scheduler actions a lifecycle transition asks for, written as
+``pending`` rows for :mod:`app.remediation.worker` to run, and the log read back.
+
+Fleetwatch manages Slurm when ``FLEETWATCH_SLURM_SCONTROL`` names ``scontrol``; a node's Slurm
+name is its ``slurm_node`` label, else its hostname up to the first dot (Slurm's ``NodeName``
+is usually the short hostname).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.db import utcnow
+from app.fleet.models import Node
+from app.remediation import slurm
+from app.remediation.models import NodeAction
+
+#: The label naming a node's Slurm ``NodeName`` where it differs from its short hostname.
+SLURM_NODE_LABEL = "slurm_node"
+
+PENDING = "pending"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+DRY_RUN = "dry_run"
+
+
+@dataclass(frozen=True)
+class Backends:
+    """The outside systems actions go to.
+
+    Attributes:
+        scontrol: path of Slurm's ``scontrol``; ``None``: Slurm is not managed.
+        timeout_s: longest wait for one command.
+    """
+
+    scontrol: str | None = None
+    timeout_s: float = 30.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> Backends:
+        """From ``FLEETWATCH_SLURM_SCONTROL`` and ``FLEETWATCH_ACTION_TIMEOUT_S``."""
+        return cls(scontrol=settings.slurm_scontrol, timeout_s=settings.action_timeout_s)
+
+    @property
+    def names(self) -> list[str]:
+        """The systems managed, for pages and answers (``[]``: none)."""
+        return ["slurm"] if self.scontrol else []
+
+
+def slurm_name(node: Node) -> str:
+    """``node``'s Slurm ``NodeName``: its ``slurm_node`` label, else its short hostname."""
+    labels: dict[str, Any] = node.labels or {}
+    named = labels.get(SLURM_NODE_LABEL)
+    if isinstance(named, str) and named.strip():
+        return named.strip()
+    return node.hostname.split(".", 1)[0]
+
+
+def enqueue(
+    session: Session,
+    *,
+    node: Node,
+    transition_id: int | None,
+    leaving_service: bool,
+    entering_service: bool,
+    reason: str,
+    actor: str,
+    backends: Backends,
+    dry_run: bool = False,
+) -> list[NodeAction]:
+    """Log the actions a transition asks for (flushes): drain where the node leaves service,
+    resume where it enters it, in every managed system. ``dry_run``: logged as ``dry_run``,
+    never run."""
+    planned: list[tuple[str, str, str, list[str]]] = []
+    if backends.scontrol is not None:
+        name = slurm_name(node)
+        if leaving_service:
+            planned.append(
+                ("slurm", "drain", name, slurm.drain_command(backends.scontrol, name, reason))
+            )
+        elif entering_service:
+            planned.append(("slurm", "resume", name, slurm.resume_command(backends.scontrol, name)))
+    now = utcnow()
+    actions = [
+        NodeAction(
+            node_id=node.id,
+            transition_id=transition_id,
+            system=system,
+            verb=verb,
+            target=target,
+            command=command,
+            status=DRY_RUN if dry_run else PENDING,
+            attempts=0,
+            requested_at=now,
+            next_attempt_at=None if dry_run else now,
+            finished_at=now if dry_run else None,
+            output="dry run: not run" if dry_run else "",
+            actor=actor,
+        )
+        for system, verb, target, command in planned
+    ]
+    session.add_all(actions)
+    session.flush()
+    return actions
+
+
+def actions_of(session: Session, node_id: int, *, limit: int = 50) -> list[NodeAction]:
+    """The node's logged actions, newest first."""
+    return list(
+        session.scalars(
+            select(NodeAction)
+            .where(NodeAction.node_id == node_id)
+            .order_by(NodeAction.id.desc())
+            .limit(limit)
+        )
+    )

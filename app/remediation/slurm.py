@@ -1,0 +1,103 @@
+"""Slurm node states through ``scontrol`` (Slurm's own command-line client).
+
+Fleetwatch drains a node it quarantines and resumes it when it returns to service::
+
+    scontrol update NodeName=<node> State=DRAIN Reason="fleetwatch: <reason>"
+    scontrol update NodeName=<node> State=RESUME
+
+and reads a node's state with ``scontrol show node -o <node>`` (one line of ``Key=Value``
+pairs; ``State`` such as ``IDLE+DRAIN``, ``MIXED+DRAIN``, ``DOWN*+DRAIN``; ``Reason`` last, as
+``<text> [<user>@<time>]``). scontrol finds the controller through ``SLURM_CONF`` or
+``/etc/slurm/slurm.conf`` and authenticates with munge as the user the server runs as, who must
+be a Slurm operator (docs/remediation.md). Commands run without a shell; each argument is one
+``argv`` entry, so a reason needs no quoting.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: Slurm keeps a reason of any length, but ``sinfo -R`` shows the first 20 characters and
+#: ``scontrol show node`` the whole: keep it one readable line.
+MAX_REASON = 200
+REASON_PREFIX = "fleetwatch: "
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def slurm_reason(reason: str) -> str:
+    """The ``Reason`` Fleetwatch gives Slurm: prefixed, one line, at most :data:`MAX_REASON`
+    characters (an ellipsis where cut)."""
+    text = REASON_PREFIX + " ".join(_CONTROL.sub(" ", reason).split())
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+
+
+def drain_command(scontrol: str, node: str, reason: str) -> list[str]:
+    """``argv`` draining ``node`` with :func:`slurm_reason` of ``reason``."""
+    return [scontrol, "update", f"NodeName={node}", "State=DRAIN", f"Reason={slurm_reason(reason)}"]
+
+
+def resume_command(scontrol: str, node: str) -> list[str]:
+    """``argv`` returning a drained ``node`` to service."""
+    return [scontrol, "update", f"NodeName={node}", "State=RESUME"]
+
+
+def show_command(scontrol: str, node: str) -> list[str]:
+    """``argv`` printing ``node`` as one line of ``Key=Value`` pairs."""
+    return [scontrol, "show", "node", "-o", node]
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """A node as ``scontrol show node -o`` prints it.
+
+    Attributes:
+        name: ``NodeName``.
+        state: ``State`` as printed, e.g. ``IDLE+DRAIN``.
+        flags: its words split on ``+`` without the ``*`` (not responding) mark, e.g.
+            ``{"IDLE", "DRAIN"}``.
+        reason: ``Reason`` without Slurm's ``[user@time]`` suffix, or ``None``.
+    """
+
+    name: str
+    state: str
+    flags: frozenset[str]
+    reason: str | None
+
+    @property
+    def drained(self) -> bool:
+        """Draining or drained: Slurm starts no new job on it."""
+        return "DRAIN" in self.flags
+
+
+_SUFFIX = re.compile(r"\s*\[[^\]]*@[^\]]*\]\s*$")
+_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=")
+
+
+def parse_show_node(text: str) -> SlurmNode:
+    """The node of ``scontrol show node -o`` output (the first line naming one).
+
+    ``Reason`` runs to the end of the line (it may hold spaces and ``=``); other values end at
+    the next `` Key=``.
+
+    Raises:
+        ValueError: no ``NodeName=`` line, or no ``State=`` in it.
+    """
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("NodeName="):
+            continue
+        head, sep, reason = line.partition(" Reason=")
+        fields: dict[str, str] = {}
+        keys = list(_KEY.finditer(head))
+        for i, match in enumerate(keys):
+            end = keys[i + 1].start() if i + 1 < len(keys) else len(head)
+            fields[match.group(1)] = head[match.end() : end].strip()
+        state = fields.get("State")
+        if state is None:
+            raise ValueError(f"no State= in scontrol output: {line[:200]!r}")
+        flags = frozenset(word.rstrip("*~#!%$@^-") for word in state.split("+") if word)
+        kept = _SUFFIX.sub("", reason).strip() if sep else ""
+        return SlurmNode(fields.get("NodeName", ""), state, flags, kept or None)
+    raise ValueError(f"no NodeName= line in scontrol output: {text[:200]!r}")

@@ -1,0 +1,274 @@
+"""A node's lifecycle through a real server on Postgres and SQLite: transitions follow the
+lifecycle and are recorded with their cause; leaving service logs a Slurm drain with its exact
+command, entering it a resume; the action worker runs them, retries a failing command and gives
+up after five attempts without losing the row; dry runs are logged and never run; bad input is
+refused naming the field. (A real Slurm cluster: tests/e2e/test_slurm_drain.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import update
+
+from app.db import session_scope, utcnow
+from app.remediation.models import NodeAction
+from app.remediation.worker import MAX_ATTEMPTS, ActionWorker
+from tests.app.helpers import post_batch
+from tests.conftest import make_settings
+from tests.dbs import session_factory
+from tests.factories import batch, create_token
+from tests.live_server import LiveServer
+
+ECHO = "/bin/echo"  # prints the argv it is given: the command as scontrol would get it
+FALSE = "/bin/false"
+
+
+def _server(db_url: str, tmp_path: Path, scontrol: str | None) -> Iterator[LiveServer]:
+    live = LiveServer(make_settings(db_url, tmp_path, slurm_scontrol=scontrol))
+    live.start()
+    token = create_token(db_url, "gpu-node-07.cluster.example")
+    assert post_batch(live.url, token, batch("gpu-node-07.cluster.example")).status_code == 200
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def echo_server(db_url: str, tmp_path: Path) -> Iterator[LiveServer]:
+    """A server whose "scontrol" is echo, with one node reporting."""
+    yield from _server(db_url, tmp_path, ECHO)
+
+
+def _move(server: LiveServer, to_state: str, **body: Any) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/api/v1/nodes/gpu-node-07.cluster.example/lifecycle",
+        json={"to_state": to_state, "reason": "Xid 79 on GPU 3", **body},
+        timeout=10,
+    )
+
+
+def _lifecycle(server: LiveServer) -> dict[str, Any]:
+    response = httpx.get(
+        f"{server.url}/api/v1/nodes/gpu-node-07.cluster.example/lifecycle", timeout=10
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_a_node_that_never_left_service_is_in_service(echo_server: LiveServer) -> None:
+    body = _lifecycle(echo_server)
+    assert body["state"] == "in_service"
+    assert body["since"] is None and body["transitions"] == [] and body["actions"] == []
+    assert body["managed"] == ["slurm"]
+
+
+def test_quarantine_logs_the_exact_drain_and_the_worker_runs_it(
+    echo_server: LiveServer, db_url: str
+) -> None:
+    made = _move(echo_server, "quarantined", actor="alice", cause="incident", cause_ref="42")
+    assert made.status_code == 200, made.text
+    transition = made.json()["transition"]
+    assert (transition["from_state"], transition["to_state"]) == ("in_service", "quarantined")
+    assert (transition["actor"], transition["cause"], transition["cause_ref"]) == (
+        "alice",
+        "incident",
+        "42",
+    )
+    (action,) = made.json()["actions"]
+    assert action["status"] == "pending" and action["attempts"] == 0
+    assert (action["system"], action["verb"], action["target"]) == ("slurm", "drain", "gpu-node-07")
+    assert action["command"] == [
+        ECHO,
+        "update",
+        "NodeName=gpu-node-07",
+        "State=DRAIN",
+        "Reason=fleetwatch: Xid 79 on GPU 3",
+    ]
+    with session_factory(db_url) as factory:
+        report = ActionWorker(factory).run_once()
+    assert (report.succeeded, report.retried, report.failed) == (1, 0, 0)
+    body = _lifecycle(echo_server)
+    assert body["state"] == "quarantined" and body["reason"] == "Xid 79 on GPU 3"
+    (done,) = body["actions"]
+    assert done["status"] == "succeeded" and done["returncode"] == 0 and done["attempts"] == 1
+    assert (
+        done["output"]
+        == "update NodeName=gpu-node-07 State=DRAIN Reason=fleetwatch: Xid 79 on GPU 3"
+    )
+    assert done["finished_at"] is not None and done["next_attempt_at"] is None
+
+
+def test_the_lifecycle_path_and_its_history(echo_server: LiveServer) -> None:
+    for state in ("quarantined", "remediating", "validating", "in_service"):
+        assert _move(echo_server, state).status_code == 200, state
+    body = _lifecycle(echo_server)
+    assert body["state"] == "in_service" and body["since"] is not None
+    path = [(t["from_state"], t["to_state"]) for t in reversed(body["transitions"])]
+    assert path == [
+        ("in_service", "quarantined"),
+        ("quarantined", "remediating"),
+        ("remediating", "validating"),
+        ("validating", "in_service"),
+    ]
+    # Only leaving and entering service touch the scheduler.
+    verbs = [(a["verb"], a["command"][-1]) for a in reversed(body["actions"])]
+    assert verbs == [("drain", "Reason=fleetwatch: Xid 79 on GPU 3"), ("resume", "State=RESUME")]
+
+
+@pytest.mark.parametrize(
+    ("path", "to_state", "detail"),
+    [
+        ((), "in_service", "in service already"),
+        ((), "remediating", "it can go to quarantined, not remediating"),
+        (
+            ("quarantined", "rma"),
+            "in_service",
+            "it can go to quarantined, validating, not in_service",
+        ),
+    ],
+)
+def test_a_transition_off_the_lifecycle_is_refused_and_changes_nothing(
+    echo_server: LiveServer, path: tuple[str, ...], to_state: str, detail: str
+) -> None:
+    for state in path:
+        assert _move(echo_server, state).status_code == 200
+    before = _lifecycle(echo_server)
+    refused = _move(echo_server, to_state)
+    assert refused.status_code == 409
+    assert detail in refused.json()["detail"]
+    assert _lifecycle(echo_server) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"to_state": "drained"}, "to_state"),
+        ({"reason": "   "}, "reason"),
+        ({"reason": "x" * 1025}, "reason"),
+        ({"reason": "bad\u0007bell"}, "reason"),
+        ({"actor": ""}, "actor"),
+        ({"actor": "a\nb"}, "actor"),
+        ({"cause": "cosmic-ray"}, "cause"),
+        ({"cause_ref": "r" * 65}, "cause_ref"),
+        ({"dry_run": "perhaps"}, "dry_run"),
+        ({"unknown": 1}, "unknown"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_field(
+    echo_server: LiveServer, body: dict[str, Any], field: str
+) -> None:
+    sent = {"to_state": "quarantined", "reason": "Xid 79", **body}
+    response = httpx.post(
+        f"{echo_server.url}/api/v1/nodes/gpu-node-07.cluster.example/lifecycle",
+        json=sent,
+        timeout=10,
+    )
+    assert response.status_code == 422, response.text
+    assert any(err["loc"][-1] == field for err in response.json()["detail"]), response.text
+    assert _lifecycle(echo_server)["state"] == "in_service"
+
+
+def test_an_unknown_or_retired_node_is_refused(echo_server: LiveServer) -> None:
+    unknown = httpx.post(
+        f"{echo_server.url}/api/v1/nodes/nobody/lifecycle",
+        json={"to_state": "quarantined", "reason": "x"},
+        timeout=10,
+    )
+    assert unknown.status_code == 404
+    assert httpx.get(f"{echo_server.url}/api/v1/nodes/nobody/lifecycle").status_code == 404
+    retired = httpx.post(
+        f"{echo_server.url}/api/v1/nodes/gpu-node-07.cluster.example/retire",
+        json={"reason": "replaced"},
+        timeout=10,
+    )
+    assert retired.status_code == 200
+    refused = _move(echo_server, "quarantined")
+    assert refused.status_code == 409 and "retired" in refused.json()["detail"]
+
+
+def test_a_dry_run_logs_the_command_and_never_runs_it(echo_server: LiveServer, db_url: str) -> None:
+    made = _move(echo_server, "quarantined", dry_run=True)
+    (action,) = made.json()["actions"]
+    assert action["status"] == "dry_run" and action["command"][0] == ECHO
+    with session_factory(db_url) as factory:
+        report = ActionWorker(factory).run_once()
+    assert (report.succeeded, report.retried, report.failed) == (0, 0, 0)
+    (kept,) = _lifecycle(echo_server)["actions"]
+    assert kept["status"] == "dry_run" and kept["attempts"] == 0 and kept["returncode"] is None
+
+
+def test_the_slurm_node_label_names_the_slurm_node(db_url: str, tmp_path: Path) -> None:
+    live = LiveServer(make_settings(db_url, tmp_path, slurm_scontrol=ECHO))
+    live.start()
+    try:
+        token = create_token(db_url, "n1")
+        payload = batch("n1")
+        payload["node"]["labels"] = {"slurm_node": "dgx-a100-001"}
+        assert post_batch(live.url, token, payload).status_code == 200
+        made = httpx.post(
+            f"{live.url}/api/v1/nodes/n1/lifecycle",
+            json={"to_state": "quarantined", "reason": "fan"},
+            timeout=10,
+        )
+        assert made.json()["actions"][0]["command"][2] == "NodeName=dgx-a100-001"
+    finally:
+        live.stop()
+
+
+def test_without_a_managed_scheduler_a_transition_logs_no_action(
+    db_url: str, tmp_path: Path
+) -> None:
+    for live in _server(db_url, tmp_path, None):
+        made = _move(live, "quarantined")
+        assert made.status_code == 200 and made.json()["actions"] == []
+        assert _lifecycle(live)["managed"] == []
+
+
+def test_a_failing_command_is_retried_then_marked_failed_never_lost(
+    db_url: str, tmp_path: Path
+) -> None:
+    for live in _server(db_url, tmp_path, FALSE):
+        assert _move(live, "quarantined").status_code == 200
+        with session_factory(db_url) as factory:
+            worker = ActionWorker(factory)
+            for attempt in range(1, MAX_ATTEMPTS + 1):
+                report = worker.run_once()
+                assert worker.run_once().retried == 0  # not due again before its backoff
+                (action,) = _lifecycle(live)["actions"]
+                assert action["attempts"] == attempt and action["returncode"] == 1
+                if attempt < MAX_ATTEMPTS:
+                    assert report.retried == 1 and action["status"] == "pending"
+                    assert action["next_attempt_at"] > action["requested_at"]
+                    with session_scope(factory) as session:
+                        session.execute(update(NodeAction).values(next_attempt_at=utcnow()))
+                else:
+                    assert report.failed == 1 and action["status"] == "failed"
+                    assert action["next_attempt_at"] is None
+        assert _lifecycle(live)["state"] == "quarantined"
+
+
+def test_a_missing_command_is_reported_as_such(db_url: str, tmp_path: Path) -> None:
+    for live in _server(db_url, tmp_path, str(tmp_path / "no-scontrol")):
+        assert _move(live, "quarantined").status_code == 200
+        with session_factory(db_url) as factory:
+            assert ActionWorker(factory).run_once().retried == 1
+        (action,) = _lifecycle(live)["actions"]
+        assert action["returncode"] is None and action["output"].endswith("no-scontrol: not found")
+
+
+def test_a_nodes_actions_run_in_order(echo_server: LiveServer, db_url: str) -> None:
+    """A resume asked while the drain waits for its retry waits behind it."""
+    assert _move(echo_server, "quarantined").status_code == 200
+    with session_factory(db_url) as factory:
+        with session_scope(factory) as session:  # the drain is waiting for a retry
+            session.execute(
+                update(NodeAction).values(attempts=1, next_attempt_at=utcnow().replace(year=2100))
+            )
+        assert _move(echo_server, "in_service").status_code == 200
+        assert ActionWorker(factory).run_once().succeeded == 0
+        statuses = [a["status"] for a in _lifecycle(echo_server)["actions"]]
+        assert statuses == ["pending", "pending"]
