@@ -1,0 +1,129 @@
+"""Quarantine and return to service against a real Slurm (Debian's slurmctld, slurmd and
+munge, started by :mod:`tests.slurm_cluster`), through a real server with its jobs on Postgres
+and SQLite: the quarantine drains the node in Slurm with the reason, a running job keeps
+running and a new one waits, the resume returns the node and the waiting job starts; the action
+log holds the exact commands and their outcomes."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.remediation.slurm import SlurmNode, parse_show_node
+from tests.app.helpers import post_batch
+from tests.conftest import make_settings
+from tests.factories import batch, create_token
+from tests.live_server import LiveServer
+from tests.slurm_cluster import SlurmCluster, slurm_cluster
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlurmCluster]:
+    """A one-node Slurm cluster; the server's commands reach it through SLURM_CONF."""
+    with slurm_cluster(tmp_path / "slurm") as running:
+        monkeypatch.setenv("SLURM_CONF", str(running.conf))
+        yield running
+
+
+def _until(check: Callable[[], Any], what: str, timeout_s: float = 30) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _node(cluster: SlurmCluster) -> SlurmNode:
+    return parse_show_node(cluster.run("scontrol", "show", "node", "-o", cluster.node))
+
+
+def _job_state(cluster: SlurmCluster, job_id: str) -> str:
+    return cluster.run("squeue", "-h", "-j", job_id, "-o", "%T").strip()
+
+
+def test_quarantine_drains_the_slurm_node_and_resume_returns_it(
+    cluster: SlurmCluster, db_url: str, tmp_path: Path
+) -> None:
+    scontrol = shutil.which("scontrol")
+    assert scontrol is not None
+    live = LiveServer(
+        make_settings(db_url, tmp_path, slurm_scontrol=scontrol, action_worker_interval_s=30),
+        run_jobs=True,
+    )
+    live.start()
+    try:
+        token = create_token(db_url, cluster.node)
+        assert post_batch(live.url, token, batch(cluster.node)).status_code == 200
+        running = cluster.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 300")
+        running = running.strip()
+        _until(lambda: _job_state(cluster, running) == "RUNNING", "the first job to run")
+
+        lifecycle = f"{live.url}/api/v1/nodes/{cluster.node}/lifecycle"
+        made = httpx.post(
+            lifecycle,
+            json={"to_state": "quarantined", "reason": "Xid 79 on GPU 3", "actor": "oncall"},
+            timeout=10,
+        )
+        assert made.status_code == 200, made.text
+        # Run by the worker the commit woke (its timer is 30 s away).
+        done = _until(
+            lambda: [a for a in httpx.get(lifecycle).json()["actions"] if a["status"] != "pending"],
+            "the drain to run",
+            timeout_s=20,
+        )
+        assert done[0]["status"] == "succeeded", done
+        assert done[0]["command"] == [
+            scontrol,
+            "update",
+            f"NodeName={cluster.node}",
+            "State=DRAIN",
+            "Reason=fleetwatch: Xid 79 on GPU 3",
+        ]
+        node = _node(cluster)
+        assert node.drained, node
+        assert node.reason == "fleetwatch: Xid 79 on GPU 3"
+        assert _job_state(cluster, running) == "RUNNING"  # a drain lets running jobs finish
+        waiting = cluster.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 1")
+        waiting = waiting.strip()
+        time.sleep(2)
+        assert _job_state(cluster, waiting) == "PENDING"
+
+        cluster.run("scancel", running)
+        back = httpx.post(
+            lifecycle, json={"to_state": "in_service", "reason": "GPU reseated"}, timeout=10
+        )
+        assert back.status_code == 200, back.text
+        _until(lambda: not _node(cluster).drained, "the node to leave DRAIN", timeout_s=20)
+        _until(
+            lambda: _job_state(cluster, waiting) in ("RUNNING", "COMPLETING", ""),
+            "the waiting job to start",
+        )
+        body = httpx.get(lifecycle).json()
+        assert body["state"] == "in_service"
+        log = [(a["verb"], a["status"], a["returncode"]) for a in reversed(body["actions"])]
+        assert log == [("drain", "succeeded", 0), ("resume", "succeeded", 0)]
+    finally:
+        live.stop()
+
+
+def test_scontrol_show_node_is_read_as_slurm_prints_it(cluster: SlurmCluster) -> None:
+    idle = _node(cluster)
+    assert (idle.name, idle.state, idle.reason, idle.drained) == (cluster.node, "IDLE", None, False)
+    cluster.run(
+        "scontrol",
+        "update",
+        f"NodeName={cluster.node}",
+        "State=DRAIN",
+        "Reason=fleetwatch: NVLink 3 down; see runbook=gpu-nvlink-down",
+    )
+    drained = _node(cluster)
+    assert drained.drained and "DRAIN" in drained.state
+    assert drained.reason == "fleetwatch: NVLink 3 down; see runbook=gpu-nvlink-down"

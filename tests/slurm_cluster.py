@@ -1,0 +1,191 @@
+"""A real one-node Slurm cluster for the tests: Debian's ``munged``, ``slurmctld`` and
+``slurmd`` (installed by ``.ci/run``), on free loopback ports, with a minimal ``slurm.conf``
+in a temporary directory. Skipped where Slurm is not installed or the tests are not root,
+except under ``CI=true`` where that is a failure.
+
+The node is named ``SLURM_NODE`` (``slurmd -N``), so a Fleetwatch node of that hostname maps
+to it. Commands reach the cluster through ``SLURM_CONF`` (:attr:`SlurmCluster.env`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.live_server import free_port
+
+SLURM_NODE = "fw-gpu-01"
+DAEMONS = ("munged", "slurmctld", "slurmd")
+SBIN = Path("/usr/sbin")
+MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    """A running cluster: its config, the environment that reaches it, its one node."""
+
+    conf: Path
+    node: str
+    log_dir: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        """This process's environment with ``SLURM_CONF`` pointing at the cluster."""
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def run(self, *argv: str) -> str:
+        """Run a Slurm client command against the cluster; its stdout (raises on failure)."""
+        done = subprocess.run(
+            argv, env=self.env, capture_output=True, text=True, timeout=30, check=False
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr}")
+        return done.stdout
+
+    def logs(self) -> str:
+        """The daemons' logs, for a failure message."""
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in sorted(self.log_dir.glob("*.log"))
+        )
+
+
+def _unavailable() -> str | None:
+    missing = [d for d in DAEMONS if not (SBIN / d).exists()]
+    if missing or shutil.which("scontrol") is None:
+        return (
+            f"Slurm is not installed ({', '.join(missing) or 'scontrol'} missing): "
+            "apt-get install slurmctld slurmd slurm-client munge, as .ci/run does"
+        )
+    if os.geteuid() != 0:
+        return "the Slurm daemons of this test run as root"
+    if not Path("/etc/munge/munge.key").exists():
+        return "no munge key at /etc/munge/munge.key (the munge package creates it)"
+    return None
+
+
+def _skip_or_fail(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _start_munged() -> None:
+    if MUNGE_SOCKET.exists():
+        probe = subprocess.run(["munge", "-n"], capture_output=True, timeout=10, check=False)
+        if probe.returncode == 0:
+            return
+    MUNGE_SOCKET.parent.mkdir(parents=True, exist_ok=True)
+    # As root (the tests' user), with --force: munged otherwise refuses to run as root or with
+    # a log directory it finds "insecure". It stays up after the tests, as a system daemon.
+    subprocess.run(
+        [str(SBIN / "munged"), "--force"],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    for _ in range(50):
+        if subprocess.run(["munge", "-n"], capture_output=True, check=False).returncode == 0:
+            return
+        time.sleep(0.1)
+    _skip_or_fail("munged did not start (munge -n fails)")
+
+
+def _config(root: Path, ctld_port: int, slurmd_port: int) -> str:
+    return "\n".join(
+        [
+            "ClusterName=fleetwatch-test",
+            "SlurmctldHost=localhost(127.0.0.1)",
+            f"SlurmctldPort={ctld_port}",
+            f"SlurmdPort={slurmd_port}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            f"StateSaveLocation={root / 'state'}",
+            f"SlurmdSpoolDir={root / 'spool'}",
+            f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+            f"SlurmdPidFile={root / 'slurmd.pid'}",
+            f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
+            f"SlurmdLogFile={root / 'log' / 'slurmd.log'}",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "SchedulerType=sched/backfill",
+            f"NodeName={SLURM_NODE} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN",
+            "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+            "",
+        ]
+    )
+
+
+@contextmanager
+def slurm_cluster(root: Path) -> Iterator[SlurmCluster]:
+    """Start the cluster under ``root`` and wait until its node is idle (≤ 30 s); stop the
+    daemons at the end."""
+    reason = _unavailable()
+    if reason is not None:
+        _skip_or_fail(reason)
+    _start_munged()
+    for sub in ("state", "spool", "log"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    conf = root / "slurm.conf"
+    conf.write_text(_config(root, free_port(), free_port()))
+    cluster = SlurmCluster(conf=conf, node=SLURM_NODE, log_dir=root / "log")
+    daemons = [
+        subprocess.Popen(
+            [str(SBIN / "slurmctld"), "-D", "-i", "-f", str(conf)],
+            env=cluster.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    try:
+        time.sleep(0.5)
+        daemons.append(
+            subprocess.Popen(
+                [str(SBIN / "slurmd"), "-D", "-N", SLURM_NODE, "-f", str(conf)],
+                env=cluster.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        deadline = time.monotonic() + 30
+        state = ""
+        while time.monotonic() < deadline:
+            done = subprocess.run(
+                ["sinfo", "-h", "-n", SLURM_NODE, "-o", "%T"],
+                env=cluster.env,
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+            state = done.stdout.strip()
+            if state == "idle":
+                break
+            time.sleep(0.3)
+        else:
+            _skip_or_fail(f"the Slurm node did not become idle (last: {state!r})\n{cluster.logs()}")
+        yield cluster
+    finally:
+        for daemon in reversed(daemons):
+            daemon.terminate()
+        for daemon in daemons:
+            try:
+                daemon.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait(timeout=5)
