@@ -41,6 +41,7 @@ from app.incidents import pages as incident_pages
 from app.incidents import router as incidents_router
 from app.ingest import router as ingest_router
 from app.job_lock import once_per_database
+from app.lifecycle import pages as lifecycle_pages
 from app.lifecycle import router as lifecycle_router
 from app.migrate import is_up_to_date
 from app.nics import router as nic_router
@@ -276,6 +277,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(alerts_router.router)
     app.include_router(incidents_router.router)
     app.include_router(lifecycle_router.router)
+    app.include_router(lifecycle_pages.router)
     app.include_router(incident_pages.router)
     app.include_router(notify_router.router)
     app.include_router(notify_pages.router)

@@ -23,12 +23,14 @@ from app.fleet.charts import PRESETS
 from app.health import service as health_service
 from app.health.rules import rules_from_settings
 from app.incidents import service as incidents_service
+from app.lifecycle import pages as lifecycle_pages
 from app.nics import service as nic_service
 from app.nvlinks import service as nvlink_service
 from app.overview.context import overview_context
 from app.overview.filters import OverviewFilters
 from app.overview.table import fleet_counts as fleet_counts  # re-exported
 from app.overview.table import health_rank as health_rank  # re-exported
+from app.remediation.service import Backends
 from app.storage import service as storage_service
 from app.topology import service as topology_service
 from app.topology.matrix import LEGEND, build_matrix
@@ -291,7 +293,10 @@ def node_page(
         start=start,
         end=end,
     )
-    return render(request, "fleet/node.html", {**context, **chart})
+    panel = lifecycle_pages.panel_context(
+        session, context["view"].node, Backends.of(request.app.state.settings)
+    )
+    return render(request, "fleet/node.html", {**context, **chart, **panel})
 
 
 @router.get("/nodes/{hostname}/_live", response_class=HTMLResponse)

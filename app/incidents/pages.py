@@ -11,6 +11,8 @@ from fastapi.responses import HTMLResponse
 
 from app.db import SessionDep, utcnow
 from app.incidents import offenders, service, views
+from app.lifecycle import pages as lifecycle_pages
+from app.remediation.service import Backends
 from app.web import render
 
 router = APIRouter(include_in_schema=False)
@@ -59,4 +61,16 @@ def incident_page(request: Request, session: SessionDep, incident_id: int) -> HT
         quiet_s=request.app.state.settings.incident_quiet_s,
         now=utcnow(),
     )
-    return render(request, "incidents/page.html", {"nav": "incidents", "i": detail})
+    rec = lifecycle_pages.incident_recommendation(
+        session,
+        hostname=detail.hostname,
+        incident_id=detail.id,
+        xids=detail.xids,
+        gpus=detail.gpu_indexes,
+        action_code=detail.action_code,
+        action_text=detail.action_text,
+        test=detail.test,
+    )
+    managed = Backends.of(request.app.state.settings).names
+    context = {"nav": "incidents", "i": detail, "rec": rec, "managed": managed}
+    return render(request, "incidents/page.html", context)
