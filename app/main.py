@@ -50,6 +50,7 @@ from app.notify import router as notify_router
 from app.notify import ui_pages as notify_ui_pages
 from app.notify.jobs import NotifyJobs
 from app.nvlinks import router as nvlink_router
+from app.remediation.service import Backends
 from app.remediation.worker import ActionWorker
 from app.retention.jobs import prune_job
 from app.runbooks import router as runbooks_router
@@ -66,6 +67,7 @@ from app.topology.drift_state import drift_job
 from app.tz_check import PageTzCheckMiddleware
 from app.url_check import NulInUrlMiddleware
 from app.web import render_error_page
+from app.workloads import capture as workload_capture
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +227,17 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 coalesce=True,
                 max_instances=1,
             )
+            backends = Backends.of(settings)
+            if backends.scontrol is not None:
+                scheduler.add_job(
+                    once_per_database(engine, "workload-capture", workload_capture.job),
+                    "interval",
+                    seconds=settings.action_worker_interval_s,
+                    args=[app.state.session_factory, backends],
+                    id="workload-capture",
+                    coalesce=True,
+                    max_instances=1,
+                )
             if wake_ups and engine.dialect.name == "postgresql":
                 app.state.pg_listener = wakeups.PgListener(wakeups.libpq_url(engine), wake_ups)
                 app.state.pg_listener.start()

@@ -19,6 +19,7 @@ from app.notify.models import NotifyChannel, NotifyDelivery, NotifyDestination, 
 from app.remediation.models import NodeAction
 from app.series import models as series_models  # every sample table
 from app.topology.models import TopologyChange, TopologyDriftState, TopologySnapshot
+from app.workloads.models import IncidentJob, WorkloadCapture
 
 __all__ = [
     "AlertAck",
@@ -29,6 +30,7 @@ __all__ = [
     "Gpu",
     "Incident",
     "IncidentEvent",
+    "IncidentJob",
     "IngestBatch",
     "LifecycleTransition",
     "Node",
@@ -45,5 +47,6 @@ __all__ = [
     "TopologyChange",
     "TopologyDriftState",
     "TopologySnapshot",
+    "WorkloadCapture",
     "series_models",
 ]

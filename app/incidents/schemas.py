@@ -59,10 +59,32 @@ class IncidentTopologyOut(BaseModel):
     partial: bool = Field(description="a GPU could not be read when it was taken")
 
 
+class IncidentJobOut(BaseModel):
+    """A scheduler job that ran on the incident's node during it (app.workloads)."""
+
+    system: str = Field(description="slurm")
+    job_id: str
+    user: str
+    name: str
+    partition: str
+    state: str = Field(description="as the scheduler said when captured: RUNNING, FAILED …")
+    started_at: datetime | None
+    ended_at: datetime | None
+    gpu_indexes: list[int] | None = Field(
+        description="the node's GPUs allocated to it; null: none by index (the whole node)"
+    )
+    hit: bool = Field(description="it held an affected GPU, or the whole node")
+
+
 class IncidentDetailOut(IncidentOut):
-    """An incident with its events, the alerts it caused and the topology changes of its node
-    within its span."""
+    """An incident with its events, the alerts it caused, the topology changes of its node
+    within its span and the jobs that ran on the node during it."""
 
     events: list[IncidentEventOut]
     alerts: list[IncidentAlertOut]
     topology_changes: list[IncidentTopologyOut] = Field(default_factory=list)
+    jobs: list[IncidentJobOut] = Field(default_factory=list)
+    jobs_captured_at: datetime | None = Field(
+        default=None, description="when the scheduler was asked; null: not (yet)"
+    )
+    jobs_error: str | None = Field(default=None, description="why the jobs could not be read")

@@ -12,10 +12,12 @@ from app.incidents.schemas import (
     IncidentAlertOut,
     IncidentDetailOut,
     IncidentEventOut,
+    IncidentJobOut,
     IncidentOut,
     IncidentTopologyOut,
 )
 from app.topology import service as topology_service
+from app.workloads import service as workloads
 
 #: Alerts that turn active this long after an incident's last event still count as its own
 #: (an alert's ``for`` and the evaluation interval lag the event).
@@ -68,8 +70,28 @@ def incident_detail(
         since=row.incident.opened_at - timedelta(seconds=quiet_s),
         until=row.closes_at,
     )
+    captured = workloads.jobs_of_incident(
+        session, incident_id=row.incident.id, gpu_indexes=list(row.incident.gpu_indexes)
+    )
     return IncidentDetailOut(
         **incident_out(row).model_dump(),
+        jobs=[
+            IncidentJobOut(
+                system=h.job.system,
+                job_id=h.job.job_id,
+                user=h.job.user,
+                name=h.job.name,
+                partition=h.job.partition,
+                state=h.job.state,
+                started_at=h.job.started_at,
+                ended_at=h.job.ended_at,
+                gpu_indexes=h.job.gpu_indexes,
+                hit=h.hit,
+            )
+            for h in captured.jobs
+        ],
+        jobs_captured_at=captured.capture.captured_at if captured.capture else None,
+        jobs_error=captured.capture.error if captured.capture else None,
         topology_changes=[
             IncidentTopologyOut(
                 collected_at=c.collected_at, gpus=c.gpus, links=c.links, partial=c.partial

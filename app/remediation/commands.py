@@ -9,10 +9,12 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Outcome:
     """What a command did: its exit status (``None``: it could not start or ran past its
-    timeout) and its output (stdout then stderr, trimmed)."""
+    timeout), its output for the log (stdout then stderr, trimmed, at most
+    :data:`MAX_OUTPUT` characters) and its whole stdout, for a caller that parses it."""
 
     returncode: int | None
     output: str
+    stdout: str = ""
 
     @property
     def ok(self) -> bool:
@@ -41,4 +43,4 @@ def run(argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None)
     except subprocess.TimeoutExpired:
         return Outcome(None, f"{argv[0]}: no answer within {timeout_s:g} s")
     output = "\n".join(part.strip() for part in (done.stdout, done.stderr) if part.strip())
-    return Outcome(done.returncode, output[:MAX_OUTPUT])
+    return Outcome(done.returncode, output[:MAX_OUTPUT], done.stdout)

@@ -1,7 +1,11 @@
-"""What Fleetwatch writes to and reads from ``scontrol``: the drain reason (one line, prefixed,
-bounded) and ``scontrol show node -o`` lines of the states and reasons Slurm prints."""
+"""What Fleetwatch writes to and reads from Slurm: the drain reason (one line, prefixed,
+bounded), ``scontrol show node -o`` lines of the states and reasons Slurm prints, ``squeue``
+lines and the GPU indexes of ``scontrol show job -d``."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,6 +16,8 @@ from app.remediation.slurm import (
     resume_command,
     slurm_reason,
 )
+from app.workloads.capture import overlaps
+from app.workloads.slurm_jobs import SlurmJob, parse_gpu_indexes, parse_squeue
 
 # Slurm 22.05's line (Debian 12), shortened in the middle.
 LINE = (
@@ -78,3 +84,78 @@ def test_the_drain_reason_is_one_prefixed_bounded_line() -> None:
         "Reason=fleetwatch: fan failed",
     ]
     assert resume_command("scontrol", "n1") == ["scontrol", "update", "NodeName=n1", "State=RESUME"]
+
+
+SEP = "\x1f"
+
+
+def test_squeue_lines_become_jobs_and_odd_lines_are_skipped() -> None:
+    text = "\n".join(
+        [
+            SEP.join(
+                [
+                    "41",
+                    "alice",
+                    "llm | pretrain",
+                    "gpu",
+                    "RUNNING",
+                    "2026-12-05T00:38:35",
+                    "NONE",
+                    "dgx-07",
+                ]
+            ),
+            SEP.join(
+                [
+                    "42_3",
+                    "bob",
+                    "array",
+                    "gpu",
+                    "FAILED",
+                    "2026-12-05T00:30:00",
+                    "2026-12-05T00:39:01",
+                    "dgx-07",
+                ]
+            ),
+            "slurm_load_jobs error: Socket timed out",
+            SEP.join(["43", "carol", "later", "gpu", "PENDING", "N/A", "N/A", ""]),
+            SEP * 7,
+        ]
+    )
+    jobs = parse_squeue(text)
+    assert [(j.job_id, j.name, j.state) for j in jobs] == [
+        ("41", "llm | pretrain", "RUNNING"),
+        ("42_3", "array", "FAILED"),
+        ("43", "later", "PENDING"),
+    ]
+    assert jobs[0].started_at == datetime(2026, 12, 5, 0, 38, 35, tzinfo=UTC)
+    assert jobs[0].ended_at is None and jobs[2].started_at is None
+    assert jobs[1].ended_at == datetime(2026, 12, 5, 0, 39, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("detail", "gpus"),
+    [
+        (
+            "JobId=41 Nodes=dgx-07 CPU_IDs=0-63 Mem=0 GRES=gpu:h100:4(IDX:0-3) MinCPUsNode=1",
+            (0, 1, 2, 3),
+        ),
+        ("JobId=41 Nodes=dgx-07 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:1,5) MinCPUsNode=1", (1, 5)),
+        ("JobId=41 Nodes=dgx-07 CPU_IDs=0 Mem=0 GRES=gpu:a100:3(IDX:0,2-3),nic:1 X=1", (0, 2, 3)),
+        ("JobId=41 Nodes=dgx-07 CPU_IDs=0 Mem=0 GRES= MinCPUsNode=1", None),
+        ("JobId=41 Nodes=dgx-08 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:7) MinCPUsNode=1", None),
+        ("garbage", None),
+    ],
+)
+def test_the_gpus_slurm_allocated_on_the_node(detail: str, gpus: tuple[int, ...] | None) -> None:
+    assert parse_gpu_indexes(detail, "dgx-07") == gpus
+
+
+def test_a_job_overlaps_an_incident_when_it_ran_during_it() -> None:
+    t0 = datetime(2026, 12, 5, 0, 0, tzinfo=UTC)
+    job = SlurmJob("1", "u", "n", "p", "RUNNING", t0, None)
+    start, end = t0 + timedelta(minutes=5), t0 + timedelta(minutes=6)
+    assert overlaps(job, start, end)
+    assert overlaps(replace(job, ended_at=start), start, end)
+    assert not overlaps(replace(job, ended_at=start - timedelta(seconds=1)), start, end)
+    assert not overlaps(replace(job, started_at=end + timedelta(seconds=1)), start, end)
+    assert not overlaps(replace(job, started_at=None), start, end)

@@ -6,9 +6,12 @@ log holds the exact commands and their outcomes."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ import pytest
 from app.remediation.slurm import SlurmNode, parse_show_node
 from tests.app.helpers import post_batch
 from tests.conftest import make_settings
-from tests.factories import batch, create_token
+from tests.factories import batch, create_token, xid_batch
 from tests.live_server import LiveServer
 from tests.slurm_cluster import SlurmCluster, slurm_cluster
 
@@ -127,3 +130,77 @@ def test_scontrol_show_node_is_read_as_slurm_prints_it(cluster: SlurmCluster) ->
     drained = _node(cluster)
     assert drained.drained and "DRAIN" in drained.state
     assert drained.reason == "fleetwatch: NVLink 3 down; see runbook=gpu-nvlink-down"
+
+
+def test_a_fault_under_a_running_job_is_one_click_from_a_drain(
+    cluster: SlurmCluster, db_url: str, tmp_path: Path
+) -> None:
+    """Issue 17's loop: an Xid 79 on a node running a real Slurm job opens an incident that
+    lists the job as hit and recommends quarantine; one click drains the node with the
+    incident's reason; the resume returns it."""
+    scontrol = shutil.which("scontrol")
+    assert scontrol is not None
+    live = LiveServer(
+        make_settings(db_url, tmp_path, slurm_scontrol=scontrol, action_worker_interval_s=1),
+        run_jobs=True,
+    )
+    live.start()
+    try:
+        token = create_token(db_url, cluster.node)
+        assert post_batch(live.url, token, batch(cluster.node)).status_code == 200
+        job = cluster.run(
+            "sbatch", "--parsable", "-J", "llm-pretrain", "-o", "/dev/null", "--wrap", "sleep 300"
+        ).strip()
+        _until(lambda: _job_state(cluster, job) == "RUNNING", "the job to run")
+
+        fault = xid_batch(cluster.node, datetime.now(UTC), xid=79)
+        assert post_batch(live.url, token, fault).status_code == 200
+        (incident,) = httpx.get(f"{live.url}/api/v1/incidents").json()
+        detail_url = f"{live.url}/api/v1/incidents/{incident['id']}"
+        detail = _until(
+            lambda: (d := httpx.get(detail_url).json())["jobs_captured_at"] and d,
+            "the incident's jobs to be captured",
+        )
+        assert detail["jobs_error"] is None
+        (hit,) = detail["jobs"]
+        assert (hit["job_id"], hit["name"], hit["user"], hit["state"], hit["hit"]) == (
+            job,
+            "llm-pretrain",
+            "root",
+            "RUNNING",
+            True,
+        )
+        assert hit["gpu_indexes"] is None  # this cluster allocates no GPU by index
+
+        page = httpx.get(f"{live.url}/incidents/{incident['id']}").text
+        assert f'data-job="{job}"' in page
+        form = re.search(r'<form[^>]*class="lifecycle-accept".*?</form>', page, re.S)
+        assert form is not None, "the incident recommends quarantine"
+        fields = {
+            k: unescape(v)
+            for k, v in re.findall(r'name="([a-z_]+)"[^>]*value="([^"]*)"', form.group(0))
+        }
+        clicked = httpx.post(f"{live.url}/nodes/{cluster.node}/lifecycle", data=fields)
+        assert clicked.status_code == 303
+        reason = fields["reason"]
+        assert reason.startswith(f"incident #{incident['id']}: Xid 79 on GPU 0")
+        node = _until(lambda: (n := _node(cluster)).drained and n, "the drain")
+        assert node.reason == f"fleetwatch: {reason}"[:200]
+
+        lifecycle = f"{live.url}/api/v1/nodes/{cluster.node}/lifecycle"
+        assert httpx.post(
+            lifecycle, json={"to_state": "in_service", "reason": "GPU 0 reset, DCGM diag passed"}
+        ).is_success
+        _until(lambda: not _node(cluster).drained, "the resume")
+        body = httpx.get(lifecycle).json()
+        assert [(t["from_state"], t["to_state"], t["cause"]) for t in body["transitions"]] == [
+            ("quarantined", "in_service", "person"),
+            ("in_service", "quarantined", "incident"),
+        ]
+        assert [(a["verb"], a["status"]) for a in body["actions"]] == [
+            ("resume", "succeeded"),
+            ("drain", "succeeded"),
+        ]
+    finally:
+        live.stop()
+        cluster.run("scancel", "--user", "root")
