@@ -124,6 +124,27 @@ class Settings(BaseSettings):
     action_worker_interval_s: float = Field(
         default=5.0, ge=0.1, le=3600, description="how often pending actions are retried"
     )
+    automation_breaker_max_nodes: int = Field(
+        default=5,
+        ge=1,
+        le=100_000,
+        description="automatic quarantines within the breaker window past which the circuit "
+        "breaker stops automation",
+    )
+    automation_breaker_max_pct: float = Field(
+        default=10.0,
+        gt=0,
+        le=100,
+        description="share of a node group automatically quarantined within the window past "
+        "which the breaker trips, percent",
+    )
+    automation_breaker_window_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
+    automation_breaker_group_label: str = Field(
+        default="cluster",
+        min_length=1,
+        max_length=128,
+        description="the node label whose value makes a node group for the breaker",
+    )
     incident_quiet_s: float = Field(
         default=180.0,
         ge=1,

@@ -50,6 +50,7 @@ from app.notify import router as notify_router
 from app.notify import ui_pages as notify_ui_pages
 from app.notify.jobs import NotifyJobs
 from app.nvlinks import router as nvlink_router
+from app.remediation.automation import AutomationJob
 from app.remediation.service import Backends
 from app.remediation.worker import ActionWorker
 from app.retention.jobs import prune_job
@@ -224,6 +225,15 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 id="action-worker",
                 # At once: actions logged before a restart run on start.
                 next_run_time=datetime.now(UTC),
+                coalesce=True,
+                max_instances=1,
+            )
+            automation = AutomationJob(app.state.session_factory, settings)
+            scheduler.add_job(
+                once_per_database(engine, "automation", automation.job),
+                "interval",
+                seconds=settings.action_worker_interval_s,
+                id="automation",
                 coalesce=True,
                 max_instances=1,
             )

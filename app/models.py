@@ -16,7 +16,7 @@ from app.incidents.models import Incident, IncidentEvent
 from app.ingest.models import IngestBatch
 from app.lifecycle.models import LifecycleTransition, NodeLifecycle
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyDestination, NotifyRoute
-from app.remediation.models import NodeAction
+from app.remediation.models import AutomationDecision, CircuitBreaker, NodeAction
 from app.series import models as series_models  # every sample table
 from app.topology.models import TopologyChange, TopologyDriftState, TopologySnapshot
 from app.workloads.models import IncidentJob, WorkloadCapture
@@ -27,6 +27,8 @@ __all__ = [
     "AlertInstance",
     "AlertRule",
     "AlertSilence",
+    "AutomationDecision",
+    "CircuitBreaker",
     "Gpu",
     "Incident",
     "IncidentEvent",

@@ -89,6 +89,7 @@ TABLES = (
     "nfs_sample_fleet_1m",
     "nic_port_sample_fleet_1m",
     "sample_arrival",  # the ingest's feed to the alert evaluator: no foreign key either
+    "circuit_breaker",  # one row, no foreign key
     # the raw sample tables have no foreign key to node or gpu (revision 0019)
     "nvlink_sample",
     "disk_sample",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts.models import AlertAck, AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import matches
+from app.alerts.spec import RuleSpec
 from app.db import utcnow
 from app.errors import BadRequest, NotFound
 
@@ -197,3 +199,58 @@ def expire_silence(session: Session, *, silence_id: int) -> AlertSilence:
 def silence_matches(session: Session, *, matchers: list[dict[str, Any]]) -> list[int]:
     """Ids of the active instances ``matchers`` would mute (for a silence preview)."""
     return [i.id for i in _active(session) if matches(matchers, i.labels)]
+
+
+@dataclass(frozen=True)
+class ActionFiring:
+    """An alert of a rule with an ``action`` that turned firing (:class:`AlertEvent`)."""
+
+    event_id: int
+    instance_id: int
+    at: datetime
+    rule: str
+    action: str
+    mode: str
+    labels: dict[str, Any]
+    silenced: bool
+
+
+def action_firings(session: Session, *, since: datetime, handled: Any) -> list[ActionFiring]:
+    """The alerts that turned firing at or after ``since`` whose rule asks for an ``action``,
+    oldest first, leaving out the events whose id ``handled`` (a column of event ids, e.g.
+    the decisions') holds. Rules whose stored spec no longer validates are left out."""
+    actions: dict[int, tuple[str, str, str]] = {}
+    for rule in session.scalars(select(AlertRule).where(AlertRule.enabled.is_(True))):
+        if not (rule.spec or {}).get("action"):
+            continue
+        try:
+            spec = RuleSpec.model_validate(rule.spec)
+        except ValueError:
+            continue
+        if spec.action is not None:
+            actions[rule.id] = (rule.name, spec.action, spec.action_mode)
+    if not actions:
+        return []
+    rows = session.scalars(
+        select(AlertEvent)
+        .where(
+            AlertEvent.rule_id.in_(actions),
+            AlertEvent.to_state == "firing",
+            AlertEvent.at >= since,
+            AlertEvent.id.not_in(select(handled)),
+        )
+        .order_by(AlertEvent.id)
+    )
+    return [
+        ActionFiring(
+            event_id=e.id,
+            instance_id=e.instance_id,
+            at=e.at,
+            rule=actions[e.rule_id][0],
+            action=actions[e.rule_id][1],
+            mode=actions[e.rule_id][2],
+            labels=dict(e.labels or {}),
+            silenced=bool(e.silenced),
+        )
+        for e in rows
+    ]

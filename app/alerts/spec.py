@@ -302,6 +302,12 @@ class RuleSpec(_Strict):
     #: prefixes allowed); empty: every reason of the entity (a node's with its GPUs'), or a
     #: health rule's own ``codes``.
     action_codes: list[str] = Field(default_factory=list, max_length=64)
+    #: What Fleetwatch does to the node of an alert of this rule when it fires
+    #: (:mod:`app.remediation.automation`): ``quarantine`` it (Slurm drain …), per
+    #: ``action_mode``: ``recommend`` (a person accepts it in one click on the alert page),
+    #: ``automatic`` (within the circuit breaker's limits) or ``dry_run`` (recorded only).
+    action: Literal["quarantine"] | None = None
+    action_mode: Literal["recommend", "automatic", "dry_run"] = "recommend"
 
     @field_validator("action_codes")
     @classmethod

@@ -203,3 +203,40 @@ def run_actions(database_url: DatabaseOpt = None) -> None:
     typer.echo(f"{report.succeeded} succeeded, {report.retried} to retry, {report.failed} failed")
     if report.failed or report.retried:
         raise typer.Exit(1)
+
+
+@lifecycle_cli.command("breaker")
+def breaker(database_url: DatabaseOpt = None) -> None:
+    """The automatic-quarantine circuit breaker and the newest automation decisions."""
+    from app.cli import _session, _settings
+    from app.remediation import automation
+
+    limits = automation.Limits.of(_settings(database_url=database_url))
+    with _session(database_url) as session:
+        gate = automation.breaker_state(session)
+        if gate.open and gate.opened_at is not None:
+            typer.echo(f"OPEN since {gate.opened_at.isoformat()}: {gate.reason}")
+        else:
+            reset = (
+                f" (reset {gate.reset_at.isoformat()} by {gate.reset_by})" if gate.reset_at else ""
+            )
+            typer.echo(f"closed{reset}")
+        typer.echo(
+            f"limits: {limits.max_nodes} nodes or {limits.max_pct:g} % of a "
+            f"{limits.group_label} group within {limits.window_s:g} s"
+        )
+        for d in automation.recent(session, limit=20):
+            typer.echo(
+                f"  {d.at.isoformat()}  {d.rule} [{d.mode}] {d.hostname}: {d.outcome} — {d.detail}"
+            )
+
+
+@lifecycle_cli.command("breaker-reset")
+def breaker_reset(actor: ActorOpt = None, database_url: DatabaseOpt = None) -> None:
+    """Close the circuit breaker: automatic quarantines go on."""
+    from app.cli import _session
+    from app.remediation import automation
+
+    with _session(database_url) as session:
+        automation.reset_breaker(session, actor=actor or _default_actor())
+    typer.echo("circuit breaker closed: automatic quarantines go on")

@@ -13,11 +13,16 @@ from app.fleet.models import Node
 from app.lifecycle import service
 from app.lifecycle.schemas import (
     ActionOut,
+    AutomationOut,
+    BreakerOut,
+    BreakerResetIn,
+    DecisionOut,
     LifecycleIn,
     LifecycleOut,
     TransitionMadeOut,
     TransitionOut,
 )
+from app.remediation import automation
 from app.remediation import service as remediation
 
 router = APIRouter(prefix="/api/v1", tags=["lifecycle"])
@@ -89,3 +94,41 @@ def post_lifecycle(
         transition=TransitionOut.model_validate(changed.transition, from_attributes=True),
         actions=[ActionOut.model_validate(a, from_attributes=True) for a in changed.actions],
     )
+
+
+def automation_out(session: Session, limits: automation.Limits) -> AutomationOut:
+    """The breaker and the newest 50 decisions."""
+    gate = automation.breaker_state(session)
+    return AutomationOut(
+        breaker=BreakerOut(
+            open=gate.open,
+            opened_at=gate.opened_at,
+            reason=gate.reason,
+            reset_at=gate.reset_at,
+            reset_by=gate.reset_by,
+            max_nodes=limits.max_nodes,
+            max_pct=limits.max_pct,
+            window_s=limits.window_s,
+            group_label=limits.group_label,
+        ),
+        decisions=[
+            DecisionOut.model_validate(d, from_attributes=True) for d in automation.recent(session)
+        ],
+    )
+
+
+@router.get("/automation", response_model=AutomationOut)
+def get_automation(session: SessionDep, request: Request) -> AutomationOut:
+    """The automatic-quarantine circuit breaker (with its limits) and the newest 50 decisions
+    of rules with an ``action``."""
+    return automation_out(session, automation.Limits.of(request.app.state.settings))
+
+
+@router.post("/automation/breaker/reset", response_model=AutomationOut)
+def reset_breaker(
+    session: WriteSessionDep, request: Request, body: BreakerResetIn
+) -> AutomationOut:
+    """Close the circuit breaker: automatic quarantines go on (a person decided the burst had
+    a cause now dealt with)."""
+    automation.reset_breaker(session, actor=body.actor)
+    return automation_out(session, automation.Limits.of(request.app.state.settings))

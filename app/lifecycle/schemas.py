@@ -96,3 +96,48 @@ class TransitionMadeOut(BaseModel):
     hostname: str
     transition: TransitionOut
     actions: list[ActionOut]
+
+
+class DecisionOut(BaseModel):
+    """What automation decided for one firing alert of a rule with an ``action``."""
+
+    id: int
+    alert_event_id: int
+    at: datetime
+    rule: str
+    mode: str
+    hostname: str | None
+    outcome: str = Field(description="quarantined, recommended, dry_run, blocked or skipped")
+    detail: str
+    transition_id: int | None
+
+
+class BreakerOut(BaseModel):
+    """The automatic-quarantine circuit breaker."""
+
+    open: bool
+    opened_at: datetime | None
+    reason: str
+    reset_at: datetime | None
+    reset_by: str | None
+    max_nodes: int
+    max_pct: float
+    window_s: float
+    group_label: str
+
+
+class AutomationOut(BaseModel):
+    """The breaker and the newest decisions."""
+
+    breaker: BreakerOut
+    decisions: list[DecisionOut]
+
+
+class BreakerResetIn(BaseModel):
+    """``POST /api/v1/automation/breaker/reset`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    actor: Annotated[str, AfterValidator(_stripped_text)] = Field(
+        min_length=1, max_length=MAX_ACTOR, description="who resets it"
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, UTCDateTime
@@ -50,3 +50,45 @@ class NodeAction(Base):
     returncode: Mapped[int | None] = mapped_column(Integer, nullable=True)
     output: Mapped[str] = mapped_column(Text, default="")
     actor: Mapped[str] = mapped_column(String(128))
+
+
+class AutomationDecision(Base):
+    """What automation decided for one firing alert of a rule with an ``action``
+    (:mod:`app.remediation.automation`): ``outcome`` ``quarantined``, ``recommended``,
+    ``dry_run``, ``blocked`` (the circuit breaker), ``skipped`` (the node is not in service, in
+    maintenance, retired, or the alert names no node); ``detail`` says why or what would have
+    run."""
+
+    __tablename__ = "automation_decision"
+    __table_args__ = (Index("ix_automation_decision_at", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alert_event_id: Mapped[int] = mapped_column(
+        ForeignKey("alert_event.id", ondelete="CASCADE"), unique=True
+    )
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    rule: Mapped[str] = mapped_column(String(128))
+    mode: Mapped[str] = mapped_column(String(16))
+    node_id: Mapped[int | None] = mapped_column(
+        ForeignKey("node.id", ondelete="CASCADE"), nullable=True
+    )
+    hostname: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    outcome: Mapped[str] = mapped_column(String(16))
+    detail: Mapped[str] = mapped_column(Text, default="")
+    transition_id: Mapped[int | None] = mapped_column(
+        ForeignKey("lifecycle_transition.id", ondelete="SET NULL"), nullable=True
+    )
+
+
+class CircuitBreaker(Base):
+    """The automatic-quarantine circuit breaker (one row, ``name`` ``quarantine``): ``open``
+    stops every automatic quarantine until a person resets it."""
+
+    __tablename__ = "circuit_breaker"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    open: Mapped[bool] = mapped_column(Boolean, default=False)
+    opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    reset_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    reset_by: Mapped[str | None] = mapped_column(String(128), nullable=True)

@@ -133,6 +133,13 @@ EXPECTED["node-repeat-offender"] = [
     "dcgmi diag -r 3",
     "nvidia-bug-report.sh",
 ]
+EXPECTED["node-quarantine-blocked"] = [
+    "fleetwatch lifecycle breaker",
+    "/api/v1/automation",
+    "fleetwatch lifecycle quarantine gpu-a-01",
+    "fleetwatch lifecycle breaker-reset",
+    "action_mode",
+]
 EXPECTED["gpu-unresponsive"] = [
     *DRAIN,
     "timeout 30 nvidia-smi -q -i 3",
