@@ -11,8 +11,9 @@ window is a silence) or a self-test gets ``skipped``. The **circuit breaker** (a
 NVSentinel's) trips when an automatic quarantine would make more than ``max_nodes`` automatic
 quarantines within ``window_s``, or more than ``max_pct`` % of the node's group (the nodes
 sharing its ``group_label`` value; one node of any group is always allowed) within it: that
-quarantine and every later automatic one are ``blocked`` until a person resets the breaker, and each blocked node gets a
-``quarantine_blocked`` event, which the default rule ``node-quarantine-blocked`` pages.
+quarantine and every later automatic one are ``blocked`` until a person resets the breaker, and
+each blocked node gets a ``quarantine_blocked`` event, which the default rule
+``node-quarantine-blocked`` pages.
 
 Decisions are made by a job every few seconds over the firing events of the last
 ``LOOK_BACK_S`` (an alert that fired while the server was down for longer is not acted on).
