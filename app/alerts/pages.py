@@ -40,6 +40,7 @@ from app.db import SessionDep, WriteSessionDep, session_scope, utcnow
 from app.errors import BadRequest
 from app.forms import Form, read_form
 from app.ingest.fields import plain_text
+from app.lifecycle import pages as lifecycle_pages
 from app.viewer_time import tz_query, viewer_tz
 from app.web import is_htmx, render, templates
 
@@ -282,6 +283,15 @@ def _detail(
             "events": alert_service.list_events(session, alert_id=alert_id),
             "acks": alert_service.list_acks(session, alert_id=alert_id),
             "silence_href": f"/silences?{silence_query}",
+            "quarantine": lifecycle_pages.alert_recommendation(
+                session,
+                alert_id=inst.id,
+                rule=rule.name,
+                spec=rule.spec or {},
+                labels=inst.labels or {},
+                state=inst.state,
+                summary=inst.summary,
+            ),
             "errors": errors or {},
             "typed": typed or {},
             "now": utcnow(),

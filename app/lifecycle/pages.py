@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import wakeups
@@ -72,6 +73,39 @@ def incident_recommendation(
         "node_state_since": now.since,
         "recommended": recommended,
         "reason": recommend.incident_reason(incident_id, xids, gpus, action_text),
+    }
+
+
+def alert_recommendation(
+    session: Session,
+    *,
+    alert_id: int,
+    rule: str,
+    spec: dict[str, Any],
+    labels: dict[str, Any],
+    state: str,
+    summary: str,
+) -> dict[str, Any] | None:
+    """The alert page's quarantine offer: for a firing alert of a rule with ``action:
+    quarantine`` whose node is in service (``recommend`` mode is accepted here in one click;
+    the other modes show what automation decided). ``None``: nothing to offer."""
+    hostname = labels.get("hostname")
+    if spec.get("action") != "quarantine" or not isinstance(hostname, str):
+        return None
+    node = session.scalars(select(Node).where(Node.hostname == hostname)).one_or_none()
+    if node is None or node.retired_at is not None:
+        return None
+    now = service.current(session, node.id)
+    return {
+        "hostname": hostname,
+        "mode": spec.get("action_mode", "recommend"),
+        "node_state": now.state,
+        "node_state_label": states.LABELS[now.state],
+        "offer": state == "firing"
+        and now.state == states.IN_SERVICE
+        and labels.get("test") != "true",
+        "reason": f"alert {alert_id} ({rule}) firing: {summary}",
+        "alert_id": alert_id,
     }
 
 

@@ -210,3 +210,31 @@ def test_silenced_alerts_and_nodes_out_of_service_are_skipped(live: LiveServer, 
         "away": "the node is quarantined already",
     }
     assert _state(live, "quiet")["state"] == "in_service"
+
+
+def test_the_alert_page_offers_the_quarantine_in_one_click(live: LiveServer, url: str) -> None:
+    _fleet(live, url, ["n1"])
+    add_rules(url, _rule("recommend"))
+    evaluate_at(url, datetime.now(UTC))
+    (alert,) = httpx.get(f"{live.url}/api/v1/alerts", params={"state": "firing"}).json()
+    page = httpx.get(f"{live.url}/alerts/{alert['id']}").text
+    assert 'id="accept-alert-quarantine"' in page and "action_mode: recommend" in page
+    clicked = httpx.post(
+        f"{live.url}/nodes/n1/lifecycle",
+        data={
+            "to_state": "quarantined",
+            "cause": "alert",
+            "cause_ref": str(alert["id"]),
+            "reason": f"alert {alert['id']} (hot-recommend) firing",
+            "back": f"/alerts/{alert['id']}#alert-quarantine",
+        },
+    )
+    assert clicked.status_code == 303
+    state = _state(live, "n1")
+    assert (state["state"], state["cause"], state["cause_ref"]) == (
+        "quarantined",
+        "alert",
+        str(alert["id"]),
+    )
+    page = httpx.get(f"{live.url}/alerts/{alert['id']}").text
+    assert 'id="accept-alert-quarantine"' not in page and ">Quarantined<" in page
