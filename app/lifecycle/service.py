@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db import utcnow
@@ -187,3 +187,37 @@ def history(session: Session, node_id: int, *, limit: int = 50) -> list[Lifecycl
             .limit(limit)
         )
     )
+
+
+@dataclass(frozen=True)
+class OutOfService:
+    """A node not in service, for the overview's panel."""
+
+    hostname: str
+    state: str
+    since: datetime
+    reason: str
+    cause: str
+    cause_ref: str | None
+
+
+def out_of_service_list(session: Session, *, limit: int) -> tuple[int, list[OutOfService]]:
+    """How many nodes (not retired) are out of service, and the ``limit`` longest out first."""
+    where = (NodeLifecycle.state != states.IN_SERVICE, Node.retired_at.is_(None))
+    total = session.scalar(
+        select(func.count())
+        .select_from(NodeLifecycle)
+        .join(Node, Node.id == NodeLifecycle.node_id)
+        .where(*where)
+    )
+    rows = session.execute(
+        select(Node.hostname, NodeLifecycle)
+        .join(Node, Node.id == NodeLifecycle.node_id)
+        .where(*where)
+        .order_by(NodeLifecycle.since, Node.hostname)
+        .limit(limit)
+    )
+    return int(total or 0), [
+        OutOfService(host, row.state, row.since, row.reason, row.cause, row.cause_ref)
+        for host, row in rows
+    ]

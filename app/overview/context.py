@@ -16,6 +16,7 @@ from app.health import current as health_state
 from app.health import service as health_service
 from app.health.rules import SEVERITY, HealthRules, rules_from_settings
 from app.incidents import offenders
+from app.lifecycle import service as lifecycle
 from app.overview import service as overview_service
 from app.overview import tiles
 from app.overview.filters import (
@@ -75,6 +76,8 @@ def overview_context(
         "label_columns": label_columns,
         "skew_shown_above_s": skew_shown_above_s,
     }
+    total, out = lifecycle.out_of_service_list(session, limit=OFFENDERS_SHOWN)
+    context.update(out_of_service=out, out_of_service_total=total)
     if filters.view != "table" and filters.overlay != "health":
         context.update(_values_grid(session, filters, rules=rules, now=now))
         return context

@@ -134,3 +134,24 @@ def test_the_form_refuses_bad_input_and_off_site_redirects(db_url: str, tmp_path
         assert _lifecycle(live, "node-c")["state"] == "in_service"
     finally:
         live.stop()
+
+
+def test_the_overview_lists_the_nodes_out_of_service(db_url: str, tmp_path: Path) -> None:
+    live = _start(db_url, tmp_path)
+    try:
+        for host in ("node-d", "node-e"):
+            token = create_token(db_url, host)
+            assert post_batch(live.url, token, batch(host)).status_code == 200
+        empty = httpx.get(f"{live.url}/").text
+        assert "Every node is in service." in empty
+        httpx.post(
+            f"{live.url}/api/v1/nodes/node-e/lifecycle",
+            json={"to_state": "quarantined", "reason": "<b>PSU</b> alarm"},
+        )
+        page = httpx.get(f"{live.url}/").text
+        panel = re.search(r'<section class="panel out-of-service".*?</section>', page, re.S)
+        assert panel is not None
+        assert "(1)" in panel.group(0) and 'href="/nodes/node-e#lifecycle"' in panel.group(0)
+        assert "&lt;b&gt;PSU&lt;/b&gt; alarm" in panel.group(0) and "node-d" not in panel.group(0)
+    finally:
+        live.stop()
