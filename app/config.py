@@ -118,6 +118,11 @@ class Settings(BaseSettings):
         description="path of Slurm's scontrol: quarantining a node drains it in Slurm and "
         "returning it resumes it (unset: Slurm is not managed)",
     )
+    kubeconfig: str | None = Field(
+        default=None,
+        description="a kubeconfig file, or 'in-cluster': quarantining a node cordons and "
+        "drains it in Kubernetes and returning it uncordons it (unset: not managed)",
+    )
     action_timeout_s: float = Field(
         default=30.0, gt=0, le=600, description="longest wait for one scheduler command"
     )

@@ -212,7 +212,9 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     max_instances=1,
                 )
             app.state.action_worker = ActionWorker(
-                app.state.session_factory, timeout_s=settings.action_timeout_s
+                app.state.session_factory,
+                timeout_s=settings.action_timeout_s,
+                kubeconfig=settings.kubeconfig,
             )
             app.state.action_worker.start()
             action_worker = app.state.action_worker

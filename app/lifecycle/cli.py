@@ -113,7 +113,10 @@ def _move(
         raise typer.Exit(2) from None
     typer.echo(f"{hostname}: {before} → {to_state}")
     if not ids:
-        managed = ", ".join(backends.names) or "none (set FLEETWATCH_SLURM_SCONTROL)"
+        managed = (
+            ", ".join(backends.names)
+            or "none (set FLEETWATCH_SLURM_SCONTROL or FLEETWATCH_KUBECONFIG)"
+        )
         typer.echo(f"  no scheduler action (schedulers managed: {managed})")
         return
     settings = _settings(database_url=database_url)
@@ -121,7 +124,9 @@ def _move(
     try:
         factory = make_session_factory(engine)
         if not dry_run and not no_run:
-            ActionWorker(factory, timeout_s=backends.timeout_s).run_once()
+            ActionWorker(
+                factory, timeout_s=backends.timeout_s, kubeconfig=backends.kubeconfig
+            ).run_once()
         from app.db import session_scope
         from app.remediation.models import NodeAction
 
@@ -196,7 +201,9 @@ def run_actions(database_url: DatabaseOpt = None) -> None:
     engine = make_engine(settings.effective_database_url)
     try:
         report = ActionWorker(
-            make_session_factory(engine), timeout_s=settings.action_timeout_s
+            make_session_factory(engine),
+            timeout_s=settings.action_timeout_s,
+            kubeconfig=settings.kubeconfig,
         ).run_once()
     finally:
         engine.dispose()

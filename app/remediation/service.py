@@ -3,7 +3,10 @@
 
 Fleetwatch manages Slurm when ``FLEETWATCH_SLURM_SCONTROL`` names ``scontrol``; a node's Slurm
 name is its ``slurm_node`` label, else its hostname up to the first dot (Slurm's ``NodeName``
-is usually the short hostname).
+is usually the short hostname). It manages Kubernetes when ``FLEETWATCH_KUBECONFIG`` is set
+(a kubeconfig file or ``in-cluster``); a node's Kubernetes name is its ``k8s_node`` label, else
+its hostname. Leaving service: Slurm drain, Kubernetes cordon then drain (evictions); entering
+it: Slurm resume, Kubernetes uncordon.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db import utcnow
 from app.fleet.models import Node
-from app.remediation import slurm
+from app.remediation import kubernetes, slurm
 from app.remediation.models import NodeAction
 
 #: The label naming a node's Slurm ``NodeName`` where it differs from its short hostname.
 SLURM_NODE_LABEL = "slurm_node"
+#: The label naming a node's Kubernetes node name where it differs from its hostname.
+K8S_NODE_LABEL = "k8s_node"
 
 PENDING = "pending"
 SUCCEEDED = "succeeded"
@@ -40,16 +45,30 @@ class Backends:
 
     scontrol: str | None = None
     timeout_s: float = 30.0
+    kubeconfig: str | None = None
 
     @classmethod
     def of(cls, settings: Settings) -> Backends:
-        """From ``FLEETWATCH_SLURM_SCONTROL`` and ``FLEETWATCH_ACTION_TIMEOUT_S``."""
-        return cls(scontrol=settings.slurm_scontrol, timeout_s=settings.action_timeout_s)
+        """From ``FLEETWATCH_SLURM_SCONTROL``, ``FLEETWATCH_KUBECONFIG`` and
+        ``FLEETWATCH_ACTION_TIMEOUT_S``."""
+        return cls(
+            scontrol=settings.slurm_scontrol,
+            timeout_s=settings.action_timeout_s,
+            kubeconfig=settings.kubeconfig,
+        )
 
     @property
     def names(self) -> list[str]:
         """The systems managed, for pages and answers (``[]``: none)."""
-        return ["slurm"] if self.scontrol else []
+        return [n for n, on in (("slurm", self.scontrol), ("kubernetes", self.kubeconfig)) if on]
+
+
+def k8s_name(node: Node) -> str:
+    """``node``'s Kubernetes node name: its ``k8s_node`` label, else its hostname."""
+    named = (node.labels or {}).get(K8S_NODE_LABEL)
+    if isinstance(named, str) and named.strip():
+        return named.strip()
+    return node.hostname
 
 
 def slurm_name(node: Node) -> str:
@@ -85,6 +104,13 @@ def enqueue(
             )
         elif entering_service:
             planned.append(("slurm", "resume", name, slurm.resume_command(backends.scontrol, name)))
+    if backends.kubeconfig is not None:
+        name = k8s_name(node)
+        if leaving_service:
+            planned.append(("kubernetes", "cordon", name, kubernetes.cordon_call(name, reason)))
+            planned.append(("kubernetes", "drain", name, kubernetes.drain_call(name)))
+        elif entering_service:
+            planned.append(("kubernetes", "uncordon", name, kubernetes.uncordon_call(name)))
     now = utcnow()
     actions = [
         NodeAction(

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_scope, utcnow
-from app.remediation import commands, service
+from app.remediation import commands, kubernetes, service
 from app.remediation.models import NodeAction
 
 log = logging.getLogger(__name__)
@@ -42,9 +42,16 @@ class RunReport:
 class ActionWorker:
     """Runs due actions; :meth:`wake` asks for a run now (from a commit that logged one)."""
 
-    def __init__(self, factory: sessionmaker[Session], *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        *,
+        timeout_s: float = 30.0,
+        kubeconfig: str | None = None,
+    ) -> None:
         self.factory = factory
         self.timeout_s = timeout_s
+        self.kubeconfig = kubeconfig
         self._lock = threading.Lock()
         self._woken = threading.Event()
         self._stop = threading.Event()
@@ -90,7 +97,7 @@ class ActionWorker:
             )
             if earlier is not None:
                 return  # the node's earlier action first (it may be waiting for its retry)
-            outcome = commands.run(list(action.command), timeout_s=self.timeout_s)
+            outcome = self._carry_out(action)
             action.attempts += 1
             action.returncode = outcome.returncode
             stamp = utcnow()
@@ -135,6 +142,16 @@ class ActionWorker:
                     wait,
                     outcome.output,
                 )
+
+    def _carry_out(self, action: NodeAction) -> commands.Outcome:
+        if action.system == "kubernetes":
+            if self.kubeconfig is None:
+                return commands.Outcome(
+                    None, "Kubernetes is not configured (FLEETWATCH_KUBECONFIG)"
+                )
+            target = kubernetes.KubeTarget(self.kubeconfig)
+            return kubernetes.run(target, list(action.command), timeout_s=self.timeout_s)
+        return commands.run(list(action.command), timeout_s=self.timeout_s)
 
     def job(self) -> None:
         """Scheduler wrapper: errors are logged, never raised."""
