@@ -50,6 +50,7 @@ from app.notify import router as notify_router
 from app.notify import ui_pages as notify_ui_pages
 from app.notify.jobs import NotifyJobs
 from app.nvlinks import router as nvlink_router
+from app.reliability import pages as reliability_pages
 from app.remediation.automation import AutomationJob
 from app.remediation.service import Backends
 from app.remediation.worker import ActionWorker
@@ -303,6 +304,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(incidents_router.router)
     app.include_router(lifecycle_router.router)
     app.include_router(lifecycle_pages.router)
+    app.include_router(reliability_pages.router)
     app.include_router(incident_pages.router)
     app.include_router(notify_router.router)
     app.include_router(notify_pages.router)

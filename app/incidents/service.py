@@ -254,3 +254,23 @@ def prune(session: Session, *, cutoff: datetime) -> int:
     events are gone too); returns how many."""
     result = session.execute(delete(Incident).where(Incident.last_event_at < cutoff))
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def incidents_between(
+    session: Session, *, start: datetime, end: datetime
+) -> list[tuple[Incident, str]]:
+    """Every incident (self-tests left out) whose first event falls in ``start`` … ``end``,
+    with its node's hostname, oldest first."""
+    return [
+        (incident, hostname)
+        for incident, hostname in session.execute(
+            select(Incident, Node.hostname)
+            .join(Node, Node.id == Incident.node_id)
+            .where(
+                Incident.opened_at >= start,
+                Incident.opened_at < end,
+                Incident.test.is_(False),
+            )
+            .order_by(Incident.opened_at, Incident.id)
+        )
+    ]

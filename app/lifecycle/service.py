@@ -221,3 +221,34 @@ def out_of_service_list(session: Session, *, limit: int) -> tuple[int, list[OutO
         OutOfService(host, row.state, row.since, row.reason, row.cause, row.cause_ref)
         for host, row in rows
     ]
+
+
+@dataclass(frozen=True)
+class OutPeriod:
+    """A stretch a node spent out of service: ``start`` … ``end`` (``None``: still out),
+    and whether it ended by a return to service."""
+
+    node_id: int
+    start: datetime
+    end: datetime | None
+
+
+def out_periods(session: Session, *, until: datetime) -> list[OutPeriod]:
+    """Every out-of-service stretch of every node that began before ``until``, from the
+    transitions (oldest first per node). A node's first transition leaves ``in_service``."""
+    rows = session.execute(
+        select(LifecycleTransition.node_id, LifecycleTransition.at, LifecycleTransition.to_state)
+        .where(LifecycleTransition.at < until)
+        .order_by(LifecycleTransition.node_id, LifecycleTransition.at, LifecycleTransition.id)
+    )
+    periods: list[OutPeriod] = []
+    open_since: dict[int, datetime] = {}
+    for node_id, at, to_state in rows:
+        if to_state == states.IN_SERVICE:
+            began = open_since.pop(node_id, None)
+            if began is not None:
+                periods.append(OutPeriod(node_id, began, at))
+        else:
+            open_since.setdefault(node_id, at)
+    periods.extend(OutPeriod(node_id, began, None) for node_id, began in open_since.items())
+    return periods
