@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import getpass
 import socket
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from app.remediation.models import NodeAction
 
 lifecycle_cli = typer.Typer(
     help="A node's lifecycle: quarantine, repair, return to service (Slurm drain / resume).",
@@ -63,10 +66,7 @@ def show(hostname: HostArg, database_url: DatabaseOpt = None) -> None:
             typer.echo(_action_line(action))
 
 
-def _action_line(action: object) -> str:
-    from app.remediation.models import NodeAction
-
-    assert isinstance(action, NodeAction)
+def _action_line(action: NodeAction) -> str:
     tail = f" → exit {action.returncode}" if action.returncode is not None else ""
     output = f": {action.output}" if action.output else ""
     return (
@@ -109,7 +109,9 @@ def _move(
             ids = [a.id for a in changed.actions]
             before = changed.transition.from_state
     except ValueError as exc:
-        typer.echo(f"fleetwatch: --{exc}", err=True)
+        field, _, message = str(exc).partition(": ")
+        name = "STATE" if field == "to_state" else f"--{field}"
+        typer.echo(f"fleetwatch: {name}: {message}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"{hostname}: {before} → {to_state}")
     if not ids:
