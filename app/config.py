@@ -277,6 +277,12 @@ class Settings(BaseSettings):
                     raise ValueError(f"{entry!r} is neither a host name nor a CIDR") from None
         return [e.lower() for e in value]
 
+    @field_validator("slurm_scontrol", "kubeconfig", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, v: Any) -> Any:
+        # FLEETWATCH_SLURM_SCONTROL= (empty) means "not managed", not a command named "".
+        return None if isinstance(v, str) and not v.strip() else v
+
     @field_validator("log_level")
     @classmethod
     def _check_level(cls, value: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -241,6 +242,12 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 max_instances=1,
             )
             backends = Backends.of(settings)
+            if backends.scontrol is not None and not shutil.which(backends.scontrol):
+                log.warning(
+                    "FLEETWATCH_SLURM_SCONTROL=%s is not an executable command: drains and "
+                    "resumes will fail until it is",
+                    backends.scontrol,
+                )
             if backends.scontrol is not None:
                 scheduler.add_job(
                     once_per_database(engine, "workload-capture", workload_capture.job),

@@ -314,6 +314,12 @@ class RuleSpec(_Strict):
     def _action_codes(cls, codes: list[str]) -> list[str]:
         return check_codes(codes)
 
+    @model_validator(mode="after")
+    def _action_mode_needs_action(self) -> RuleSpec:
+        if self.action is None and self.action_mode != "recommend":
+            raise ValueError("action_mode needs an action (action: quarantine)")
+        return self
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:

@@ -92,6 +92,9 @@ def _move(
     from app.remediation import service as remediation
     from app.remediation.worker import ActionWorker
 
+    if actor is not None and not actor.strip():
+        typer.echo("fleetwatch: --actor: say who, or leave it out for user@host", err=True)
+        raise typer.Exit(2)
     backends = remediation.Backends.of(_settings(database_url=database_url))
     try:
         with _session(database_url) as session:
@@ -108,6 +111,7 @@ def _move(
             )
             ids = [a.id for a in changed.actions]
             before = changed.transition.from_state
+            node_id = node.id
     except ValueError as exc:
         field, _, message = str(exc).partition(": ")
         name = "STATE" if field == "to_state" else f"--{field}"
@@ -115,11 +119,15 @@ def _move(
         raise typer.Exit(2) from None
     typer.echo(f"{hostname}: {before} → {to_state}")
     if not ids:
-        managed = (
-            ", ".join(backends.names)
-            or "none (set FLEETWATCH_SLURM_SCONTROL or FLEETWATCH_KUBECONFIG)"
-        )
-        typer.echo(f"  no scheduler action (schedulers managed: {managed})")
+        if backends.names:
+            typer.echo(f"  no scheduler action (schedulers managed: {', '.join(backends.names)})")
+        else:
+            typer.echo(
+                "fleetwatch: warning: these settings manage no scheduler (neither "
+                "FLEETWATCH_SLURM_SCONTROL nor FLEETWATCH_KUBECONFIG is set): nothing was "
+                "drained or resumed; if the server manages one, set the same here",
+                err=True,
+            )
         return
     settings = _settings(database_url=database_url)
     engine = make_engine(settings.effective_database_url)
@@ -128,7 +136,7 @@ def _move(
         if not dry_run and not no_run:
             ActionWorker(
                 factory, timeout_s=backends.timeout_s, kubeconfig=backends.kubeconfig
-            ).run_once()
+            ).run_once(node_id=node_id)
         from app.db import session_scope
         from app.remediation.models import NodeAction
 
@@ -246,6 +254,13 @@ def breaker_reset(actor: ActorOpt = None, database_url: DatabaseOpt = None) -> N
     from app.cli import _session
     from app.remediation import automation
 
-    with _session(database_url) as session:
-        automation.reset_breaker(session, actor=actor or _default_actor())
+    if actor is not None and not actor.strip():
+        typer.echo("fleetwatch: --actor: say who, or leave it out for user@host", err=True)
+        raise typer.Exit(2)
+    try:
+        with _session(database_url) as session:
+            automation.reset_breaker(session, actor=actor or _default_actor())
+    except ValueError as exc:
+        typer.echo(f"fleetwatch: --{exc}", err=True)
+        raise typer.Exit(2) from None
     typer.echo("circuit breaker closed: automatic quarantines go on")

@@ -131,6 +131,8 @@ def move_node(
     cause = form.one("cause") or "person"
     if cause not in ("person", "incident", "alert"):
         raise BadRequest(f"cause: expected person, incident or alert, got {cause[:40]!r}")
+    if len(form.one("cause_ref")) > service.MAX_CAUSE_REF:
+        raise BadRequest(f"cause_ref: at most {service.MAX_CAUSE_REF} characters")
     try:
         changed = service.transition(
             session,

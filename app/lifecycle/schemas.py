@@ -12,7 +12,9 @@ from app.ingest.fields import plain_text
 from app.lifecycle.service import MAX_ACTOR, MAX_CAUSE_REF
 
 StateName = Literal["in_service", "quarantined", "remediating", "validating", "rma"]
-CauseName = Literal["person", "rule", "incident", "alert", "system"]
+#: The causes a caller may give: ``rule`` and ``system`` are the server's own (automation's
+#: quarantines count towards the circuit breaker by them).
+CauseName = Literal["person", "incident", "alert"]
 
 
 def _stripped_text(value: str) -> str:
@@ -36,7 +38,7 @@ class LifecycleIn(BaseModel):
     )
     cause: CauseName = Field(default="person", description="what caused the transition")
     cause_ref: Annotated[str, AfterValidator(_stripped_text)] | None = Field(
-        default=None, max_length=MAX_CAUSE_REF, description="the incident or alert id, rule name"
+        default=None, max_length=MAX_CAUSE_REF, description="the incident or alert id"
     )
     dry_run: bool = Field(
         default=False, description="record the scheduler actions as dry_run, never run them"

@@ -45,7 +45,7 @@ class Current:
 
 def current(session: Session, node_id: int) -> Current:
     """The lifecycle state of node ``node_id``."""
-    row = session.get(NodeLifecycle, node_id)
+    row = session.get(NodeLifecycle, node_id, populate_existing=True)
     if row is None:
         return Current(states.IN_SERVICE)
     return Current(
@@ -96,6 +96,11 @@ def transition(
         Conflict: the node is retired, already in ``to_state``, or cannot go there from its
             state (the message lists where it can go).
     """
+    # One transition of a node at a time: the node row's lock (the one the ingest takes, so a
+    # batch of the node waits too) serialises two clicks, or a person and automation, so the
+    # second sees the first's state and is refused, never both applied.
+    session.execute(select(Node.id).where(Node.id == node.id).with_for_update(key_share=True)).all()
+    session.refresh(node)
     target, reason, actor = check(
         session, node=node, to_state=to_state, reason=reason, actor=actor, cause=cause
     )

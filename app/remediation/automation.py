@@ -35,6 +35,7 @@ from app.config import Settings
 from app.db import session_scope, utcnow
 from app.events import service as events_service
 from app.fleet.models import Node
+from app.ingest.fields import plain_text
 from app.lifecycle import service as lifecycle
 from app.lifecycle import states
 from app.lifecycle.models import LifecycleTransition
@@ -86,7 +87,19 @@ def breaker_state(session: Session) -> CircuitBreaker:
 
 
 def reset_breaker(session: Session, *, actor: str) -> CircuitBreaker:
-    """Close the breaker (a person decided automation may go on); flushes."""
+    """Close the breaker (a person decided automation may go on); flushes. The automatic
+    quarantines made before it no longer count towards the limits.
+
+    Raises:
+        ValueError: ``actor`` is empty, longer than 128 characters or holds a control
+            character (the message starts ``actor:``).
+    """
+    try:
+        actor = plain_text(actor.strip())
+    except ValueError as exc:
+        raise ValueError(f"actor: {exc}") from None
+    if not actor or len(actor) > 128:
+        raise ValueError("actor: say who, in 1 to 128 characters")
     row = breaker(session)
     row.open = False
     row.reset_at = utcnow()
@@ -111,9 +124,14 @@ def _recent_automatic(session: Session, since: datetime, node_ids: list[int] | N
     return int(session.scalar(query) or 0)
 
 
-def _trips(session: Session, node: Node, limits: Limits, now: datetime) -> str | None:
-    """Why quarantining ``node`` automatically now would trip the breaker, or ``None``."""
+def _trips(
+    session: Session, node: Node, limits: Limits, now: datetime, reset_at: datetime | None
+) -> str | None:
+    """Why quarantining ``node`` automatically now would trip the breaker, or ``None``. The
+    quarantines before the last reset do not count: a person decided they had a cause."""
     since = now - timedelta(seconds=limits.window_s)
+    if reset_at is not None and reset_at > since:
+        since = reset_at
     total = _recent_automatic(session, since, None) + 1
     if total > limits.max_nodes:
         return (
@@ -187,7 +205,8 @@ def decide(
     else:
         gate = breaker(session)
         why = "the circuit breaker is open: " + gate.reason if gate.open else None
-        if why is None and (tripped := _trips(session, node, limits, now)) is not None:
+        tripped = None if why else _trips(session, node, limits, now, gate.reset_at)
+        if tripped is not None:
             gate.open, gate.opened_at, gate.reason = True, now, tripped
             why = "the circuit breaker tripped: " + tripped
             log.error("automatic quarantine circuit breaker tripped: %s", tripped)

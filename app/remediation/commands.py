@@ -15,6 +15,8 @@ class Outcome:
     returncode: int | None
     output: str
     stdout: str = ""
+    #: Nothing needed doing (the scheduler was in the wanted state, or someone else's).
+    skipped: bool = False
 
     @property
     def ok(self) -> bool:

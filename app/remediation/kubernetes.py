@@ -18,13 +18,21 @@ for the pod's ServiceAccount. docs/remediation.md has the least RBAC it needs.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from app.remediation.commands import MAX_OUTPUT, Outcome
 
 REASON_ANNOTATION = "fleetwatch.io/quarantine-reason"
+# A node name is a DNS subdomain (RFC 1123): lower-case labels of letters, digits and '-'.
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 IN_CLUSTER = "in-cluster"
+
+
+def valid_node_name(name: str) -> bool:
+    """Whether ``name`` is a Kubernetes node name (a DNS subdomain of at most 253 characters)."""
+    return len(name) <= 253 and bool(_NODE_NAME.fullmatch(name))
 
 
 def cordon_call(node: str, reason: str) -> list[str]:

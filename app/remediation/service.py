@@ -29,9 +29,12 @@ SLURM_NODE_LABEL = "slurm_node"
 K8S_NODE_LABEL = "k8s_node"
 
 PENDING = "pending"
+RUNNING = "running"
 SUCCEEDED = "succeeded"
+SKIPPED = "skipped"
 FAILED = "failed"
 DRY_RUN = "dry_run"
+SUPERSEDED = "superseded"
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,12 @@ class Backends:
 
 
 def k8s_name(node: Node) -> str:
-    """``node``'s Kubernetes node name: its ``k8s_node`` label, else its hostname."""
+    """``node``'s Kubernetes node name: its ``k8s_node`` label, else its hostname in lower
+    case (Kubernetes names nodes by the lower-cased hostname)."""
     named = (node.labels or {}).get(K8S_NODE_LABEL)
     if isinstance(named, str) and named.strip():
         return named.strip()
-    return node.hostname
+    return node.hostname.lower()
 
 
 def slurm_name(node: Node) -> str:
@@ -94,31 +98,55 @@ def enqueue(
 ) -> list[NodeAction]:
     """Log the actions a transition asks for (flushes): drain where the node leaves service,
     resume where it enters it, in every managed system. ``dry_run``: logged as ``dry_run``,
-    never run."""
-    planned: list[tuple[str, str, str, list[str]]] = []
+    never run.
+
+    The node's actions still pending from earlier transitions are ``superseded`` first: the
+    node's state moved on, so a drain that waits for its retry must not land after the resume
+    asked since (or a resume after a new quarantine). A node whose ``slurm_node`` or
+    ``k8s_node`` label is not one node name (``ALL``, a host list) gets a ``failed`` action
+    saying so instead of a command that could reach other nodes.
+    """
+    now = utcnow()
+    superseded = session.scalars(
+        select(NodeAction).where(NodeAction.node_id == node.id, NodeAction.status == PENDING)
+    ).all()
+    for old in superseded:
+        old.status = SUPERSEDED
+        old.finished_at = now
+        old.next_attempt_at = None
+        old.output = (old.output + "\n" if old.output else "") + (
+            "superseded: the node's state changed again before it ran"
+        )
+    planned: list[tuple[str, str, str, list[str], str | None]] = []
     if backends.scontrol is not None:
         name = slurm_name(node)
+        refused = None if slurm.valid_node_name(name) else f"label {SLURM_NODE_LABEL}"
         if leaving_service:
-            planned.append(
-                ("slurm", "drain", name, slurm.drain_command(backends.scontrol, name, reason))
-            )
+            command = slurm.drain_command(backends.scontrol, name, reason)
+            planned.append(("slurm", "drain", name, command, refused))
         elif entering_service:
-            planned.append(("slurm", "resume", name, slurm.resume_command(backends.scontrol, name)))
+            command = slurm.resume_command(backends.scontrol, name)
+            planned.append(("slurm", "resume", name, command, refused))
     if backends.kubeconfig is not None:
         name = k8s_name(node)
+        refused = None if kubernetes.valid_node_name(name) else f"label {K8S_NODE_LABEL}"
         if leaving_service:
-            planned.append(("kubernetes", "cordon", name, kubernetes.cordon_call(name, reason)))
-            planned.append(("kubernetes", "drain", name, kubernetes.drain_call(name)))
+            planned.append(
+                ("kubernetes", "cordon", name, kubernetes.cordon_call(name, reason), refused)
+            )
+            planned.append(("kubernetes", "drain", name, kubernetes.drain_call(name), refused))
         elif entering_service:
-            planned.append(("kubernetes", "uncordon", name, kubernetes.uncordon_call(name)))
-    now = utcnow()
-    actions = [
-        NodeAction(
+            planned.append(
+                ("kubernetes", "uncordon", name, kubernetes.uncordon_call(name), refused)
+            )
+    actions = []
+    for system, verb, target, command, refused in planned:
+        action = NodeAction(
             node_id=node.id,
             transition_id=transition_id,
             system=system,
             verb=verb,
-            target=target,
+            target=target[:255],
             command=command,
             status=DRY_RUN if dry_run else PENDING,
             attempts=0,
@@ -128,8 +156,13 @@ def enqueue(
             output="dry run: not run" if dry_run else "",
             actor=actor,
         )
-        for system, verb, target, command in planned
-    ]
+        if refused is not None:
+            action.status, action.next_attempt_at, action.finished_at = FAILED, None, now
+            action.output = (
+                f"not run: {refused} gives {target[:80]!r}, not one {system} node name "
+                "(a host list or ALL would reach other nodes); fix the agent's label"
+            )
+        actions.append(action)
     session.add_all(actions)
     session.flush()
     return actions

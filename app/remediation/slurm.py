@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from app.remediation import commands
+
 #: Slurm keeps a reason of any length, but ``sinfo -R`` shows the first 20 characters and
 #: ``scontrol show node`` the whole: keep it one readable line.
 MAX_REASON = 200
@@ -27,9 +29,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
 def slurm_reason(reason: str) -> str:
-    """The ``Reason`` Fleetwatch gives Slurm: prefixed, one line, at most :data:`MAX_REASON`
-    characters (an ellipsis where cut)."""
-    text = REASON_PREFIX + " ".join(_CONTROL.sub(" ", reason).split())
+    """The ``Reason`` Fleetwatch gives Slurm: prefixed, one line, double quotes made single,
+    at most :data:`MAX_REASON` characters (an ellipsis where cut)."""
+    # scontrol strips double quotes from a value (a trailing one is lost): single ones stay.
+    text = REASON_PREFIX + " ".join(_CONTROL.sub(" ", reason).replace('"', "'").split())
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
 
 
@@ -101,3 +104,35 @@ def parse_show_node(text: str) -> SlurmNode:
         kept = _SUFFIX.sub("", reason).strip() if sep else ""
         return SlurmNode(fields.get("NodeName", ""), state, flags, kept or None)
     raise ValueError(f"no NodeName= line in scontrol output: {text[:200]!r}")
+
+
+def already_done(verb: str, scontrol: str, node: str, *, timeout_s: float) -> str | None:
+    """Why ``verb`` (``drain`` / ``resume``) of ``node`` must not run, from ``scontrol show
+    node``: a drain of a node someone else drained (it would overwrite their reason, and
+    Fleetwatch's resume would later undo their drain), a resume of a node that is not drained
+    (Slurm refuses it) or that someone else drained. ``None``: run it (also when the node
+    cannot be read: the update then says what is wrong)."""
+    shown = commands.run(show_command(scontrol, node), timeout_s=timeout_s)
+    if not shown.ok:
+        return None
+    try:
+        state = parse_show_node(shown.stdout)
+    except ValueError:
+        return None
+    ours = state.reason is not None and state.reason.startswith(REASON_PREFIX.strip())
+    if verb == "drain" and state.drained and not ours:
+        return f"already drained by someone else (Reason={state.reason or '-'}): left as it is"
+    if verb == "resume" and not state.drained:
+        return f"not drained in Slurm (State={state.state}): nothing to resume"
+    if verb == "resume" and not ours:
+        return f"drained by someone else (Reason={state.reason or '-'}): left drained"
+    return None
+
+
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def valid_node_name(name: str) -> bool:
+    """Whether ``name`` is one Slurm node name: not a host list (``dgx-[01-04]``, commas), not
+    the keyword ``ALL``, no spaces or quotes."""
+    return bool(_NODE_NAME.fullmatch(name)) and name.upper() != "ALL"

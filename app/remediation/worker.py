@@ -1,12 +1,17 @@
 """Runs the pending actions of the log (:mod:`app.remediation.service`), oldest first.
 
 Each due action is claimed under a row lock (``FOR UPDATE SKIP LOCKED`` on Postgres, so two
-processes never run one action twice), run without a shell, and its exit status and output
-written back in the same transaction. A failed run (non-zero exit, no answer within the
-timeout, command not found) is retried after ``BACKOFF_S[attempt]`` until ``MAX_ATTEMPTS``,
-then marked ``failed``: never dropped, shown on the node page and in the API. Actions of one
-node run in the order they were asked for: one waits while an earlier one of its node is
-pending.
+processes never run one action twice) by marking it ``running`` with a lease, committed; it is
+run without a shell and outside any transaction (a slow ``scontrol`` never holds the database),
+and its exit status and output are written back in a second transaction. A lease that runs out
+(the process died) makes the action due again. A Slurm drain of a node someone else drained,
+and a resume of a node that is not drained or was drained by someone else, are ``skipped``
+with the reason (:func:`app.remediation.slurm.already_done`). A failed run (non-zero exit, no
+answer within the timeout, command not found) is retried after ``BACKOFF_S[attempt]`` until
+``MAX_ATTEMPTS``, then marked ``failed``: never dropped, shown on the node page and in the API.
+Actions of one node run in the order they were asked for: one waits while an earlier one of its
+node is pending; a later transition of the node supersedes its pending ones
+(:func:`app.remediation.service.enqueue`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_scope, utcnow
-from app.remediation import commands, kubernetes, service
+from app.remediation import commands, kubernetes, service, slurm
 from app.remediation.models import NodeAction
 
 log = logging.getLogger(__name__)
@@ -28,6 +33,16 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 5
 #: Wait before the retry after attempt n (1-based): 10 s, 30 s, 1 min, 5 min.
 BACKOFF_S = (10.0, 30.0, 60.0, 300.0)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What a claimed action runs (read in the claim's transaction)."""
+
+    system: str
+    verb: str
+    target: str
+    command: list[str]
 
 
 @dataclass
@@ -57,63 +72,82 @@ class ActionWorker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def run_once(self, *, limit: int = 50) -> RunReport:
-        """Run every due action (at most ``limit``), one transaction each."""
+    def run_once(self, *, limit: int = 50, node_id: int | None = None) -> RunReport:
+        """Run every due action (at most ``limit``; of one node where given)."""
         report = RunReport()
         with self._lock:
+            now = utcnow()
             with session_scope(self.factory) as session:
-                due = list(
-                    session.scalars(
-                        select(NodeAction.id)
-                        .where(
-                            NodeAction.status == service.PENDING,
-                            NodeAction.next_attempt_at <= utcnow(),
-                        )
-                        .order_by(NodeAction.id)
-                        .limit(limit)
+                query = (
+                    select(NodeAction.id)
+                    .where(
+                        NodeAction.status.in_((service.PENDING, service.RUNNING)),
+                        NodeAction.next_attempt_at <= now,
                     )
+                    .order_by(NodeAction.id)
+                    .limit(limit)
                 )
+                if node_id is not None:
+                    query = query.where(NodeAction.node_id == node_id)
+                due = list(session.scalars(query))
             for action_id in due:
                 self._run_one(action_id, report)
         return report
 
-    def _run_one(self, action_id: int, report: RunReport) -> None:
+    def _claim(self, action_id: int) -> Claimed | None:
+        """Mark the action ``running`` (a lease of twice the timeout, so a process that dies
+        while running it leaves it to another) and commit, so no transaction stays open while
+        the command runs (on SQLite it would hold every writer)."""
         with session_scope(self.factory) as session:
+            now = utcnow()
             action = session.scalars(
                 select(NodeAction)
-                .where(NodeAction.id == action_id, NodeAction.status == service.PENDING)
+                .where(
+                    NodeAction.id == action_id,
+                    NodeAction.status.in_((service.PENDING, service.RUNNING)),
+                    NodeAction.next_attempt_at <= now,
+                )
                 .with_for_update(skip_locked=True)
             ).one_or_none()
             if action is None:
-                return  # run by another process meanwhile
+                return None  # claimed by another process meanwhile
             earlier = session.scalar(
                 select(NodeAction.id)
                 .where(
                     NodeAction.node_id == action.node_id,
-                    NodeAction.status == service.PENDING,
+                    NodeAction.status.in_((service.PENDING, service.RUNNING)),
                     NodeAction.id < action.id,
                 )
                 .limit(1)
             )
             if earlier is not None:
-                return  # the node's earlier action first (it may be waiting for its retry)
-            outcome = self._carry_out(action)
+                return None  # the node's earlier action first (it may be waiting for its retry)
+            action.status = service.RUNNING
+            action.next_attempt_at = now + timedelta(seconds=2 * self.timeout_s + 30)
+            return Claimed(action.system, action.verb, action.target, list(action.command))
+
+    def _run_one(self, action_id: int, report: RunReport) -> None:
+        claimed = self._claim(action_id)
+        if claimed is None:
+            return
+        outcome = self._carry_out(claimed)
+        with session_scope(self.factory) as session:
+            action = session.get(NodeAction, action_id, with_for_update=True)
+            if action is None:
+                return  # its node was deleted meanwhile
             action.attempts += 1
             action.returncode = outcome.returncode
-            stamp = utcnow()
             action.output = outcome.output
+            stamp = utcnow()
+            if action.status != service.RUNNING:
+                return  # superseded while it ran: its outcome kept, its status too
+            what = (action.id, action.system, action.verb, action.target)
             if outcome.ok:
-                action.status = service.SUCCEEDED
+                action.status = service.SKIPPED if outcome.skipped else service.SUCCEEDED
                 action.finished_at = stamp
                 action.next_attempt_at = None
                 report.succeeded += 1
-                log.info(
-                    "action %d (%s %s %s) succeeded",
-                    action.id,
-                    action.system,
-                    action.verb,
-                    action.target,
-                )
+                log.info("action %d (%s %s %s) %s", *what, action.status)
             elif action.attempts >= MAX_ATTEMPTS:
                 action.status = service.FAILED
                 action.finished_at = stamp
@@ -121,37 +155,38 @@ class ActionWorker:
                 report.failed += 1
                 log.error(
                     "action %d (%s %s %s) failed after %d attempts: %s",
-                    action.id,
-                    action.system,
-                    action.verb,
-                    action.target,
+                    *what,
                     action.attempts,
                     outcome.output,
                 )
             else:
+                action.status = service.PENDING
                 wait = BACKOFF_S[min(action.attempts, len(BACKOFF_S)) - 1]
                 action.next_attempt_at = stamp + timedelta(seconds=wait)
                 report.retried += 1
                 log.warning(
                     "action %d (%s %s %s) attempt %d failed, retry in %g s: %s",
-                    action.id,
-                    action.system,
-                    action.verb,
-                    action.target,
+                    *what,
                     action.attempts,
                     wait,
                     outcome.output,
                 )
 
-    def _carry_out(self, action: NodeAction) -> commands.Outcome:
-        if action.system == "kubernetes":
+    def _carry_out(self, claimed: Claimed) -> commands.Outcome:
+        if claimed.system == "kubernetes":
             if self.kubeconfig is None:
                 return commands.Outcome(
                     None, "Kubernetes is not configured (FLEETWATCH_KUBECONFIG)"
                 )
             target = kubernetes.KubeTarget(self.kubeconfig)
-            return kubernetes.run(target, list(action.command), timeout_s=self.timeout_s)
-        return commands.run(list(action.command), timeout_s=self.timeout_s)
+            return kubernetes.run(target, claimed.command, timeout_s=self.timeout_s)
+        if claimed.system == "slurm":
+            already = slurm.already_done(
+                claimed.verb, claimed.command[0], claimed.target, timeout_s=self.timeout_s
+            )
+            if already is not None:
+                return commands.Outcome(0, already, skipped=True)
+        return commands.run(claimed.command, timeout_s=self.timeout_s)
 
     def job(self) -> None:
         """Scheduler wrapper: errors are logged, never raised."""

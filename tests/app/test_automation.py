@@ -135,10 +135,10 @@ def test_automatic_quarantine_within_the_breaker_then_blocked_and_paged(
     assert (
         reset.json()["breaker"]["open"] is False and reset.json()["breaker"]["reset_by"] == "alice"
     )
+    # The quarantines before the reset no longer count: the same limits let the next one go.
     _fleet(live, url, ["n5"])
     evaluate_at(url, now + timedelta(seconds=10))
-    wide = automation.Limits(max_nodes=10, max_pct=100.0, window_s=3600, group_label="cluster")
-    assert _decide(url, wide) == [("n5", "quarantined")]
+    assert _decide(url, limits) == [("n5", "quarantined")]
 
 
 def test_the_breaker_trips_on_a_share_of_a_group(live: LiveServer, url: str) -> None:
@@ -238,3 +238,18 @@ def test_the_alert_page_offers_the_quarantine_in_one_click(live: LiveServer, url
     )
     page = httpx.get(f"{live.url}/alerts/{alert['id']}").text
     assert 'id="accept-alert-quarantine"' not in page and ">Quarantined<" in page
+
+
+def test_callers_cannot_claim_automations_causes_or_a_mode_without_action(
+    live: LiveServer, url: str
+) -> None:
+    _fleet(live, url, ["n1"])
+    for cause in ("rule", "system"):
+        refused = httpx.post(
+            f"{live.url}/api/v1/nodes/n1/lifecycle",
+            json={"to_state": "quarantined", "reason": "x", "cause": cause},
+        )
+        assert refused.status_code == 422 and refused.json()["detail"][0]["loc"][-1] == "cause"
+    rule = {"name": "half", "condition": HOT, "action_mode": "automatic"}
+    made = httpx.post(f"{live.url}/api/v1/rules", json=rule)
+    assert made.status_code == 422 and "action_mode needs an action" in made.text

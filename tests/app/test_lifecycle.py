@@ -6,6 +6,7 @@ refused naming the field. (A real Slurm cluster: tests/e2e/test_slurm_drain.py.)
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,10 @@ from sqlalchemy import update
 
 from app.db import session_scope, utcnow
 from app.remediation.models import NodeAction
-from app.remediation.worker import MAX_ATTEMPTS, ActionWorker
+from app.remediation.worker import MAX_ATTEMPTS, ActionWorker, RunReport
 from tests.app.helpers import post_batch
 from tests.conftest import make_settings
-from tests.dbs import session_factory
+from tests.dbs import session_factory, wipe
 from tests.factories import batch, create_token
 from tests.live_server import LiveServer
 
@@ -260,8 +261,10 @@ def test_a_missing_command_is_reported_as_such(db_url: str, tmp_path: Path) -> N
         assert action["returncode"] is None and action["output"].endswith("no-scontrol: not found")
 
 
-def test_a_nodes_actions_run_in_order(echo_server: LiveServer, db_url: str) -> None:
-    """A resume asked while the drain waits for its retry waits behind it."""
+def test_a_later_transition_supersedes_the_pending_actions(
+    echo_server: LiveServer, db_url: str
+) -> None:
+    """A drain waiting for its retry must not land after the resume asked since."""
     assert _move(echo_server, "quarantined").status_code == 200
     with session_factory(db_url) as factory:
         with session_scope(factory) as session:  # the drain is waiting for a retry
@@ -269,6 +272,110 @@ def test_a_nodes_actions_run_in_order(echo_server: LiveServer, db_url: str) -> N
                 update(NodeAction).values(attempts=1, next_attempt_at=utcnow().replace(year=2100))
             )
         assert _move(echo_server, "in_service").status_code == 200
-        assert ActionWorker(factory).run_once().succeeded == 0
-        statuses = [a["status"] for a in _lifecycle(echo_server)["actions"]]
-        assert statuses == ["pending", "pending"]
+        report = ActionWorker(factory).run_once()
+    assert (report.succeeded, report.retried) == (1, 0)
+    resume, drain = _lifecycle(echo_server)["actions"]
+    assert (drain["verb"], drain["status"]) == ("drain", "superseded")
+    assert "superseded: the node's state changed again before it ran" in drain["output"]
+    assert (resume["verb"], resume["status"]) == ("resume", "succeeded")
+    # A dry run moves the state on too: it supersedes what was pending.
+    assert _move(echo_server, "quarantined").status_code == 200
+    assert _move(echo_server, "in_service", dry_run=True).status_code == 200
+    statuses = [(a["verb"], a["status"]) for a in _lifecycle(echo_server)["actions"][:2]]
+    assert statuses == [("resume", "dry_run"), ("drain", "superseded")]
+
+
+def test_an_action_whose_runner_died_is_run_again_after_its_lease(
+    echo_server: LiveServer, db_url: str
+) -> None:
+    assert _move(echo_server, "quarantined").status_code == 200
+    with session_factory(db_url) as factory:
+        with session_scope(factory) as session:  # claimed by a process that then died
+            session.execute(update(NodeAction).values(status="running", next_attempt_at=utcnow()))
+        assert ActionWorker(factory).run_once().succeeded == 1
+    (action,) = _lifecycle(echo_server)["actions"]
+    assert (action["status"], action["attempts"]) == ("succeeded", 1)
+
+
+@pytest.mark.parametrize("label", ["ALL", "all", "fw-gpu-0[1-4]", "a,b", "x y", "-h"])
+def test_a_slurm_node_label_that_is_not_one_node_is_never_run(
+    db_url: str, tmp_path: Path, label: str
+) -> None:
+    live = LiveServer(make_settings(db_url, tmp_path, slurm_scontrol=ECHO))
+    live.start()
+    try:
+        payload = batch("n1")
+        payload["node"]["labels"] = {"slurm_node": label}
+        assert post_batch(live.url, create_token(db_url, "n1"), payload).status_code == 200
+        made = httpx.post(
+            f"{live.url}/api/v1/nodes/n1/lifecycle",
+            json={"to_state": "quarantined", "reason": "x"},
+            timeout=10,
+        ).json()
+        (action,) = made["actions"]
+        assert action["status"] == "failed" and action["attempts"] == 0
+        assert "not one slurm node name" in action["output"]
+        with session_factory(db_url) as factory:
+            assert ActionWorker(factory).run_once() == RunReport()
+    finally:
+        live.stop()
+
+
+def test_a_second_move_waits_for_the_first_and_is_refused(postgres_url: str) -> None:
+    """Two moves of one node at once (two clicks, a person and automation): the second waits
+    on the node row's lock until the first commits, then sees its state and is refused, never
+    both applied (nor a 500 on the state row's key)."""
+    from app.errors import Conflict
+    from app.fleet import service as fleet_service
+    from app.lifecycle import service as lifecycle
+    from app.remediation.service import Backends
+
+    backends = Backends(scontrol=ECHO)
+    try:
+        with session_factory(postgres_url) as factory:
+            with session_scope(factory) as session:
+                fleet_service.get_or_create_node(session, hostname="race-1")
+            first = factory()
+            node = fleet_service.get_node_by_hostname(first, hostname="race-1")
+            lifecycle.transition(
+                first,
+                node=node,
+                to_state="quarantined",
+                reason="a",
+                cause="person",
+                actor="alice",
+                backends=backends,
+            )  # not committed yet: it holds the node row
+            outcome: list[BaseException | None] = []
+
+            def second() -> None:
+                try:
+                    with session_scope(factory) as session:
+                        other = fleet_service.get_node_by_hostname(session, hostname="race-1")
+                        lifecycle.transition(
+                            session,
+                            node=other,
+                            to_state="quarantined",
+                            reason="b",
+                            cause="person",
+                            actor="bob",
+                            backends=backends,
+                        )
+                    outcome.append(None)
+                except BaseException as exc:
+                    outcome.append(exc)
+
+            thread = threading.Thread(target=second)
+            thread.start()
+            thread.join(timeout=1.0)
+            assert thread.is_alive(), "the second move must wait for the first"
+            first.commit()
+            first.close()
+            thread.join(timeout=10)
+            (result,) = outcome
+            assert isinstance(result, Conflict) and "quarantined already" in str(result.detail)
+            with session_scope(factory) as session:
+                node = fleet_service.get_node_by_hostname(session, hostname="race-1")
+                assert [t.actor for t in lifecycle.history(session, node.id)] == ["alice"]
+    finally:
+        wipe(postgres_url)

@@ -68,7 +68,7 @@ def test_failures_and_bad_arguments(db_url: str) -> None:
     assert "the server's worker retries it" in failing.stderr
     refused = fleetwatch("lifecycle", "set", "n1", "remediating", "--reason", "x", *db)
     assert refused.returncode == 0  # quarantined → remediating is allowed, no action
-    assert "no scheduler action" in refused.stdout
+    assert "these settings manage no scheduler" in refused.stderr
     off = fleetwatch("lifecycle", "set", "n1", "in_service", "--reason", "x", *db)
     assert (
         off.returncode == 1
@@ -83,6 +83,10 @@ def test_failures_and_bad_arguments(db_url: str) -> None:
 
     breaker = fleetwatch("lifecycle", "breaker", *db)
     assert breaker.returncode == 0 and breaker.stdout.startswith("closed")
+    bad = fleetwatch("lifecycle", "breaker-reset", "--actor", "bob\nINJECTED", *db)
+    assert bad.returncode == 2 and "--actor: contains the control character U+000A" in bad.stderr
+    empty = fleetwatch("lifecycle", "breaker-reset", "--actor", " ", *db)
+    assert empty.returncode == 2 and "--actor: say who" in empty.stderr
     reset = fleetwatch("lifecycle", "breaker-reset", "--actor", "alice", *db)
     assert reset.returncode == 0
     again = fleetwatch("lifecycle", "breaker", *db)

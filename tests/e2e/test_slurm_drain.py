@@ -204,3 +204,60 @@ def test_a_fault_under_a_running_job_is_one_click_from_a_drain(
     finally:
         live.stop()
         cluster.run("scancel", "--user", "root")
+
+
+def test_someone_elses_drain_is_left_alone_and_a_resume_slurm_did_already_is_skipped(
+    cluster: SlurmCluster, db_url: str, tmp_path: Path
+) -> None:
+    from app.remediation.worker import ActionWorker
+    from tests.dbs import session_factory
+
+    scontrol = shutil.which("scontrol")
+    assert scontrol is not None
+    live = LiveServer(make_settings(db_url, tmp_path, slurm_scontrol=scontrol))
+    live.start()
+    lifecycle = f"{live.url}/api/v1/nodes/{cluster.node}/lifecycle"
+
+    def move(to_state: str, reason: str) -> dict[str, Any]:
+        response = httpx.post(lifecycle, json={"to_state": to_state, "reason": reason})
+        assert response.status_code == 200, response.text
+        with session_factory(db_url) as factory:
+            ActionWorker(factory).run_once()
+        action: dict[str, Any] = httpx.get(lifecycle).json()["actions"][0]
+        return action
+
+    try:
+        token = create_token(db_url, cluster.node)
+        assert post_batch(live.url, token, batch(cluster.node)).status_code == 200
+        # An admin's drain: Fleetwatch neither overwrites its reason nor resumes it.
+        cluster.run(
+            "scontrol",
+            "update",
+            f"NodeName={cluster.node}",
+            "State=DRAIN",
+            "Reason=admin: bad DIMM, do not resume",
+        )
+        drain = move("quarantined", "Xid 48")
+        assert drain["status"] == "skipped", drain
+        assert drain["output"] == (
+            "already drained by someone else (Reason=admin: bad DIMM, do not resume): left as it is"
+        )
+        resume = move("in_service", "GPU reset")
+        assert resume["status"] == "skipped"
+        assert resume["output"].startswith("drained by someone else (Reason=admin: bad DIMM")
+        node = _node(cluster)
+        assert node.drained and node.reason == "admin: bad DIMM, do not resume"
+
+        # Resumed by hand in Slurm meanwhile: Fleetwatch's resume has nothing to do, and the
+        # next quarantine drains at once (nothing jammed behind a refused resume).
+        cluster.run("scontrol", "update", f"NodeName={cluster.node}", "State=RESUME")
+        assert move("quarantined", 'reason with "quotes"')["status"] == "succeeded"
+        assert _node(cluster).reason == "fleetwatch: reason with 'quotes'"
+        cluster.run("scontrol", "update", f"NodeName={cluster.node}", "State=RESUME")
+        skipped = move("in_service", "back")
+        assert skipped["status"] == "skipped"
+        assert skipped["output"].startswith("not drained in Slurm (State=IDLE")
+        assert move("quarantined", "Xid 79 again")["status"] == "succeeded"
+        assert _node(cluster).drained
+    finally:
+        live.stop()
