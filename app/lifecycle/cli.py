@@ -264,3 +264,41 @@ def breaker_reset(actor: ActorOpt = None, database_url: DatabaseOpt = None) -> N
         typer.echo(f"fleetwatch: --{exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo("circuit breaker closed: automatic quarantines go on")
+
+
+@lifecycle_cli.command("retry")
+def retry(
+    action_id: Annotated[int, typer.Argument(help="the failed action's id (lifecycle show)")],
+    actor: ActorOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Log a failed action again, with the command built from these settings, and run it."""
+    from app.cli import _session, _settings
+    from app.db import make_engine, make_session_factory
+    from app.remediation import service as remediation
+    from app.remediation.worker import ActionWorker
+
+    settings = _settings(database_url=database_url)
+    backends = remediation.Backends.of(settings)
+    with _session(database_url) as session:
+        action = remediation.retry(
+            session, action_id=action_id, actor=actor or _default_actor(), backends=backends
+        )
+        new_id, node_id = action.id, action.node_id
+    engine = make_engine(settings.effective_database_url)
+    try:
+        factory = make_session_factory(engine)
+        ActionWorker(
+            factory, timeout_s=backends.timeout_s, kubeconfig=backends.kubeconfig
+        ).run_once(node_id=node_id)
+        from app.db import session_scope
+        from app.remediation.models import NodeAction
+
+        with session_scope(factory) as session:
+            done = session.get_one(NodeAction, new_id)
+            typer.echo(_action_line(done))
+            ok = done.status in (remediation.SUCCEEDED, remediation.SKIPPED)
+    finally:
+        engine.dispose()
+    if not ok:
+        raise typer.Exit(1)

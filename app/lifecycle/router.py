@@ -19,6 +19,7 @@ from app.lifecycle.schemas import (
     DecisionOut,
     LifecycleIn,
     LifecycleOut,
+    RetryIn,
     TransitionMadeOut,
     TransitionOut,
 )
@@ -132,3 +133,24 @@ def reset_breaker(
     a cause now dealt with)."""
     automation.reset_breaker(session, actor=body.actor)
     return automation_out(session, automation.Limits.of(request.app.state.settings))
+
+
+@router.post(
+    "/actions/{action_id}/retry",
+    response_model=ActionOut,
+    responses={404: {"description": "No such action"}, 409: {"description": "Not retriable"}},
+)
+def retry_action(
+    session: WriteSessionDep, request: Request, action_id: int, body: RetryIn
+) -> ActionOut:
+    """Log a failed scheduler action again (a new pending action, its command built with the
+    current settings); it runs at once after the commit. 409 if it did not fail, a newer action
+    of its node and system came since, or its system is not managed now."""
+    action = remediation.retry(
+        session,
+        action_id=action_id,
+        actor=body.actor,
+        backends=remediation.Backends.of(request.app.state.settings),
+    )
+    wakeups.signal_on_commit(session, wakeups.ACTIONS_CHANNEL)
+    return ActionOut.model_validate(action, from_attributes=True)

@@ -143,3 +143,13 @@ class BreakerResetIn(BaseModel):
     actor: Annotated[str, AfterValidator(_stripped_text)] = Field(
         min_length=1, max_length=MAX_ACTOR, description="who resets it"
     )
+
+
+class RetryIn(BaseModel):
+    """``POST /api/v1/actions/{id}/retry`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    actor: Annotated[str, AfterValidator(_stripped_text)] = Field(
+        default="api", min_length=1, max_length=MAX_ACTOR, description="who asks"
+    )

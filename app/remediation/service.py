@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import utcnow
+from app.errors import Conflict, NotFound
 from app.fleet.models import Node
 from app.remediation import kubernetes, slurm
 from app.remediation.models import NodeAction
@@ -178,3 +179,56 @@ def actions_of(session: Session, node_id: int, *, limit: int = 50) -> list[NodeA
             .limit(limit)
         )
     )
+
+
+def retry(session: Session, *, action_id: int, actor: str, backends: Backends) -> NodeAction:
+    """Log a failed action again as a new ``pending`` one (flushes), its command built with
+    the current settings (a Slurm command with today's ``scontrol`` path); the failed one stays
+    in the log.
+
+    Raises:
+        NotFound: no such action.
+        Conflict: it did not fail, the node has a newer action of that system since (its
+            state moved on), or its system is not managed by these settings.
+    """
+    old = session.get(NodeAction, action_id)
+    if old is None:
+        raise NotFound(f"no action {action_id}")
+    if old.status != FAILED:
+        raise Conflict(f"action {action_id} is {old.status}: only a failed action is retried")
+    newer = session.scalar(
+        select(NodeAction.id).where(
+            NodeAction.node_id == old.node_id,
+            NodeAction.system == old.system,
+            NodeAction.id > old.id,
+        )
+    )
+    if newer is not None:
+        raise Conflict(f"action {newer} of the node came after it: retry that one if it failed")
+    command = list(old.command)
+    if old.system == "slurm":
+        if backends.scontrol is None:
+            raise Conflict("slurm is not managed by these settings (FLEETWATCH_SLURM_SCONTROL)")
+        command[0] = backends.scontrol
+        if not slurm.valid_node_name(old.target):
+            raise Conflict(f"{old.target!r} is not one Slurm node name: fix the node's label")
+    elif old.system == "kubernetes" and backends.kubeconfig is None:
+        raise Conflict("kubernetes is not managed by these settings (FLEETWATCH_KUBECONFIG)")
+    now = utcnow()
+    action = NodeAction(
+        node_id=old.node_id,
+        transition_id=old.transition_id,
+        system=old.system,
+        verb=old.verb,
+        target=old.target,
+        command=command,
+        status=PENDING,
+        attempts=0,
+        requested_at=now,
+        next_attempt_at=now,
+        output=f"retry of action {old.id}",
+        actor=actor[:128],
+    )
+    session.add(action)
+    session.flush()
+    return action

@@ -25,12 +25,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_scope, utcnow
+from app.events import service as events_service
 from app.remediation import commands, kubernetes, service, slurm
 from app.remediation.models import NodeAction
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
+#: The node event of an action that failed for good.
+FAILED_EVENT = "remediation_failed"
 #: Wait before the retry after attempt n (1-based): 10 s, 30 s, 1 min, 5 min.
 BACKOFF_S = (10.0, 30.0, 60.0, 300.0)
 
@@ -153,6 +156,18 @@ class ActionWorker:
                 action.finished_at = stamp
                 action.next_attempt_at = None
                 report.failed += 1
+                # Paged by the default rule node-remediation-failed: the scheduler and the
+                # lifecycle now disagree.
+                events_service.record_server_event(
+                    session,
+                    node_id=action.node_id,
+                    kind=FAILED_EVENT,
+                    message=(
+                        f"action {action.id} ({action.system} {action.verb} {action.target}) "
+                        f"failed {action.attempts} times: {outcome.output}"
+                    )[:2000],
+                    at=stamp,
+                )
                 log.error(
                     "action %d (%s %s %s) failed after %d attempts: %s",
                     *what,

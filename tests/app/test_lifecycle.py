@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -379,3 +380,51 @@ def test_a_second_move_waits_for_the_first_and_is_refused(postgres_url: str) -> 
                 assert [t.actor for t in lifecycle.history(session, node.id)] == ["alice"]
     finally:
         wipe(postgres_url)
+
+
+def test_an_action_that_failed_for_good_pages_and_can_be_retried(
+    db_url: str, tmp_path: Path
+) -> None:
+    from app.alerts.rulefiles import DEFAULT_RULES_DIR, load_path
+    from tests.factories import add_rules, evaluate_at, wipe_alerts
+
+    for live in _server(db_url, tmp_path, FALSE):
+        try:
+            assert _move(live, "quarantined").status_code == 200
+            with session_factory(db_url) as factory:
+                worker = ActionWorker(factory)
+                for _ in range(MAX_ATTEMPTS):
+                    with session_scope(factory) as session:
+                        session.execute(update(NodeAction).values(next_attempt_at=utcnow()))
+                    worker.run_once()
+            (failed,) = _lifecycle(live)["actions"]
+            assert failed["status"] == "failed"
+            (spec,) = [
+                s
+                for s, _ in load_path(DEFAULT_RULES_DIR, source_prefix="defaults")
+                if s.name == "node-remediation-failed"
+            ]
+            add_rules(db_url, spec.document())
+            evaluate_at(db_url, datetime.now(UTC))
+            firing = httpx.get(f"{live.url}/api/v1/alerts", params={"state": "firing"}).json()
+            assert [a["rule"] for a in firing] == ["node-remediation-failed"]
+            assert firing[0]["labels"]["hostname"] == "gpu-node-07.cluster.example"
+
+            retried = httpx.post(
+                f"{live.url}/api/v1/actions/{failed['id']}/retry", json={"actor": "carol"}
+            )
+            assert retried.status_code == 200, retried.text
+            again = retried.json()
+            assert (again["status"], again["actor"], again["command"]) == (
+                "pending",
+                "carol",
+                failed["command"],
+            )
+            assert again["output"] == f"retry of action {failed['id']}"
+            twice = httpx.post(f"{live.url}/api/v1/actions/{failed['id']}/retry", json={})
+            assert twice.status_code == 409 and "came after it" in twice.json()["detail"]
+            not_failed = httpx.post(f"{live.url}/api/v1/actions/{again['id']}/retry", json={})
+            assert not_failed.status_code == 409
+            assert httpx.post(f"{live.url}/api/v1/actions/999999/retry", json={}).status_code == 404
+        finally:
+            wipe_alerts(db_url)

@@ -121,6 +121,7 @@ def test_the_default_pack_validates_and_names_a_runbook_for_every_rule() -> None
         "storage-nfs-latency-high",
         "node-repeat-offender",
         "node-quarantine-blocked",
+        "node-remediation-failed",
     ]
     assert all(s.runbook for s, _ in specs)
 
@@ -175,13 +176,13 @@ def test_cli_apply_defaults_then_export_and_errors_exit_1(tmp_path: Path) -> Non
 
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines()[-1] == (
-        "21 created, 0 updated, 0 unchanged; inhibition rules: 6 created, 0 updated, 0 unchanged"
+        "22 created, 0 updated, 0 unchanged; inhibition rules: 6 created, 0 updated, 0 unchanged"
     )
     assert "created inhibition rule: gpu-lost-mutes-its-gpu" in first.stdout.splitlines()
     assert again.stdout.splitlines()[-1] == (
-        "0 created, 0 updated, 21 unchanged; inhibition rules: 0 created, 0 updated, 6 unchanged"
+        "0 created, 0 updated, 22 unchanged; inhibition rules: 0 created, 0 updated, 6 unchanged"
     )
-    assert exported.stdout.count("\n- name: ") == 21 + 6
+    assert exported.stdout.count("\n- name: ") == 22 + 6
     assert "\ninhibit_rules:\n" in exported.stdout
     assert failed.returncode == 1
     assert failed.stderr.startswith(f"{bad}:11: rules[0].condition.threshold.op: Input should be")

@@ -140,6 +140,13 @@ EXPECTED["node-quarantine-blocked"] = [
     "fleetwatch lifecycle breaker-reset",
     "action_mode",
 ]
+EXPECTED["node-remediation-failed"] = [
+    "fleetwatch lifecycle show gpu-a-01",
+    "scontrol show node gpu-a-01",
+    "kubectl get node gpu-a-01",
+    "fleetwatch lifecycle retry",
+    "/api/v1/actions/",
+]
 EXPECTED["gpu-unresponsive"] = [
     *DRAIN,
     "timeout 30 nvidia-smi -q -i 3",
