@@ -9,7 +9,16 @@ import httpx
 
 from tests.live_server import LiveServer
 
-NAV = ["/", "/topology", "/storage", "/alerts", "/incidents", "/runbooks", "/notifications"]
+NAV = [
+    "/",
+    "/topology",
+    "/storage",
+    "/alerts",
+    "/incidents",
+    "/reliability",
+    "/runbooks",
+    "/notifications",
+]
 BERLIN = "?tz=Europe%2FBerlin"
 
 

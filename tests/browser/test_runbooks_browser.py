@@ -36,7 +36,7 @@ def test_list_and_view_a_shipped_runbook(page: Tab, site: LiveServer) -> None:
     tab.get_by_role("link", name="Runbooks").click()
     tab.wait_for_url("**/runbooks")
 
-    expect(tab.locator("table.runbooks tbody tr")).to_have_count(17)
+    expect(tab.locator("table.runbooks tbody tr")).to_have_count(19)
     shot(tab, "runbooks")
     tab.get_by_role("link", name="gpu-double-bit-ecc", exact=True).click()
     tab.wait_for_url("**/runbooks/gpu-double-bit-ecc")
