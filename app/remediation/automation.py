@@ -40,6 +40,7 @@ from app.lifecycle import service as lifecycle
 from app.lifecycle import states
 from app.lifecycle.models import LifecycleTransition
 from app.remediation import service as remediation
+from app.remediation import slurm
 from app.remediation.models import AutomationDecision, CircuitBreaker
 
 log = logging.getLogger(__name__)
@@ -243,8 +244,6 @@ def decide(
 def _would_run(node: Node, reason: str, backends: remediation.Backends) -> str:
     if backends.scontrol is None:
         return ""
-    from app.remediation import slurm
-
     name = remediation.slurm_name(node)
     return " ".join(slurm.drain_command(backends.scontrol, name, reason))
 
