@@ -21,6 +21,7 @@ from app.notify.ack_links import AckSigner
 from app.notify.outbox import enqueue_repeats
 from app.notify.secrets import SecretBox, install_log_redaction, secret_key
 from app.notify.worker import DeliveryWorker, TickReport, WorkerOptions
+from app.wake_thread import WakeThread
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +72,7 @@ class NotifyJobs:
         )
         self._last_repeat = 0.0
         self._lock = threading.Lock()
-        self._woken = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._wakes = WakeThread(self.job, name="notify-wake")
 
     def tick(self) -> TickReport:
         """The repeat scan when due, then one worker tick."""
@@ -101,25 +100,13 @@ class NotifyJobs:
 
     def wake(self) -> None:
         """Outbox rows were committed: run a worker tick now (never blocks)."""
-        self._woken.set()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._woken.wait()
-            self._woken.clear()
-            if self._stop.is_set():
-                return
-            self.job()
+        self._wakes.wake()
 
     def start(self) -> None:
         """Start the thread that serves :meth:`wake` (a daemon)."""
-        self._thread = threading.Thread(target=self._loop, name="notify-wake", daemon=True)
-        self._thread.start()
+        self._wakes.start()
 
     def close(self) -> None:
         """Stop the wake-up thread and close the worker's HTTP client."""
-        self._stop.set()
-        self._woken.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        self._wakes.close(timeout_s=30)
         self.worker.close()

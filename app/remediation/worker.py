@@ -28,6 +28,7 @@ from app.db import session_scope, utcnow
 from app.events import service as events_service
 from app.remediation import commands, kubernetes, service, slurm
 from app.remediation.models import NodeAction
+from app.wake_thread import WakeThread
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +72,7 @@ class ActionWorker:
         self.timeout_s = timeout_s
         self.kubeconfig = kubeconfig
         self._lock = threading.Lock()
-        self._woken = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._wakes = WakeThread(self.job, name="action-wake")
 
     def run_once(self, *, limit: int = 50, node_id: int | None = None) -> RunReport:
         """Run every due action (at most ``limit``; of one node where given)."""
@@ -212,24 +211,12 @@ class ActionWorker:
 
     def wake(self) -> None:
         """Actions were committed: run them now (never blocks)."""
-        self._woken.set()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._woken.wait()
-            self._woken.clear()
-            if self._stop.is_set():
-                return
-            self.job()
+        self._wakes.wake()
 
     def start(self) -> None:
         """Start the thread that serves :meth:`wake` (a daemon)."""
-        self._thread = threading.Thread(target=self._loop, name="action-wake", daemon=True)
-        self._thread.start()
+        self._wakes.start()
 
     def close(self) -> None:
         """Stop the wake-up thread."""
-        self._stop.set()
-        self._woken.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._wakes.close(timeout_s=5)
