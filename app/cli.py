@@ -34,6 +34,9 @@ cli.add_typer(storage_cli, name="storage")
 from app.lifecycle.cli import lifecycle_cli  # noqa: E402
 
 cli.add_typer(lifecycle_cli, name="lifecycle")
+from app.maintenance.cli import maintenance_cli  # noqa: E402
+
+cli.add_typer(maintenance_cli, name="maintenance")
 
 DatabaseOpt = Annotated[
     str | None,

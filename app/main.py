@@ -44,6 +44,8 @@ from app.ingest import router as ingest_router
 from app.job_lock import once_per_database
 from app.lifecycle import pages as lifecycle_pages
 from app.lifecycle import router as lifecycle_router
+from app.maintenance import pages as maintenance_pages
+from app.maintenance import router as maintenance_router
 from app.migrate import is_up_to_date
 from app.nics import router as nic_router
 from app.notify import pages as notify_pages
@@ -311,6 +313,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(incidents_router.router)
     app.include_router(lifecycle_router.router)
     app.include_router(lifecycle_pages.router)
+    app.include_router(maintenance_router.router)
+    app.include_router(maintenance_pages.router)
     app.include_router(reliability_pages.router)
     app.include_router(incident_pages.router)
     app.include_router(notify_router.router)

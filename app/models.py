@@ -15,6 +15,7 @@ from app.health.models import NodeHealthState
 from app.incidents.models import Incident, IncidentEvent
 from app.ingest.models import IngestBatch
 from app.lifecycle.models import LifecycleTransition, NodeLifecycle
+from app.maintenance.models import MaintenanceWindow
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyDestination, NotifyRoute
 from app.remediation.models import AutomationDecision, CircuitBreaker, NodeAction
 from app.series import models as series_models  # every sample table
@@ -35,6 +36,7 @@ __all__ = [
     "IncidentJob",
     "IngestBatch",
     "LifecycleTransition",
+    "MaintenanceWindow",
     "Node",
     "NodeAction",
     "NodeEvent",

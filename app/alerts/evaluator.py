@@ -27,14 +27,15 @@ from app.alerts.instance_reads import (
 )
 from app.alerts.kinds import observe, shared
 from app.alerts.lifecycle import InstanceState, Timing, step
-from app.alerts.models import AlertEvent, AlertInstance, AlertRule, AlertSilence
-from app.alerts.silences import active_silences, is_silenced
+from app.alerts.models import AlertEvent, AlertInstance, AlertRule
+from app.alerts.silences import Mutes, active_silences
 from app.alerts.spec import RuleSpec, code_named
 from app.db import utcnow
 from app.fleet import retire
 from app.gc_tuning import without_collection
 from app.health import actions
 from app.health.rules import HealthRules
+from app.maintenance import service as maintenance
 from app.notify import outbox as notify_outbox
 from app.series.recent_gpu import RecentGpuSamples
 
@@ -189,7 +190,7 @@ def apply_rule(
     rule_id: int,
     spec: RuleSpec,
     observations: list[Observation],
-    silences: list[AlertSilence],
+    mutes: Mutes,
     now: datetime,
     active: dict[str, Any],
     notify: bool = True,
@@ -222,7 +223,7 @@ def apply_rule(
     ids: dict[str, int] = {}
     for fp in sorted(set(observed) | set(instances)):
         obs, inst = observed.get(fp), instances.get(fp)
-        if inst is not None and obs is not None and _unchanged(spec, obs, inst, silences, now):
+        if inst is not None and obs is not None and _unchanged(spec, obs, inst, mutes, now):
             continue
         held = timing
         if obs is None and inst is not None and gone_hosts:
@@ -234,7 +235,7 @@ def apply_rule(
         )
         if inst is None and (transition is None or obs is None):
             continue
-        row = _row(spec, obs, inst, new, silences, now)
+        row = _row(spec, obs, inst, new, mutes, now)
         if inst is None:
             created.append({"rule_id": rule_id, "fingerprint": fp, **row})
         else:
@@ -319,9 +320,7 @@ def _fingerprint_in(session: Session, fingerprints: list[str]) -> Any:
     return _T.c.fingerprint.in_(fingerprints)
 
 
-def _unchanged(
-    spec: RuleSpec, obs: Observation, inst: Any, silences: list[AlertSilence], now: datetime
-) -> bool:
+def _unchanged(spec: RuleSpec, obs: Observation, inst: Any, mutes: Mutes, now: datetime) -> bool:
     """Whether this evaluation leaves active instance ``inst`` as stored: its condition still
     holds (``obs`` met), no timer runs out (a pending one's ``for``; ``keep_firing_for``
     needs ``last_active_at`` written), its labels and silencing are those stored, and its
@@ -340,7 +339,7 @@ def _unchanged(
         if since is None or now - since >= timedelta(seconds=spec.for_s):
             return False
     labels = instance_labels(spec, obs)
-    if labels != inst[AT["labels"]] or is_silenced(silences, labels) != inst[AT["silenced"]]:
+    if labels != inst[AT["labels"]] or mutes.mute(labels) != inst[AT["silenced"]]:
         return False
     value_at = inst[AT["value_at"]]
     if value_at is not None and now - value_at < _VALUE_REFRESH:
@@ -356,7 +355,7 @@ def _row(
     obs: Observation | None,
     inst: Any,
     new: InstanceState,
-    silences: list[AlertSilence],
+    mutes: Mutes,
     now: datetime,
 ) -> dict[str, Any]:
     """The instance's columns after this evaluation (labels, value and texts from the
@@ -382,7 +381,7 @@ def _row(
         "resolved_at": new.resolved_at,
         "last_evaluated_at": now,
         "value_at": now,
-        "silenced": active and is_silenced(silences, labels),
+        "silenced": active and mutes.mute(labels),
         "acked": active and inst is not None and inst.acked,
     }
 
@@ -513,7 +512,10 @@ def evaluate(
         recent_gpu.release(session)
     if read_session is not None:
         read_session.rollback()  # end the read snapshot before writing
-    silences = active_silences(session, now=now)
+    mutes = Mutes(
+        active_silences(session, now=now),
+        frozenset(maintenance.hosts_in_maintenance(session, now=now)),
+    )
     session.flush()
     hosts = None if nodes is None else sorted(node.hostname for node in ctx.nodes.values())
     rule_ids = [rule_id for rule_id, _, _ in observed]
@@ -538,7 +540,7 @@ def evaluate(
             rule_id=rule_id,
             spec=spec,
             observations=observations,
-            silences=silences,
+            mutes=mutes,
             now=now,
             active=active[rule_id],
             notify=notify,

@@ -10,10 +10,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.alerts.models import AlertAck, AlertEvent, AlertInstance, AlertRule, AlertSilence
-from app.alerts.silences import matches
+from app.alerts.silences import Mutes, active_silences, matches
 from app.alerts.spec import RuleSpec
 from app.db import utcnow
 from app.errors import BadRequest, NotFound
+from app.maintenance import service as maintenance
 
 
 def list_alerts(
@@ -184,16 +185,22 @@ def expire_silence(session: Session, *, silence_id: int) -> AlertSilence:
     if silence.ends_at > now:
         silence.ends_at = now
     session.flush()
-    others = [
-        s.matchers
-        for s in session.scalars(
-            select(AlertSilence).where(AlertSilence.starts_at <= now, AlertSilence.ends_at > now)
-        )
-    ]
-    for inst in _active(session):
-        inst.silenced = any(matches(m, inst.labels) for m in others)
-    session.flush()
+    refresh_silenced(session, now=now)
     return silence
+
+
+def refresh_silenced(session: Session, *, now: datetime | None = None) -> None:
+    """Mark each active instance silenced or not by the silences and maintenance windows in
+    force at ``now`` (the evaluator does so at its next evaluation; this is at once, after a
+    silence or window ended or began)."""
+    now = now or utcnow()
+    mutes = Mutes(
+        active_silences(session, now=now),
+        frozenset(maintenance.hosts_in_maintenance(session, now=now)),
+    )
+    for inst in _active(session):
+        inst.silenced = mutes.mute(inst.labels or {})
+    session.flush()
 
 
 def silence_matches(session: Session, *, matchers: list[dict[str, Any]]) -> list[int]:

@@ -7,7 +7,8 @@ backtracking in Python's ``re`` does."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
@@ -76,3 +77,17 @@ def active_silences(session: Session, *, now: datetime) -> list[AlertSilence]:
 def is_silenced(silences: Iterable[AlertSilence], labels: Mapping[str, str]) -> bool:
     """Whether any of ``silences`` matches ``labels``."""
     return any(matches(s.matchers, labels) for s in silences)
+
+
+@dataclass(frozen=True)
+class Mutes:
+    """What mutes an alert now: the silences in force, and the hostnames of the nodes in a
+    maintenance window (:mod:`app.maintenance`), whose every alert is muted."""
+
+    silences: Sequence[AlertSilence]
+    hosts: Collection[str] = frozenset()
+
+    def mute(self, labels: Mapping[str, str]) -> bool:
+        """Whether an alert with ``labels`` is muted (its ``hostname`` in maintenance, or a
+        silence matching)."""
+        return labels.get("hostname") in self.hosts or is_silenced(self.silences, labels)

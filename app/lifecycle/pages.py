@@ -19,6 +19,7 @@ from app.fleet import service as fleet_service
 from app.fleet.models import Node
 from app.forms import Form, read_form
 from app.lifecycle import recommend, service, states
+from app.maintenance import service as maintenance
 from app.remediation import service as remediation
 from app.viewer_time import tz_query
 
@@ -42,6 +43,7 @@ def panel_context(session: Session, node: Node, backends: remediation.Backends) 
         "lifecycle_history": service.history(session, node.id, limit=SHOWN),
         "lifecycle_actions": remediation.actions_of(session, node.id, limit=SHOWN),
         "lifecycle_managed": backends.names,
+        "maintenance_windows": maintenance.windows_of_node(session, node),
     }
 
 

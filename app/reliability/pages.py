@@ -47,6 +47,7 @@ def _row(g: service.GroupFigures) -> dict[str, Any]:
         "nodes": g.nodes,
         "node_hours": round(g.node_hours, 2),
         "out_of_service_hours": round(g.out_hours, 2),
+        "maintenance_hours": round(g.maintenance_hours, 2),
         "availability_pct": None if g.availability_pct is None else round(g.availability_pct, 3),
         "incidents": g.incidents,
         "interruptions": g.interruptions,

@@ -4,9 +4,11 @@ and the incidents (interruptions).
 * **availability** = node-hours in service / node-hours in the range. A node counts from when
   it was first seen (or the range's start) to when it was retired (or the range's end); it is
   out of service while quarantined, remediating, validating or at RMA (:mod:`app.lifecycle`).
+  Planned maintenance (:mod:`app.maintenance`) is left out of both: its hours are neither
+  node-hours nor out of service (``maintenance_hours`` says how many were left out).
 * **interruptions**: job-fatal incidents (a lost GPU, a catalog Xid that ends the GPU's jobs:
-  docs/incidents.md); self-tests left out. **MTBI** = node-hours / interruptions, as Meta
-  reports for Llama 3's training cluster.
+  docs/incidents.md) that began outside the node's maintenance; self-tests left out. **MTBI**
+  = node-hours / interruptions, as Meta reports for Llama 3's training cluster.
 * **MTTR**: the mean length of the out-of-service stretches that ended (returned to service)
   within the range, each counted whole.
 * **taxonomy**: incidents by failed component (:mod:`app.reliability.taxonomy`).
@@ -26,6 +28,7 @@ from sqlalchemy.orm import Session
 from app.fleet.models import Node
 from app.incidents import service as incidents
 from app.lifecycle import service as lifecycle
+from app.maintenance import service as maintenance
 from app.reliability import taxonomy
 
 NONE = "(none)"
@@ -41,6 +44,7 @@ class GroupFigures:
     nodes: int = 0
     node_hours: float = 0.0
     out_hours: float = 0.0
+    maintenance_hours: float = 0.0
     incidents: int = 0
     interruptions: int = 0
     repairs: int = 0
@@ -77,11 +81,6 @@ class Report:
     taxonomy: list[tuple[str, int, float]]  # category, incidents, share in percent
 
 
-def _overlap_h(a_start: datetime, a_end: datetime, b_start: datetime, b_end: datetime) -> float:
-    seconds = (min(a_end, b_end) - max(a_start, b_start)).total_seconds()
-    return max(0.0, seconds) / HOUR_S
-
-
 def report(session: Session, *, start: datetime, end: datetime, group_label: str) -> Report:
     """The figures over ``start`` … ``end`` grouped by ``group_label``.
 
@@ -93,6 +92,7 @@ def report(session: Session, *, start: datetime, end: datetime, group_label: str
     fleet = GroupFigures("fleet")
     groups: dict[str, GroupFigures] = {}
     spans: dict[int, tuple[str, datetime, datetime]] = {}
+    planned = maintenance.node_intervals(session, start=start, end=end)
     for node in session.scalars(select(Node).where(Node.first_seen_at.is_not(None))):
         first = node.first_seen_at or node.created_at
         node_start = max(start, first)
@@ -102,16 +102,23 @@ def report(session: Session, *, start: datetime, end: datetime, group_label: str
         value = (node.labels or {}).get(group_label)
         name = str(value) if value is not None else NONE
         spans[node.id] = (name, node_start, node_end)
-        hours = (node_end - node_start).total_seconds() / HOUR_S
+        planned_h = maintenance.overlap_s((node_start, node_end), planned.get(node.id, ())) / HOUR_S
+        hours = (node_end - node_start).total_seconds() / HOUR_S - planned_h
         for figures in (groups.setdefault(name, GroupFigures(name)), fleet):
             figures.nodes += 1
             figures.node_hours += hours
+            figures.maintenance_hours += planned_h
     for period in lifecycle.out_periods(session, until=end):
         span = spans.get(period.node_id)
         if span is None:
             continue
         name, node_start, node_end = span
-        out_h = _overlap_h(period.start, period.end or end, node_start, node_end)
+        out_start, out_end = max(period.start, node_start), min(period.end or end, node_end)
+        out_h = 0.0
+        if out_end > out_start:
+            out_s = (out_end - out_start).total_seconds()
+            out_s -= maintenance.overlap_s((out_start, out_end), planned.get(period.node_id, ()))
+            out_h = out_s / HOUR_S
         for figures in (groups[name], fleet):
             figures.out_hours += out_h
             if period.end is not None and start <= period.end < end:
@@ -126,7 +133,10 @@ def report(session: Session, *, start: datetime, end: datetime, group_label: str
         counted[kind] += 1
         for figures in (groups[span[0]], fleet):
             figures.incidents += 1
-            figures.interruptions += int(incident.job_fatal)
+            figures.interruptions += int(
+                incident.job_fatal
+                and not maintenance.inside(incident.opened_at, planned.get(incident.node_id, ()))
+            )
             figures.categories[kind] += 1
     total = sum(counted.values())
     return Report(

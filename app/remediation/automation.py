@@ -6,14 +6,14 @@ decision (``automation_decision``), by the rule's ``action_mode``:
   run — unless the circuit breaker is open or this quarantine would trip it.
 * ``dry_run``: recorded with the commands that would have run; nothing changes.
 
-An alert whose node is not in service, is retired, or whose alert is silenced (a maintenance
-window is a silence) or a self-test gets ``skipped``. The **circuit breaker** (as NVIDIA
-NVSentinel's) trips when an automatic quarantine would make more than ``max_nodes`` automatic
-quarantines within ``window_s``, or more than ``max_pct`` % of the node's group (the nodes
-sharing its ``group_label`` value; one node of any group is always allowed) within it: that
-quarantine and every later automatic one are ``blocked`` until a person resets the breaker, and
-each blocked node gets a ``quarantine_blocked`` event, which the default rule
-``node-quarantine-blocked`` pages.
+An alert whose node is not in service, is retired or in a maintenance window
+(:mod:`app.maintenance`), or whose alert is silenced or a self-test gets ``skipped``. The
+**circuit breaker** (as NVIDIA NVSentinel's) trips when an automatic quarantine would make more
+than ``max_nodes`` automatic quarantines within ``window_s``, or more than ``max_pct`` % of the
+node's group (the nodes sharing its ``group_label`` value; one node of any group is always
+allowed) within it: that quarantine and every later automatic one are ``blocked`` until a
+person resets the breaker, and each blocked node gets a ``quarantine_blocked`` event, which the
+default rule ``node-quarantine-blocked`` pages.
 
 Decisions are made by a job every few seconds over the firing events of the last
 ``LOOK_BACK_S`` (an alert that fired while the server was down for longer is not acted on).
@@ -39,6 +39,7 @@ from app.ingest.fields import plain_text
 from app.lifecycle import service as lifecycle
 from app.lifecycle import states
 from app.lifecycle.models import LifecycleTransition
+from app.maintenance import service as maintenance
 from app.remediation import service as remediation
 from app.remediation import slurm
 from app.remediation.models import AutomationDecision, CircuitBreaker
@@ -192,8 +193,13 @@ def decide(
         decision.detail = "a self-test alert"
     elif node.retired_at is not None:
         decision.detail = "the node is retired"
+    elif (window := maintenance.covering(session, node, now=now)) is not None:
+        decision.detail = (
+            f"the node is in maintenance window {window.window_id} until "
+            f"{window.ends_at.isoformat(timespec='seconds')}: {window.reason}"
+        )
     elif firing.silenced:
-        decision.detail = "the alert is silenced (maintenance)"
+        decision.detail = "the alert is silenced"
     elif (state := lifecycle.current(session, node.id).state) != states.IN_SERVICE:
         decision.detail = f"the node is {state} already"
     elif firing.mode == "recommend":

@@ -206,7 +206,7 @@ def test_silenced_alerts_and_nodes_out_of_service_are_skipped(live: LiveServer, 
         for d in httpx.get(f"{live.url}/api/v1/automation").json()["decisions"]
     }
     assert details == {
-        "quiet": "the alert is silenced (maintenance)",
+        "quiet": "the alert is silenced",
         "away": "the node is quarantined already",
     }
     assert _state(live, "quiet")["state"] == "in_service"

@@ -16,6 +16,7 @@ NAV = [
     "/alerts",
     "/incidents",
     "/reliability",
+    "/maintenance",
     "/runbooks",
     "/notifications",
 ]
