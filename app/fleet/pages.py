@@ -109,6 +109,7 @@ def _overview_filters(
     group: str | None = None,
     page: str | None = None,
     expand: str | None = None,
+    service: str | None = None,
 ) -> OverviewFilters:
     return OverviewFilters.parse(
         FleetFilters.parse(q, label, sort),
@@ -120,6 +121,7 @@ def _overview_filters(
         group=group,
         page=page,
         expand=expand,
+        service=service,
     )
 
 
@@ -149,14 +151,16 @@ def fleet_page(
     group: str | None = None,
     page: str | None = None,
     expand: str | None = None,
+    service: str | None = None,
 ) -> HTMLResponse:
     """The fleet overview: node counts per health state, the tile grid (cluster → IB pod →
     node, a cell per GPU coloured by ``overlay``) or the node table (``view=table``, ``page``
     of 500 rows), and the recent events; narrowed by ``q``, ``label=k=v``, ``model``,
-    ``state`` and ``problems=1``. An unknown ``state``/``overlay``/``view``/``problems`` value
+    ``state``, ``service`` (in / out / maintenance) and ``problems=1``. An unknown
+    ``state``/``overlay``/``view``/``problems``/``service`` value
     or a ``page`` that is not a number from 1 is a 400 page naming it."""
     filters = _overview_filters(
-        q, label, sort, state, model, overlay, view, problems, group, page, expand
+        q, label, sort, state, model, overlay, view, problems, group, page, expand, service
     )
     return render(request, "fleet/page.html", _fleet_context(request, session, filters))
 
@@ -183,6 +187,7 @@ def fleet_nodes_partial(
     group: str | None = None,
     page: str | None = None,
     expand: str | None = None,
+    service: str | None = None,
     push: str | None = None,
     seen: str | None = None,
 ) -> Response:
@@ -196,7 +201,7 @@ def fleet_nodes_partial(
     change (``push=1``) shows the table's first page."""
     page = None if push == "1" else page
     filters = _overview_filters(
-        q, label, sort, state, model, overlay, view, problems, group, page, expand
+        q, label, sort, state, model, overlay, view, problems, group, page, expand, service
     )
     response = render(request, "overview/_live.html", _fleet_context(request, session, filters))
     version = live_version(bytes(response.body))

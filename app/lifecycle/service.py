@@ -206,19 +206,25 @@ class OutOfService:
     cause_ref: str | None
 
 
-def out_of_service_list(session: Session, *, limit: int) -> tuple[int, list[OutOfService]]:
-    """How many nodes (not retired) are out of service, and the ``limit`` longest out first
-    (one statement: the overview's statements stay a constant few at any fleet size)."""
+def out_of_service_nodes(session: Session) -> list[OutOfService]:
+    """Every node (not retired) out of service, longest out first (one statement: the
+    overview's statements stay a constant few at any fleet size)."""
     rows = session.execute(
         select(Node.hostname, NodeLifecycle)
         .join(Node, Node.id == NodeLifecycle.node_id)
         .where(NodeLifecycle.state != states.IN_SERVICE, Node.retired_at.is_(None))
         .order_by(NodeLifecycle.since, Node.hostname)
     ).all()
-    return len(rows), [
+    return [
         OutOfService(host, row.state, row.since, row.reason, row.cause, row.cause_ref)
-        for host, row in rows[:limit]
+        for host, row in rows
     ]
+
+
+def out_of_service_list(session: Session, *, limit: int) -> tuple[int, list[OutOfService]]:
+    """How many nodes (not retired) are out of service, and the ``limit`` longest out first."""
+    rows = out_of_service_nodes(session)
+    return len(rows), rows[:limit]
 
 
 @dataclass(frozen=True)

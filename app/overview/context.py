@@ -23,11 +23,13 @@ from app.overview.filters import (
     GROUPINGS,
     OVERLAYS,
     PAGE_ROWS,
+    SERVICES,
     STATES,
     VIEWS,
     OverviewFilters,
 )
 from app.overview.row_cache import ROWS
+from app.overview.service_marks import ServiceMark, in_service_state, service_marks
 from app.overview.table import StateRow, fleet_counts, health_rank
 from app.overview.tile_cache import TILES
 
@@ -67,6 +69,7 @@ def overview_context(
         "views_allowed": VIEWS,
         "groupings": GROUPINGS,
         "states": STATES,
+        "services": SERVICES,
         "events": overview_service.recent_events(session, limit=EVENTS_SHOWN),
         "repeat_nodes": offenders.repeat_nodes(session, now=now, limit=OFFENDERS_SHOWN),
         "repeat_gpus": offenders.repeat_gpus(session, now=now, limit=OFFENDERS_SHOWN),
@@ -76,15 +79,22 @@ def overview_context(
         "label_columns": label_columns,
         "skew_shown_above_s": skew_shown_above_s,
     }
-    total, out = lifecycle.out_of_service_list(session, limit=OFFENDERS_SHOWN)
-    context.update(out_of_service=out, out_of_service_total=total)
+    out = lifecycle.out_of_service_nodes(session)
+    marks = service_marks(session, now=now, out=out)
+    context.update(
+        out_of_service=out[:OFFENDERS_SHOWN],
+        out_of_service_total=len(out),
+        in_maintenance_total=sum(m.maintenance for m in marks.values()),
+    )
     if filters.view != "table" and filters.overlay != "health":
-        context.update(_values_grid(session, filters, rules=rules, now=now))
+        context.update(_values_grid(session, filters, rules=rules, now=now, marks=marks))
         return context
     everyone = health_state.list_states(
         session, stale_after_s=settings.stale_after_s, now=now, search=filters.q or None
     )
     nodes = [n for n in everyone if all(n.labels.get(k) == v for k, v in filters.labels.items())]
+    if filters.service:
+        nodes = [n for n in nodes if in_service_state(marks.get(n.hostname), filters.service)]
     health, nodes = health_state.health_of(session, nodes=nodes, rules=rules, now=now)
     context["options"] = tiles.state_filter_options(
         everyone, LABEL_CHOICES, models=fleet_service.gpu_models(session)
@@ -121,6 +131,7 @@ def overview_context(
             labels=n.labels,
             state=health[n.hostname].state,
             tile=partial(TILES.tile, n, health[n.hostname]),
+            mark=marks.get(n.hostname),
         )
         for n in nodes
     ]
@@ -162,7 +173,12 @@ def _grid(clusters: list[tiles.Cluster], filters: OverviewFilters) -> dict[str, 
 
 
 def _values_grid(
-    session: Session, filters: OverviewFilters, *, rules: HealthRules, now: datetime
+    session: Session,
+    filters: OverviewFilters,
+    *,
+    rules: HealthRules,
+    now: datetime,
+    marks: dict[str, ServiceMark],
 ) -> dict[str, Any]:
     """The grid of a value overlay (utilization, memory, temperature, power): every GPU's
     latest sample is read, and tiles are made on each request (values change every batch)."""
@@ -174,6 +190,7 @@ def _values_grid(
         v
         for v in everyone
         if all((v.node.labels or {}).get(k) == val for k, val in filters.labels.items())
+        and (not filters.service or in_service_state(marks.get(v.node.hostname), filters.service))
     ]
     views = tiles.select_nodes(views, {}, model=filters.model) if filters.model else views
     # Health from the stored answers (parsed once per process), for the nodes shown.
@@ -190,5 +207,6 @@ def _values_grid(
         overlay=filters.overlay,
         problems_only=filters.problems,
         grouping=filters.group,
+        marks=marks,
     )
     return {"options": options, "health_counts": health_counts, **_grid(clusters, filters)}

@@ -37,6 +37,13 @@ GROUPINGS: dict[str, str] = {
     "nvlink_domain": "NVLink domain",
 }
 STATES: tuple[str, ...] = tuple(s.value for s in State)
+#: Service filter value → title: in service (and not in maintenance), out of service (the
+#: lifecycle: quarantined, remediating, validating, RMA), in a maintenance window now.
+SERVICES: dict[str, str] = {
+    "in": "In service",
+    "out": "Out of service",
+    "maintenance": "In maintenance",
+}
 MODEL_MAX_CHARS = 256  # the gpu.name column
 #: Rows per page of the table view: a 5,000-node table would be 5 MB of HTML every 5 s.
 PAGE_ROWS = 500
@@ -78,6 +85,8 @@ class OverviewFilters:
     page: int = 1
     #: Every tile, even in a grid big enough to collapse its all-healthy groups.
     expand: bool = False
+    #: A key of :data:`SERVICES`: only the nodes in that service state.
+    service: str | None = None
     _queries: dict[tuple[Any, ...], str] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
@@ -95,15 +104,16 @@ class OverviewFilters:
         group: str | None = None,
         page: str | None = None,
         expand: str | None = None,
+        service: str | None = None,
     ) -> OverviewFilters:
         """Check the overview's own parameters.
 
         Raises:
-            BadRequest: ``state``, ``overlay``, ``view``, ``problems``, ``group`` or ``expand``
-                has a value
-                outside its list (the message names the parameter); ``page`` is not a whole
-                number from 1 to 1,000,000; ``model`` over 256 characters; a ``label`` entry
-                without ``key=`` (as the API's 422 on ``query.label``).
+            BadRequest: ``state``, ``overlay``, ``view``, ``problems``, ``group``, ``expand``
+                or ``service`` has a value outside its list (the message names the
+                parameter); ``page`` is not a whole number from 1 to 1,000,000; ``model``
+                over 256 characters; a ``label`` entry without ``key=`` (as the API's 422 on
+                ``query.label``).
         """
         if base.invalid:
             raise BadRequest(f"label: expected key=value, got {base.invalid[0][:80]!r}")
@@ -120,6 +130,7 @@ class OverviewFilters:
             group=_choice("group", group, list(GROUPINGS)) or "pod",
             page=_page(page),
             expand=_choice("expand", expand, ("0", "1")) == "1",
+            service=_choice("service", service, list(SERVICES)),
         )
 
     # The fleet table template reads these names.
@@ -146,15 +157,18 @@ class OverviewFilters:
     @property
     def narrowed(self) -> bool:
         """Whether any filter narrows the nodes shown (overlay and view do not)."""
-        return bool(self.q or self.labels or self.state or self.model or self.problems)
+        return bool(
+            self.q or self.labels or self.state or self.model or self.problems or self.service
+        )
 
     def query(self, **changes: Any) -> str:
         """The URL query string (``?q=…&label=k=v&sort=…&state=…``, the fleet list's
         parameters first) with ``changes`` applied: ``label_add=(k, v)``, ``label_drop=k``,
         and ``state``, ``model``, ``overlay``, ``view``, ``problems``, ``group``, ``expand``,
-        ``page`` replaced (None clears). Any other change goes back to the first page of the table.
-        Defaults are left out, so the plain page is ``""``. Memoized per filters: the table
-        asks for the same label links on every row (20,000 calls at 1,000 nodes)."""
+        ``service``, ``page`` replaced (None clears). Any other change goes back to the first
+        page of the table. Defaults are left out, so the plain page is ``""``. Memoized per
+        filters: the table asks for the same label links on every row (20,000 calls at 1,000
+        nodes)."""
         key = tuple(sorted(changes.items()))
         found = self._queries.get(key)
         if found is None:
@@ -180,6 +194,7 @@ class OverviewFilters:
             "problems": self.problems,
             "group": self.group,
             "expand": self.expand,
+            "service": self.service,
         }
         values.update({k: v for k, v in changes.items() if k in values})
         if values["state"]:
@@ -196,6 +211,8 @@ class OverviewFilters:
             params.append(("group", str(values["group"])))
         if values["expand"]:
             params.append(("expand", "1"))
+        if values["service"]:
+            params.append(("service", str(values["service"])))
         page = changes.get("page", None if changes else self.page)
         if page and page != 1:
             params.append(("page", str(page)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any
 
@@ -22,6 +22,7 @@ from app.fleet.service import GpuView, NodeView
 from app.health.rules import SEVERITY, State
 from app.health.schemas import GpuHealthOut, NodeHealthOut, StateCounts
 from app.health.service import UNGROUPED, UNLABELLED, count_states
+from app.overview.service_marks import ServiceMark
 
 #: Label keys tried, in order, for a node's group under each grouping of the grid: the IB pod
 #: (else the rack), the rack, or the NVLink domain (else the rack: an NVL72 rack is one domain).
@@ -61,12 +62,14 @@ class Cell:
 @dataclass
 class NodeTile:
     """A node's tile: its health, a one-line summary for its link, and a cell per GPU;
-    ``html`` is its markup (:func:`render_tile`), made once per tile."""
+    ``mark`` where it is out of service or in maintenance; ``html`` is its markup
+    (:func:`render_tile`), made once per tile."""
 
     hostname: str
     state: State
     title: str
     cells: list[Cell]
+    mark: ServiceMark | None = None
 
     @cached_property
     def html(self) -> Markup:
@@ -76,15 +79,26 @@ class NodeTile:
 
 def render_tile(tile: NodeTile) -> Markup:
     """``<a class="ov-node n-<state>" …>`` with the hostname and a ``<span class="c …">`` per
-    GPU (state is never colour alone: the cell's glyph and title say it)."""
+    GPU (state is never colour alone: the cell's glyph and title say it); a marked node's tile
+    has the class ``svc-out`` or ``svc-maintenance`` and a badge (``Q``, ``R``, ``V``,
+    ``RMA``, ``M``) whose title says since when and why."""
     cells = "".join(
         f'<span class="c {escape(c.css)}" title="{escape(c.title)}">{escape(c.glyph)}</span>'
         for c in tile.cells
     )
     host = escape(tile.hostname)
+    mark, badge, title = tile.mark, "", tile.title
+    extra = ""
+    if mark is not None:
+        extra = f" {mark.css}"
+        title = f"{title} · {mark.title}"
+        badge = (
+            f'<span class="ov-svc" title="{escape(mark.title)}">{escape(mark.glyph)}'
+            f'<span class="sr-only"> {escape(mark.title)}</span></span>'
+        )
     return Markup(
-        f'<a class="ov-node n-{escape(tile.state.value)}" href="/nodes/{host}" '
-        f'title="{escape(tile.title)}"><span class="ov-host">{host}</span>'
+        f'<a class="ov-node n-{escape(tile.state.value)}{extra}" href="/nodes/{host}" '
+        f'title="{escape(title)}"><span class="ov-host">{host}{badge}</span>'
         f'<span class="ov-cells">{cells}</span></a>'
     )
 
@@ -225,6 +239,12 @@ class GridEntry:
     labels: dict[str, Any]
     state: State
     tile: Callable[[], NodeTile]
+    mark: ServiceMark | None = None
+
+    def made(self) -> NodeTile:
+        """The tile, with its service mark (a cached tile is copied, not changed)."""
+        tile = self.tile()
+        return tile if self.mark is None else replace(tile, mark=self.mark)
 
 
 def build_grid(
@@ -234,15 +254,18 @@ def build_grid(
     overlay: str = "health",
     problems_only: bool = False,
     grouping: str = "pod",
+    marks: dict[str, ServiceMark] | None = None,
 ) -> list[Cluster]:
-    """Clusters → groups → node tiles of ``views`` (health by hostname); see
-    :func:`group_tiles`."""
+    """Clusters → groups → node tiles of ``views`` (health by hostname, service ``marks`` by
+    hostname); see :func:`group_tiles`."""
+    marks = marks or {}
     entries = [
         GridEntry(
             hostname=v.node.hostname,
             labels=v.node.labels or {},
             state=health[v.node.hostname].state,
             tile=partial(make_tile, overlay, v, health[v.node.hostname]),
+            mark=marks.get(v.node.hostname),
         )
         for v in views
     ]
@@ -289,7 +312,7 @@ def group_tiles(
                 continue
             shown = [e for e in es if not problems_only or e.state != State.HEALTHY]
             shown.sort(key=lambda e: (-SEVERITY[e.state], e.hostname))
-            group.nodes = [e.tile() for e in shown]
+            group.nodes = [e.made() for e in shown]
             if group.nodes or not problems_only:
                 cluster.groups.append(group)
         cluster.groups.sort(key=lambda g: _severity_key(g.counts, g.name))

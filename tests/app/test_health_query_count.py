@@ -187,6 +187,6 @@ def test_statements_do_not_grow_with_the_fleet(db_url: str, stale: bool) -> None
     assert (small["health"], large["health"]) == (2, 2)
     assert (small["cached"], large["cached"]) == (1, 1)
     # The newest events and topology changes, the repeat offenders (nodes, GPUs), the nodes
-    # out of service, the nodes, the fleet's GPU models.
-    assert (small["tiles"], large["tiles"]) == (7, 7)
-    assert (small["table"], large["table"]) == (7, 7)
+    # out of service, the maintenance windows in force, the nodes, the fleet's GPU models.
+    assert (small["tiles"], large["tiles"]) == (8, 8)
+    assert (small["table"], large["table"]) == (8, 8)
