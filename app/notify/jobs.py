@@ -54,7 +54,17 @@ def worker_options(settings: Settings) -> WorkerOptions:
         rate_limits=tuple(sorted(settings.notify_rate_limits.items())),
         max_pace_wait_s=settings.notify_max_pace_wait_s,
         last_try_margin_s=settings.notify_last_try_margin_s,
+        hold_for_jobs_s=hold_for_jobs_s(settings),
     )
+
+
+def hold_for_jobs_s(settings: Settings) -> float:
+    """How long a first page about a node with a new incident waits for the capture of the
+    node's jobs (:mod:`app.workloads.capture`, run every ``action_worker_interval_s``): two
+    runs and the time of its commands, 20 s at the defaults; 0 where no scheduler is read."""
+    if not (settings.slurm_scontrol or settings.kubeconfig):
+        return 0.0
+    return 2 * settings.action_worker_interval_s + 10.0
 
 
 class NotifyJobs:

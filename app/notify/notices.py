@@ -21,7 +21,9 @@ def notice_of(
 ) -> AlertNotice:
     """The :class:`AlertNotice` of a delivery row's ``payload`` (from
     :func:`app.notify.outbox.payload_of`), with absolute links: the alert's page, the node or
-    GPU page, the runbook, and for firing notices a fresh signed ack link."""
+    GPU page, the runbook, and for firing notices a fresh signed ack link; ``jobs_hit`` (set
+    by the worker at send time) becomes the notice's ``jobs_hit`` and the annotation of that
+    name."""
     base = external_url.rstrip("/")
     labels = dict(payload.get("labels") or {})
     alert_id = int(payload["alert_id"])
@@ -34,6 +36,14 @@ def notice_of(
     if not runbook_url and payload.get("runbook"):
         runbook_url = f"{base}/runbooks/{payload['runbook']}"
     status: NoticeStatus = "resolved" if payload["status"] == "resolved" else "firing"
+    jobs = payload.get("jobs_hit")
+    jobs_hit = tuple(str(j) for j in jobs) if isinstance(jobs, list) else ()
+    annotations = {
+        "summary": str(payload.get("summary") or ""),
+        "description": str(payload.get("description") or ""),
+    }
+    if jobs_hit:
+        annotations["jobs_hit"] = "; ".join(jobs_hit)
     ack_url = None
     if status == "firing" and signer is not None and alert_id > 0:
         ack_url = signer.url(base, alert_id=alert_id, fingerprint=payload["fingerprint"])
@@ -47,10 +57,7 @@ def notice_of(
         severity=str(payload["severity"]),
         team=payload.get("team"),
         labels=labels,
-        annotations={
-            "summary": str(payload.get("summary") or ""),
-            "description": str(payload.get("description") or ""),
-        },
+        annotations=annotations,
         value=payload.get("value"),
         starts_at=starts_at,
         ends_at=_time(payload.get("ends_at")),
@@ -58,6 +65,7 @@ def notice_of(
         entity_url=entity_url,
         ack_url=ack_url,
         runbook_url=runbook_url,
+        jobs_hit=jobs_hit,
     )
 
 

@@ -48,6 +48,7 @@ from app.notify.pacing import Pacer, pace_for
 from app.notify.recording import RetryPolicy, TickReport, backoff_s, record_rows
 from app.notify.secrets import SecretBox, SecretUnreadable, install_log_redaction, redact
 from app.notify.sender import Pacing, SendResult, send_group
+from app.workloads import service as workloads
 
 __all__ = ["Batch", "DeliveryWorker", "TickReport", "WorkerOptions", "backoff_s"]
 
@@ -72,6 +73,10 @@ class WorkerOptions:
     max_pace_wait_s: float = 10.0
     #: The last attempt is made this long before the deadline, not one backoff early.
     last_try_margin_s: float = 1.0
+    #: Where the jobs on nodes are captured (Slurm or Kubernetes managed): a first firing page
+    #: about a node whose incident opened this recently waits for the capture, to name the
+    #: jobs hit; 0: never waits.
+    hold_for_jobs_s: float = 0.0
 
     @property
     def lease_s(self) -> float:
@@ -162,6 +167,8 @@ class DeliveryWorker:
         rows = list(session.scalars(stmt))
         messages = self._messages(session, rows)
         rows = [r for r in rows if r.message_id is None or r.message_id in messages]
+        held = self._held(session, rows, now)
+        rows = [r for r in rows if r.id not in held]
         report.claimed = len(rows)
         channels = {
             c.id: c
@@ -209,7 +216,45 @@ class DeliveryWorker:
             batch.payloads.append(row.payload)
             batch.claimed.add(row.id)
             row.message_id = batch.row_ids[0]
-        return list(batches.values())
+        found = list(batches.values())
+        self._name_jobs(session, found)
+        return found
+
+    def _held(self, session: Session, rows: list[NotifyDelivery], now: datetime) -> set[int]:
+        """First firing rows, never sent, about a node whose incident's jobs are being
+        captured (:data:`WorkerOptions.hold_for_jobs_s`): left queued for a later tick."""
+        first = {
+            r.id: r.payload.get("labels", {}).get("hostname")
+            for r in rows
+            if r.kind == "firing" and r.attempts == 0 and r.message_id is None
+        }
+        hosts = {h for h in first.values() if isinstance(h, str)}
+        waiting = workloads.awaiting_capture(
+            session, hosts, now=now, within_s=self.options.hold_for_jobs_s
+        )
+        return {row_id for row_id, host in first.items() if host in waiting}
+
+    def _name_jobs(self, session: Session, batches: list[Batch]) -> None:
+        """Give each firing notice about a node the jobs its incident hit (``jobs_hit``, see
+        :func:`app.workloads.service.jobs_hit_lines`), read now: a repeat names jobs captured
+        after the first page. The stored payloads are not changed."""
+        known: dict[tuple[str, str], list[str] | None] = {}
+        for batch in batches:
+            for i, payload in enumerate(batch.payloads):
+                host = (payload.get("labels") or {}).get("hostname")
+                starts = payload.get("starts_at")
+                if payload.get("status") != "firing" or not host or not starts:
+                    continue
+                key = (host, starts)
+                if key not in known:
+                    try:
+                        at = datetime.fromisoformat(starts)
+                    except ValueError:
+                        known[key] = None
+                    else:
+                        known[key] = workloads.jobs_hit_lines(session, hostname=host, at=at)
+                if known[key] is not None:
+                    batch.payloads[i] = {**payload, "jobs_hit": known[key]}
 
     def _messages(self, session: Session, rows: list[NotifyDelivery]) -> dict[int, Batch]:
         """The messages of ``rows`` sent before, each rebuilt from all its rows; a message

@@ -1,12 +1,16 @@
-"""An incident's captured jobs, for its page, its API answer and its chat message."""
+"""An incident's captured jobs, for its page, its API answer and the pages sent to chat."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
+from app.fleet.models import Node
+from app.incidents.models import Incident
 from app.workloads.models import IncidentJob, WorkloadCapture
 
 
@@ -39,3 +43,71 @@ def jobs_of_incident(session: Session, *, incident_id: int, gpu_indexes: list[in
         hits.append(JobHit(row, hit))
     hits.sort(key=lambda h: (not h.hit, h.job.job_id.zfill(20)))
     return Captured(capture, hits)
+
+
+#: Jobs named in a page; more are counted ("and 3 more").
+JOBS_IN_PAGE = 5
+#: An incident is a page's when it opened at most this long after the alert fired, or was
+#: still gathering events up to this long before.
+_NEAR = timedelta(minutes=10)
+
+
+def _line(job: IncidentJob) -> str:
+    """``slurm job 4242 llm-pretrain (alice, RUNNING, GPUs 0,1)``."""
+    gpus = "" if job.gpu_indexes is None else ", GPUs " + ",".join(map(str, job.gpu_indexes))
+    who = f"{job.user}, " if job.user else ""
+    return f"{job.system} job {job.job_id} {job.name} ({who}{job.state}{gpus})"
+
+
+def jobs_hit_lines(session: Session, *, hostname: str, at: datetime) -> list[str] | None:
+    """For a page about node ``hostname`` that fired at ``at``: the jobs hit by the node's
+    incident of that moment (the latest, not a self-test, opened up to 10 min after ``at`` and
+    with events up to 10 min before it), as short lines, at most :data:`JOBS_IN_PAGE` then
+    ``"and N more"``; ``["none"]`` when its capture found none hit. ``None``: no such incident,
+    or its jobs not captured (nothing to say)."""
+    found = session.execute(
+        select(Incident.id, Incident.gpu_indexes)
+        .join(Node, Node.id == Incident.node_id)
+        .where(
+            Node.hostname == hostname,
+            Incident.test.is_(False),
+            Incident.opened_at <= at + _NEAR,
+            Incident.last_event_at >= at - _NEAR,
+        )
+        .order_by(Incident.opened_at.desc(), Incident.id.desc())
+        .limit(1)
+    ).first()
+    if found is None:
+        return None
+    captured = jobs_of_incident(session, incident_id=found.id, gpu_indexes=found.gpu_indexes or [])
+    if captured.capture is None:
+        return None
+    hit = [h.job for h in captured.jobs if h.hit]
+    if not hit:
+        return ["none"]
+    lines = [_line(job) for job in hit[:JOBS_IN_PAGE]]
+    if len(hit) > JOBS_IN_PAGE:
+        lines.append(f"and {len(hit) - JOBS_IN_PAGE} more")
+    return lines
+
+
+def awaiting_capture(
+    session: Session, hostnames: Collection[str], *, now: datetime, within_s: float
+) -> set[str]:
+    """The hostnames among ``hostnames`` with an incident (not a self-test) opened within the
+    last ``within_s`` whose jobs are not captured yet: a page about them waits for the capture
+    (:mod:`app.notify.worker`), so it can say which jobs were hit."""
+    if not hostnames or within_s <= 0:
+        return set()
+    captured = exists().where(WorkloadCapture.incident_id == Incident.id)
+    rows = session.scalars(
+        select(Node.hostname)
+        .join(Incident, Incident.node_id == Node.id)
+        .where(
+            Node.hostname.in_(set(hostnames)),
+            Incident.test.is_(False),
+            Incident.opened_at >= now - timedelta(seconds=within_s),
+            ~captured,
+        )
+    )
+    return set(rows)

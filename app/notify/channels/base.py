@@ -34,7 +34,9 @@ class AlertNotice:
     is the alert's page, ``entity_url`` the node or GPU page, ``ack_url`` the signed one-click
     acknowledgement (``None`` for resolved notices), ``runbook_url`` the rule's runbook
     (external ``runbook_url`` or the in-app page). ``value`` is the value that made the rule
-    fire, in the metric's unit (``None`` for event and absence rules).
+    fire, in the metric's unit (``None`` for event and absence rules). ``jobs_hit``: the jobs
+    the node's incident hit (``slurm job 4242 llm-pretrain (alice, RUNNING, GPUs 0,1)``, or
+    ``none``), empty where Fleetwatch does not know (no scheduler read, no incident).
     """
 
     alert_id: int
@@ -52,6 +54,7 @@ class AlertNotice:
     entity_url: str | None = None
     ack_url: str | None = None
     runbook_url: str | None = None
+    jobs_hit: tuple[str, ...] = ()
 
     @property
     def summary(self) -> str:

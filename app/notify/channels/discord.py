@@ -96,6 +96,9 @@ def notice_embed(group: NoticeGroup, notice: AlertNotice, level: int = 0) -> dic
     value = common.value_text(notice.value)
     if value is not None:
         fields.append({"name": "Value", "value": value, "inline": True})
+    if notice.jobs_hit:
+        jobs = _text("; ".join(notice.jobs_hit), value_cap)
+        fields.append({"name": "Jobs hit", "value": jobs, "inline": False})
     names = sorted(notice.labels)
     for name in names[:label_count]:
         label_value = _text(notice.labels[name], value_cap) or "\u200b"

@@ -58,6 +58,8 @@ def event(notice: AlertNotice, routing_key: str) -> dict[str, Any]:
     if notice.annotations.get("description"):
         details["description"] = notice.annotations["description"]
     details["entity"] = common.entity_text(notice)
+    if notice.jobs_hit:
+        details["jobs_hit"] = list(notice.jobs_hit)
     payload: dict[str, Any] = {
         "summary": common.truncate(
             f"{common.severity_word(notice)}: {notice.summary}", SUMMARY_CHARS

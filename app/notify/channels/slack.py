@@ -73,6 +73,8 @@ def _section(notice: AlertNotice) -> dict[str, Any]:
         lines.append(f"*Resolved at:* {common.rfc3339(notice.ends_at)}")
     else:
         lines.append(f"*Since:* {common.rfc3339(notice.starts_at)}")
+    if notice.jobs_hit:
+        lines.append("*Jobs hit:* " + escape("; ".join(notice.jobs_hit)))
     pairs = common.labels_text(notice.labels)
     if pairs:
         lines.append("*Labels:* " + " ".join(_code(common.truncate(p, LABEL_CHARS)) for p in pairs))

@@ -65,6 +65,8 @@ def notice_elements(notice: AlertNotice, level: int = 0) -> list[dict[str, Any]]
         facts.append({"title": "Resolved at", "value": common.rfc3339(notice.ends_at)})
     else:
         facts.append({"title": "Since", "value": common.rfc3339(notice.starts_at)})
+    if notice.jobs_hit:
+        facts.append({"title": "Jobs hit", "value": _text("; ".join(notice.jobs_hit), fact_cap)})
     names = sorted(notice.labels)
     for name in names[:label_count]:
         facts.append({"title": _text(name, 60), "value": _text(notice.labels[name], fact_cap)})
