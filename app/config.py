@@ -123,6 +123,12 @@ class Settings(BaseSettings):
         description="a kubeconfig file, or 'in-cluster': quarantining a node cordons and "
         "drains it in Kubernetes and returning it uncordons it (unset: not managed)",
     )
+    remediation_hook: str | None = Field(
+        default=None,
+        description="a command line run when a node enters remediating (a BMC power cycle, "
+        "a GPU reset); placeholders {hostname}, {slurm_node}, {k8s_node}, {reason}, {actor} "
+        "(docs/remediation.md)",
+    )
     action_timeout_s: float = Field(
         default=30.0, gt=0, le=600, description="longest wait for one scheduler command"
     )
@@ -277,11 +283,20 @@ class Settings(BaseSettings):
                     raise ValueError(f"{entry!r} is neither a host name nor a CIDR") from None
         return [e.lower() for e in value]
 
-    @field_validator("slurm_scontrol", "kubeconfig", mode="before")
+    @field_validator("slurm_scontrol", "kubeconfig", "remediation_hook", mode="before")
     @classmethod
     def _blank_is_unset(cls, v: Any) -> Any:
         # FLEETWATCH_SLURM_SCONTROL= (empty) means "not managed", not a command named "".
         return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("remediation_hook")
+    @classmethod
+    def _check_hook(cls, value: str | None) -> str | None:
+        if value is not None:
+            from app.remediation import hook
+
+            hook.parse(value)
+        return value
 
     @field_validator("log_level")
     @classmethod

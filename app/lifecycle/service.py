@@ -144,6 +144,7 @@ def transition(
         actor=actor,
         backends=backends,
         dry_run=dry_run,
+        entering_remediation=target == states.REMEDIATING and before != states.REMEDIATING,
     )
     session.flush()
     return Changed(row, actions)

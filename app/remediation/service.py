@@ -6,7 +6,8 @@ name is its ``slurm_node`` label, else its hostname up to the first dot (Slurm's
 is usually the short hostname). It manages Kubernetes when ``FLEETWATCH_KUBECONFIG`` is set
 (a kubeconfig file or ``in-cluster``); a node's Kubernetes name is its ``k8s_node`` label, else
 its hostname. Leaving service: Slurm drain, Kubernetes cordon then drain (evictions); entering
-it: Slurm resume, Kubernetes uncordon.
+it: Slurm resume, Kubernetes uncordon. Entering ``remediating``: the site's remediation hook
+where ``FLEETWATCH_REMEDIATION_HOOK`` sets one (:mod:`app.remediation.hook`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from app.config import Settings
 from app.db import utcnow
 from app.errors import Conflict, NotFound
 from app.fleet.models import Node
-from app.remediation import kubernetes, slurm
+from app.remediation import hook, kubernetes, slurm
 from app.remediation.models import NodeAction
 
 #: The label naming a node's Slurm ``NodeName`` where it differs from its short hostname.
@@ -50,21 +51,25 @@ class Backends:
     scontrol: str | None = None
     timeout_s: float = 30.0
     kubeconfig: str | None = None
+    #: The remediation hook's words (:mod:`app.remediation.hook`); ``None``: no hook.
+    hook: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, settings: Settings) -> Backends:
-        """From ``FLEETWATCH_SLURM_SCONTROL``, ``FLEETWATCH_KUBECONFIG`` and
-        ``FLEETWATCH_ACTION_TIMEOUT_S``."""
+        """From ``FLEETWATCH_SLURM_SCONTROL``, ``FLEETWATCH_KUBECONFIG``,
+        ``FLEETWATCH_REMEDIATION_HOOK`` and ``FLEETWATCH_ACTION_TIMEOUT_S``."""
         return cls(
             scontrol=settings.slurm_scontrol,
             timeout_s=settings.action_timeout_s,
             kubeconfig=settings.kubeconfig,
+            hook=hook.parse(settings.remediation_hook) if settings.remediation_hook else None,
         )
 
     @property
     def names(self) -> list[str]:
         """The systems managed, for pages and answers (``[]``: none)."""
-        return [n for n, on in (("slurm", self.scontrol), ("kubernetes", self.kubeconfig)) if on]
+        systems = (("slurm", self.scontrol), ("kubernetes", self.kubeconfig), ("hook", self.hook))
+        return [n for n, on in systems if on]
 
 
 def k8s_name(node: Node) -> str:
@@ -96,9 +101,11 @@ def enqueue(
     actor: str,
     backends: Backends,
     dry_run: bool = False,
+    entering_remediation: bool = False,
 ) -> list[NodeAction]:
     """Log the actions a transition asks for (flushes): drain where the node leaves service,
-    resume where it enters it, in every managed system. ``dry_run``: logged as ``dry_run``,
+    resume where it enters it, in every managed system, and the remediation hook where it
+    enters ``remediating`` (``entering_remediation``). ``dry_run``: logged as ``dry_run``,
     never run.
 
     The node's actions still pending from earlier transitions are ``superseded`` first: the
@@ -140,6 +147,16 @@ def enqueue(
             planned.append(
                 ("kubernetes", "uncordon", name, kubernetes.uncordon_call(name), refused)
             )
+    if backends.hook is not None and entering_remediation:
+        words = hook.command(
+            backends.hook,
+            hostname=node.hostname,
+            slurm_node=slurm_name(node),
+            k8s_node=k8s_name(node),
+            reason=reason,
+            actor=actor,
+        )
+        planned.append(("hook", "remediate", node.hostname, words, None))
     actions = []
     for system, verb, target, command, refused in planned:
         action = NodeAction(
@@ -214,6 +231,8 @@ def retry(session: Session, *, action_id: int, actor: str, backends: Backends) -
             raise Conflict(f"{old.target!r} is not one Slurm node name: fix the node's label")
     elif old.system == "kubernetes" and backends.kubeconfig is None:
         raise Conflict("kubernetes is not managed by these settings (FLEETWATCH_KUBECONFIG)")
+    elif old.system == "hook" and backends.hook is None:
+        raise Conflict("no remediation hook in these settings (FLEETWATCH_REMEDIATION_HOOK)")
     now = utcnow()
     action = NodeAction(
         node_id=old.node_id,
