@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -182,6 +183,9 @@ templates.env.filters["ms"] = fmt_ms
 templates.env.filters["utc"] = _viewer_time
 templates.env.filters["skew"] = fmt_skew
 templates.env.filters["clock_reasons"] = clock_event_reason_names
+# An action's argument list as a shell would need it typed (a Reason with spaces stays one
+# word): what an operator copies to run it by hand.
+templates.env.filters["shell_words"] = lambda words: shlex.join(str(w) for w in words)
 templates.env.globals["version"] = __version__
 templates.env.globals["NA"] = NA
 templates.env.globals["value_reasons"] = value_reasons

@@ -4,6 +4,7 @@ the command line, on the database directly (as ``fleetwatch node retire``)."""
 from __future__ import annotations
 
 import getpass
+import shlex
 import socket
 from typing import TYPE_CHECKING, Annotated
 
@@ -72,7 +73,7 @@ def _action_line(action: NodeAction) -> str:
     return (
         f"  action {action.id} {action.system} {action.verb} {action.target} "
         f"[{action.status}, {action.attempts} attempt(s)]{tail}{output}\n"
-        f"    $ {' '.join(str(part) for part in action.command)}"
+        f"    $ {shlex.join(str(part) for part in action.command)}"
     )
 
 

@@ -22,6 +22,7 @@ Decisions are made by a job every few seconds over the firing events of the last
 from __future__ import annotations
 
 import logging
+import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -251,7 +252,7 @@ def _would_run(node: Node, reason: str, backends: remediation.Backends) -> str:
     if backends.scontrol is None:
         return ""
     name = remediation.slurm_name(node)
-    return " ".join(slurm.drain_command(backends.scontrol, name, reason))
+    return shlex.join(slurm.drain_command(backends.scontrol, name, reason))
 
 
 def run_due(

@@ -164,7 +164,7 @@ def test_dry_run_records_what_would_run_and_changes_nothing(live: LiveServer, ur
     (alert,) = alerts
     assert decision["detail"] == (
         f"would quarantine and run: {ECHO} update NodeName=n1 State=DRAIN "
-        f"Reason=fleetwatch: alert {alert['id']} (hot-dry_run) firing"
+        f"'Reason=fleetwatch: alert {alert['id']} (hot-dry_run) firing'"
     )
     state = _state(live, "n1")
     assert state["state"] == "in_service" and state["actions"] == [] and state["transitions"] == []

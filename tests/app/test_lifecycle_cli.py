@@ -39,7 +39,7 @@ def test_quarantine_show_resume(db_url: str) -> None:
     assert "slurm drain gpu-07 [succeeded, 1 attempt(s)] → exit 0" in lines[1]
     assert (
         lines[2].strip()
-        == "$ /bin/echo update NodeName=gpu-07 State=DRAIN Reason=fleetwatch: Xid 79"
+        == "$ /bin/echo update NodeName=gpu-07 State=DRAIN 'Reason=fleetwatch: Xid 79'"
     )
 
     shown = fleetwatch("lifecycle", "show", "gpu-07.example", *db, env=ECHO)

@@ -59,7 +59,7 @@ def test_the_node_page_moves_the_node_and_shows_the_action_log(db_url: str, tmp_
         text = _text(page.text)
         assert "by web (person): fans loud" in text
         assert "slurm drain node-a dry_run" in text
-        assert f"{ECHO} update NodeName=node-a State=DRAIN Reason=fleetwatch: fans loud" in text
+        assert f"{ECHO} update NodeName=node-a State=DRAIN 'Reason=fleetwatch: fans loud'" in text
         assert '<option value="remediating">Remediating</option>' in page.text
     finally:
         live.stop()
