@@ -10,7 +10,8 @@ with the reason (:func:`app.remediation.slurm.already_done`). A failed run (non-
 answer within the timeout, command not found) is retried after ``BACKOFF_S[attempt]`` until
 ``MAX_ATTEMPTS``, then marked ``failed``: never dropped, shown on the node page and in the API.
 Actions of one node run in the order they were asked for: one waits while an earlier one of its
-node is pending; a later transition of the node supersedes its pending ones
+node is pending; nodes run side by side (up to ``PARALLEL_NODES``); a later transition of the
+node supersedes its pending ones
 (:func:`app.remediation.service.enqueue`).
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -35,6 +37,8 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 5
 #: The node event of an action that failed for good.
 FAILED_EVENT = "remediation_failed"
+#: Nodes whose actions run at once (each node's in order).
+PARALLEL_NODES = 8
 #: Wait before the retry after attempt n (1-based): 10 s, 30 s, 1 min, 5 min.
 BACKOFF_S = (10.0, 30.0, 60.0, 300.0)
 
@@ -75,13 +79,15 @@ class ActionWorker:
         self._wakes = WakeThread(self.job, name="action-wake")
 
     def run_once(self, *, limit: int = 50, node_id: int | None = None) -> RunReport:
-        """Run every due action (at most ``limit``; of one node where given)."""
-        report = RunReport()
+        """Run every due action (at most ``limit``; of one node where given): each node's in
+        order, up to :data:`PARALLEL_NODES` nodes at once, so a command that hangs until its
+        timeout (a Slurm controller down, one unreachable BMC) holds its own node's actions,
+        not the whole fleet's."""
         with self._lock:
             now = utcnow()
             with session_scope(self.factory) as session:
                 query = (
-                    select(NodeAction.id)
+                    select(NodeAction.id, NodeAction.node_id)
                     .where(
                         NodeAction.status.in_((service.PENDING, service.RUNNING)),
                         NodeAction.next_attempt_at <= now,
@@ -91,9 +97,27 @@ class ActionWorker:
                 )
                 if node_id is not None:
                     query = query.where(NodeAction.node_id == node_id)
-                due = list(session.scalars(query))
-            for action_id in due:
-                self._run_one(action_id, report)
+                due: dict[int, list[int]] = {}
+                for action_id, node in session.execute(query):
+                    due.setdefault(node, []).append(action_id)
+            queues = list(due.values())
+            if len(queues) <= 1:
+                return self._run_queue(queues[0] if queues else [])
+            with ThreadPoolExecutor(
+                max_workers=min(PARALLEL_NODES, len(queues)), thread_name_prefix="action"
+            ) as pool:
+                reports = list(pool.map(self._run_queue, queues))
+        return RunReport(
+            succeeded=sum(r.succeeded for r in reports),
+            retried=sum(r.retried for r in reports),
+            failed=sum(r.failed for r in reports),
+        )
+
+    def _run_queue(self, action_ids: list[int]) -> RunReport:
+        """Run one node's due actions in order."""
+        report = RunReport()
+        for action_id in action_ids:
+            self._run_one(action_id, report)
         return report
 
     def _claim(self, action_id: int) -> Claimed | None:
