@@ -123,6 +123,11 @@ class Settings(BaseSettings):
         description="a kubeconfig file, or 'in-cluster': quarantining a node cordons and "
         "drains it in Kubernetes and returning it uncordons it (unset: not managed)",
     )
+    mirror_cordons: bool = Field(
+        default=False,
+        description="where Slurm and Kubernetes are both managed: drain in Slurm the nodes "
+        "cordoned in Kubernetes and cordon the nodes drained in Slurm (docs/remediation.md)",
+    )
     remediation_hook: str | None = Field(
         default=None,
         description="a command line run when a node enters remediating (a BMC power cycle, "

@@ -54,6 +54,7 @@ from app.notify import ui_pages as notify_ui_pages
 from app.notify.jobs import NotifyJobs
 from app.nvlinks import router as nvlink_router
 from app.reliability import pages as reliability_pages
+from app.remediation import mirror
 from app.remediation.automation import AutomationJob
 from app.remediation.service import Backends
 from app.remediation.worker import ActionWorker
@@ -259,6 +260,21 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     id="workload-capture",
                     coalesce=True,
                     max_instances=1,
+                )
+            if settings.mirror_cordons and backends.scontrol and backends.kubeconfig:
+                scheduler.add_job(
+                    once_per_database(engine, "scheduler-mirror", mirror.job),
+                    "interval",
+                    seconds=mirror.MIRROR_INTERVAL_S,
+                    args=[app.state.session_factory, backends],
+                    id="scheduler-mirror",
+                    coalesce=True,
+                    max_instances=1,
+                )
+            elif settings.mirror_cordons:
+                log.warning(
+                    "FLEETWATCH_MIRROR_CORDONS is on but Slurm and Kubernetes are not both "
+                    "managed (FLEETWATCH_SLURM_SCONTROL, FLEETWATCH_KUBECONFIG): nothing to mirror"
                 )
             if wake_ups and engine.dialect.name == "postgresql":
                 app.state.pg_listener = wakeups.PgListener(wakeups.libpq_url(engine), wake_ups)

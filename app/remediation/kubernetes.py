@@ -25,6 +25,8 @@ from typing import Any
 from app.remediation.commands import MAX_OUTPUT, Outcome
 
 REASON_ANNOTATION = "fleetwatch.io/quarantine-reason"
+#: On a cordon Fleetwatch made to mirror a Slurm drain: the drain's reason.
+MIRROR_ANNOTATION = "fleetwatch.io/mirrored-slurm-drain"
 # A node name is a DNS subdomain (RFC 1123): lower-case labels of letters, digits and '-'.
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 IN_CLUSTER = "in-cluster"
@@ -44,13 +46,49 @@ def cordon_call(node: str, reason: str) -> list[str]:
     return ["PATCH", f"/api/v1/nodes/{node}", json.dumps(body, ensure_ascii=False)]
 
 
-def uncordon_call(node: str) -> list[str]:
-    """The API call that uncordons ``node``."""
+def uncordon_call(node: str, annotation: str = REASON_ANNOTATION) -> list[str]:
+    """The API call that uncordons ``node`` and removes ``annotation``."""
     body = {
-        "metadata": {"annotations": {REASON_ANNOTATION: None}},
+        "metadata": {"annotations": {annotation: None}},
         "spec": {"unschedulable": False},
     }
     return ["PATCH", f"/api/v1/nodes/{node}", json.dumps(body)]
+
+
+def mirror_cordon_call(node: str, slurm_reason: str) -> list[str]:
+    """The API call that cordons ``node`` because Slurm drained it (``slurm_reason``)."""
+    body = {
+        "metadata": {"annotations": {MIRROR_ANNOTATION: slurm_reason}},
+        "spec": {"unschedulable": True},
+    }
+    return ["PATCH", f"/api/v1/nodes/{node}", json.dumps(body, ensure_ascii=False)]
+
+
+@dataclass(frozen=True)
+class KubeNode:
+    """A node as the API lists it: cordoned (``spec.unschedulable``) and its annotations."""
+
+    name: str
+    cordoned: bool
+    annotations: dict[str, str]
+
+
+def list_nodes(target: KubeTarget, *, timeout_s: float) -> list[KubeNode]:
+    """Every node (``GET /api/v1/nodes``).
+
+    Raises:
+        Exception: the client's, where the API cannot be reached or refuses.
+    """
+    items = target.api().list_node(_request_timeout=timeout_s).items
+    return [
+        KubeNode(
+            name=item.metadata.name,
+            cordoned=bool(item.spec and item.spec.unschedulable),
+            annotations=dict(item.metadata.annotations or {}),
+        )
+        for item in items
+        if item.metadata is not None and item.metadata.name
+    ]
 
 
 def drain_call(node: str) -> list[str]:

@@ -186,6 +186,47 @@ def enqueue(
     return actions
 
 
+def log_action(
+    session: Session,
+    *,
+    node_id: int,
+    system: str,
+    verb: str,
+    target: str,
+    command: list[str],
+    actor: str,
+    note: str = "",
+) -> NodeAction:
+    """One ``pending`` action outside any lifecycle transition (the scheduler mirror's), with
+    ``note`` as its output until it runs (flushes)."""
+    now = utcnow()
+    action = NodeAction(
+        node_id=node_id,
+        transition_id=None,
+        system=system,
+        verb=verb,
+        target=target[:255],
+        command=command,
+        status=PENDING,
+        attempts=0,
+        requested_at=now,
+        next_attempt_at=now,
+        output=note,
+        actor=actor[:128],
+    )
+    session.add(action)
+    session.flush()
+    return action
+
+
+def busy_nodes(session: Session) -> set[int]:
+    """Ids of the nodes with an action pending or running."""
+    rows = session.scalars(
+        select(NodeAction.node_id).where(NodeAction.status.in_((PENDING, RUNNING))).distinct()
+    )
+    return set(rows)
+
+
 def actions_of(session: Session, node_id: int, *, limit: int = 50) -> list[NodeAction]:
     """The node's logged actions, newest first."""
     return list(

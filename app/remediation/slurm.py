@@ -106,6 +106,24 @@ def parse_show_node(text: str) -> SlurmNode:
     raise ValueError(f"no NodeName= line in scontrol output: {text[:200]!r}")
 
 
+def parse_show_nodes(text: str) -> list[SlurmNode]:
+    """Every node of ``scontrol show node -o`` output (one line each); a line that cannot be
+    read is skipped, never the others."""
+    nodes = []
+    for line in text.splitlines():
+        if line.strip().startswith("NodeName="):
+            try:
+                nodes.append(parse_show_node(line))
+            except ValueError:
+                continue
+    return nodes
+
+
+def show_all_command(scontrol: str) -> list[str]:
+    """``argv`` printing every node, one line each."""
+    return [scontrol, "show", "node", "-o"]
+
+
 def already_done(verb: str, scontrol: str, node: str, *, timeout_s: float) -> str | None:
     """Why ``verb`` (``drain`` / ``resume``) of ``node`` must not run, from ``scontrol show
     node``: a drain of a node someone else drained (it would overwrite their reason, and
