@@ -4,6 +4,8 @@ that answer 413/400 naming the problem, never a 500."""
 
 from __future__ import annotations
 
+import re
+
 from fastapi import Request
 from starlette.exceptions import HTTPException
 
@@ -14,6 +16,16 @@ MAX_FORM_BYTES = 256 * 1024
 #: The most fields one form may send (the silence editor's matcher rows are the most).
 MAX_FORM_FIELDS = 200
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+_SITE_PATH = re.compile(r"/[A-Za-z0-9/_.~%#?=&-]*")
+
+
+def back_path(back: str, default: str) -> str:
+    """Where a form's ``back`` field asks to return: a plain path of this site, else
+    ``default`` — never an open redirect (``//host``, ``https://…``), never a header
+    injection (a newline or any character a path does not need)."""
+    if _SITE_PATH.fullmatch(back) and not back.startswith("//"):
+        return back
+    return default
 
 
 class Form(dict[str, list[str]]):

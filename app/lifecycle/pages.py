@@ -3,7 +3,6 @@ answered by a redirect back), and the incident page's recommendation."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -17,7 +16,7 @@ from app.db import WriteSessionDep
 from app.errors import BadRequest
 from app.fleet import service as fleet_service
 from app.fleet.models import Node
-from app.forms import Form, read_form
+from app.forms import Form, back_path, read_form
 from app.lifecycle import recommend, service, states
 from app.maintenance import service as maintenance
 from app.remediation import service as remediation
@@ -25,7 +24,6 @@ from app.viewer_time import tz_query
 
 router = APIRouter(include_in_schema=False)
 
-_SITE_PATH = re.compile(r"/[A-Za-z0-9/_.~%#?=&-]*")
 
 #: Transitions and actions listed on the node page.
 SHOWN = 10
@@ -112,11 +110,9 @@ def alert_recommendation(
 
 
 def _back(request: Request, hostname: str, back: str) -> RedirectResponse:
-    # Only a plain path of this site: never an open redirect, never a header injection.
-    if not _SITE_PATH.fullmatch(back) or back.startswith("//"):
-        tz = tz_query(request)
-        back = f"/nodes/{quote(hostname, safe='')}{'?' + tz if tz else ''}#lifecycle"
-    return RedirectResponse(back, status_code=303)
+    tz = tz_query(request)
+    node_page = f"/nodes/{quote(hostname, safe='')}{'?' + tz if tz else ''}#lifecycle"
+    return RedirectResponse(back_path(back, node_page), status_code=303)
 
 
 @router.post("/nodes/{hostname}/lifecycle")
