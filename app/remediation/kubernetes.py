@@ -141,11 +141,20 @@ def run(target: KubeTarget, command: list[str], *, timeout_s: float) -> Outcome:
             return _drain(api, node, timeout_s)
         return Outcome(None, f"unknown call {method}")
     except ApiException as exc:
-        return Outcome(
-            exc.status or None, f"{exc.status} {exc.reason}: {_message(exc)}"[:MAX_OUTPUT]
-        )
+        return Outcome(exc.status or None, error_text(exc)[:MAX_OUTPUT])
     except Exception as exc:  # a config file missing, the API unreachable …
-        return Outcome(None, f"{type(exc).__name__}: {exc}"[:MAX_OUTPUT])
+        return Outcome(None, error_text(exc)[:MAX_OUTPUT])
+
+
+def error_text(exc: Exception) -> str:
+    """A failed call in one line: ``<status> <reason>: <the API's message>`` for an answer of
+    the API (``403 Forbidden: pods is forbidden: …``), ``<type>: <text>`` for anything else (a
+    kubeconfig missing, the API unreachable or too slow)."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(exc, ApiException):
+        return f"{exc.status} {exc.reason}: {_message(exc)}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _message(exc: Any) -> str:

@@ -20,13 +20,14 @@ from app.incidents.models import Incident
 from app.remediation.service import Backends, slurm_name
 from app.workloads import slurm_jobs
 from app.workloads.models import IncidentJob, WorkloadCapture
+from app.workloads.records import JobRecord
 
 log = logging.getLogger(__name__)
 
 CAPTURE_WITHIN_S = 600.0
 
 
-def overlaps(job: slurm_jobs.SlurmJob, start: datetime, end: datetime) -> bool:
+def overlaps(job: JobRecord, start: datetime, end: datetime) -> bool:
     """Whether the job ran at some moment of ``start`` … ``end`` (a job not started yet, or
     ended before ``start``, did not)."""
     if job.started_at is None or job.started_at > end:

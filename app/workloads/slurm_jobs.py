@@ -12,31 +12,16 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from app.remediation import commands
+from app.workloads.records import JobRecord
 
 SEP = "\x1f"
 #: squeue fields: id, user, name, partition, state, start, end, node list.
 FORMAT = SEP.join(("%i", "%u", "%j", "%P", "%T", "%S", "%e", "%N"))
-
-
-@dataclass(frozen=True)
-class SlurmJob:
-    """One job as squeue prints it (times UTC, ``None`` for N/A, NONE or Unknown);
-    ``gpu_indexes``: the node's GPUs allocated to it (``scontrol show job -d`` ``IDX``), or
-    ``None`` where Slurm allocates no GPUs by index (no GRES configured: the whole node)."""
-
-    job_id: str
-    user: str
-    name: str
-    partition: str
-    state: str
-    started_at: datetime | None
-    ended_at: datetime | None
-    gpu_indexes: tuple[int, ...] | None = None
 
 
 def squeue_path(scontrol: str) -> str:
@@ -54,9 +39,10 @@ def slurm_time(text: str) -> datetime | None:
         return None
 
 
-def parse_squeue(text: str) -> list[SlurmJob]:
-    """The jobs of ``squeue -h -o FORMAT`` output; a line of the wrong shape is skipped (one
-    odd line never hides the others)."""
+def parse_squeue(text: str) -> list[JobRecord]:
+    """The jobs of ``squeue -h -o FORMAT`` output (times ``None`` for N/A, NONE or Unknown;
+    no GPU indexes yet); a line of the wrong shape is skipped (one odd line never hides the
+    others)."""
     jobs = []
     for line in text.splitlines():
         parts = line.split(SEP)
@@ -64,7 +50,7 @@ def parse_squeue(text: str) -> list[SlurmJob]:
             continue
         job_id, user, name, partition, state, start, end, _nodes = (p.strip() for p in parts)
         jobs.append(
-            SlurmJob(job_id, user, name, partition, state, slurm_time(start), slurm_time(end))
+            JobRecord(job_id, user, name, partition, state, slurm_time(start), slurm_time(end))
         )
     return jobs
 
@@ -97,9 +83,10 @@ def _expand_simple(nodes: str) -> set[str]:
 
 def jobs_on_node(
     scontrol: str, node: str, *, timeout_s: float
-) -> tuple[list[SlurmJob], str | None]:
-    """The node's jobs (running, and ended within ``MinJobAge``), each with its GPU indexes;
-    and an error text where squeue failed (then the list is empty)."""
+) -> tuple[list[JobRecord], str | None]:
+    """The node's jobs (running, and ended within ``MinJobAge``), each with its GPU indexes
+    (``scontrol show job -d`` ``IDX``; ``None`` where Slurm allocates none by index: the whole
+    node); and an error text where squeue failed (then the list is empty)."""
     env = {**os.environ, "TZ": "UTC"}
     listed = commands.run(
         [squeue_path(scontrol), "-h", "-t", "all", "-w", node, "-o", FORMAT],
@@ -114,5 +101,5 @@ def jobs_on_node(
             [scontrol, "show", "job", "-d", "-o", job.job_id], timeout_s=timeout_s, env=env
         )
         gpus = parse_gpu_indexes(detail.stdout, node) if detail.ok else None
-        jobs.append(SlurmJob(**{**job.__dict__, "gpu_indexes": gpus}))
+        jobs.append(replace(job, gpu_indexes=gpus))
     return jobs, None

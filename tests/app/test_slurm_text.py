@@ -17,7 +17,8 @@ from app.remediation.slurm import (
     slurm_reason,
 )
 from app.workloads.capture import overlaps
-from app.workloads.slurm_jobs import SlurmJob, parse_gpu_indexes, parse_squeue
+from app.workloads.records import JobRecord
+from app.workloads.slurm_jobs import parse_gpu_indexes, parse_squeue
 
 # Slurm 22.05's line (Debian 12), shortened in the middle.
 LINE = (
@@ -152,7 +153,7 @@ def test_the_gpus_slurm_allocated_on_the_node(detail: str, gpus: tuple[int, ...]
 
 def test_a_job_overlaps_an_incident_when_it_ran_during_it() -> None:
     t0 = datetime(2026, 12, 5, 0, 0, tzinfo=UTC)
-    job = SlurmJob("1", "u", "n", "p", "RUNNING", t0, None)
+    job = JobRecord("1", "u", "n", "p", "RUNNING", t0, None)
     start, end = t0 + timedelta(minutes=5), t0 + timedelta(minutes=6)
     assert overlaps(job, start, end)
     assert overlaps(replace(job, ended_at=start), start, end)
