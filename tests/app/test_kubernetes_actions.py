@@ -6,13 +6,9 @@ passes, and a refusal of the API (403) surfaced in the action log. Postgres and 
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -25,9 +21,9 @@ from tests.app.helpers import post_batch
 from tests.conftest import make_settings
 from tests.dbs import session_factory
 from tests.factories import batch, create_token
+from tests.kube_api import TOKEN, FakeApi, write_kubeconfig
 from tests.live_server import LiveServer
 
-TOKEN = "fleetwatch-sa-token"
 NODE = "gpu-node-07"
 
 
@@ -59,114 +55,11 @@ PODS = [
 ]
 
 
-class FakeApi:
-    """The API subset: records requests; ``protected-0``'s eviction is refused (429) until
-    ``budget_allows``; ``forbid`` answers 403 to everything."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.budget_allows = False
-        self.forbid = False
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _answer(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _record(self) -> dict[str, Any]:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                entry = {
-                    "method": self.command,
-                    "path": urlsplit(self.path).path,
-                    "query": parse_qs(urlsplit(self.path).query),
-                    "content_type": self.headers.get("Content-Type"),
-                    "authorization": self.headers.get("Authorization"),
-                    "body": json.loads(raw) if raw else None,
-                }
-                api.requests.append(entry)
-                return entry
-
-            def _status(self, code: int, reason: str, message: str) -> None:
-                self._answer(
-                    code,
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "status": "Failure",
-                        "message": message,
-                        "reason": reason,
-                        "code": code,
-                    },
-                )
-
-            def do_PATCH(self) -> None:
-                entry = self._record()
-                if api.forbid:
-                    return self._status(403, "Forbidden", 'nodes "gpu-node-07" is forbidden')
-                name = entry["path"].rsplit("/", 1)[1]
-                self._answer(200, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
-
-            def do_GET(self) -> None:
-                self._record()
-                self._answer(
-                    200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": PODS}
-                )
-
-            def do_POST(self) -> None:
-                entry = self._record()
-                name = entry["path"].split("/")[-2]
-                if name == "protected-0" and not api.budget_allows:
-                    return self._status(
-                        429,
-                        "TooManyRequests",
-                        "Cannot evict pod as it would violate the pod's disruption budget.",
-                    )
-                self._answer(
-                    201,
-                    {
-                        "apiVersion": "policy/v1",
-                        "kind": "Eviction",
-                        "metadata": entry["body"]["metadata"],
-                    },
-                )
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def kube(tmp_path: Path) -> Iterator[tuple[FakeApi, Path]]:
     """The fake API and a kubeconfig that reaches it with a bearer token."""
-    api = FakeApi()
-    config = tmp_path / "kubeconfig"
-    config.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "gpu", "cluster": {"server": api.url}}],
-                "users": [{"name": "fleetwatch", "user": {"token": TOKEN}}],
-                "contexts": [{"name": "gpu", "context": {"cluster": "gpu", "user": "fleetwatch"}}],
-                "current-context": "gpu",
-            }
-        )
-    )
-    yield api, config
+    api = FakeApi(PODS)
+    yield api, write_kubeconfig(tmp_path / "kubeconfig", api.url)
     api.close()
 
 
@@ -273,19 +166,7 @@ def test_a_refusal_of_the_api_is_surfaced_and_retried(
 
 
 def test_an_unreachable_api_is_a_failed_attempt(db_url: str, tmp_path: Path) -> None:
-    config = tmp_path / "kubeconfig"
-    config.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "c",
-            }
-        )
-    )
+    config = write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9", "t")
     live = LiveServer(make_settings(db_url, tmp_path, kubeconfig=str(config)))
     live.start()
     try:
