@@ -251,7 +251,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     "resumes will fail until it is",
                     backends.scontrol,
                 )
-            if backends.scontrol is not None:
+            if backends.names:
                 scheduler.add_job(
                     once_per_database(engine, "workload-capture", workload_capture.job),
                     "interval",

@@ -60,20 +60,34 @@ class IncidentTopologyOut(BaseModel):
 
 
 class IncidentJobOut(BaseModel):
-    """A scheduler job that ran on the incident's node during it (app.workloads)."""
+    """A scheduler job that ran on the incident's node during it (app.workloads): a Slurm job,
+    or a Kubernetes pod that asks for GPUs."""
 
-    system: str = Field(description="slurm")
-    job_id: str
-    user: str
-    name: str
-    partition: str
-    state: str = Field(description="as the scheduler said when captured: RUNNING, FAILED …")
+    system: str = Field(description="slurm or kubernetes")
+    job_id: str = Field(description="Slurm's job id; a pod's <namespace>/<name>")
+    user: str = Field(description="Slurm's user; a pod's service account, else its namespace")
+    name: str = Field(description="Slurm's job name; a pod's owner <kind>/<name>, else its name")
+    partition: str = Field(description="Slurm's partition; a pod's namespace")
+    state: str = Field(
+        description="as the scheduler said when captured: RUNNING, FAILED …; a pod's phase "
+        "(Running …) or the reason a container ended (OOMKilled, Error …)"
+    )
     started_at: datetime | None
     ended_at: datetime | None
     gpu_indexes: list[int] | None = Field(
-        description="the node's GPUs allocated to it; null: none by index (the whole node)"
+        description="the node's GPUs allocated to it; null: not known by index (a Slurm job "
+        "without GRES indexes holds the whole node; Kubernetes never says which)"
     )
-    hit: bool = Field(description="it held an affected GPU, or the whole node")
+    hit: bool = Field(description="it held an affected GPU, or GPUs not known by index")
+
+
+class IncidentJobCaptureOut(BaseModel):
+    """One system's capture of the node's jobs for the incident."""
+
+    system: str = Field(description="slurm or kubernetes")
+    target: str = Field(description="the node's name in that system")
+    captured_at: datetime
+    error: str | None = Field(description="why its jobs could not be read; null: they were")
 
 
 class IncidentDetailOut(IncidentOut):
@@ -84,7 +98,15 @@ class IncidentDetailOut(IncidentOut):
     alerts: list[IncidentAlertOut]
     topology_changes: list[IncidentTopologyOut] = Field(default_factory=list)
     jobs: list[IncidentJobOut] = Field(default_factory=list)
-    jobs_captured_at: datetime | None = Field(
-        default=None, description="when the scheduler was asked; null: not (yet)"
+    jobs_captures: list[IncidentJobCaptureOut] = Field(
+        default_factory=list, description="each system asked for the node's jobs"
     )
-    jobs_error: str | None = Field(default=None, description="why the jobs could not be read")
+    jobs_captured_at: datetime | None = Field(
+        default=None,
+        description="when the first system was asked (each in jobs_captures); null: none (yet)",
+    )
+    jobs_error: str | None = Field(
+        default=None,
+        description="why jobs could not be read: each failed system's '<system>: <error>', "
+        "joined by '; '; null: none failed",
+    )

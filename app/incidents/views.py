@@ -12,6 +12,7 @@ from app.incidents.schemas import (
     IncidentAlertOut,
     IncidentDetailOut,
     IncidentEventOut,
+    IncidentJobCaptureOut,
     IncidentJobOut,
     IncidentOut,
     IncidentTopologyOut,
@@ -90,8 +91,15 @@ def incident_detail(
             )
             for h in captured.jobs
         ],
-        jobs_captured_at=captured.capture.captured_at if captured.capture else None,
-        jobs_error=captured.capture.error if captured.capture else None,
+        jobs_captures=[
+            IncidentJobCaptureOut(
+                system=c.system, target=c.target, captured_at=c.captured_at, error=c.error
+            )
+            for c in captured.captures
+        ],
+        jobs_captured_at=min((c.captured_at for c in captured.captures), default=None),
+        jobs_error="; ".join(f"{c.system}: {c.error}" for c in captured.captures if c.error)
+        or None,
         topology_changes=[
             IncidentTopologyOut(
                 collected_at=c.collected_at, gpus=c.gpus, links=c.links, partial=c.partial

@@ -1,1 +1,2 @@
-"""The jobs running on a node when a fault hit it (Slurm), captured for its incidents."""
+"""The jobs running on a node when a fault hit it (Slurm jobs, Kubernetes GPU pods), captured for
+its incidents."""

@@ -17,8 +17,8 @@ from app.workloads.models import IncidentJob, WorkloadCapture
 @dataclass(frozen=True)
 class JobHit:
     """A job that ran on the incident's node during it; ``hit``: it held one of the
-    incident's GPUs, or the whole node (no GPU allocation known), or the incident concerns the
-    node rather than a GPU."""
+    incident's GPUs, or GPUs not known by index (Slurm's whole node, any Kubernetes pod), or
+    the incident concerns the node rather than a GPU."""
 
     job: IncidentJob
     hit: bool
@@ -26,23 +26,28 @@ class JobHit:
 
 @dataclass(frozen=True)
 class Captured:
-    """The capture of an incident's jobs: ``None`` fields while not captured yet."""
+    """The captures of an incident's jobs, one per system asked, by system (``[]``: none
+    yet), and its jobs."""
 
-    capture: WorkloadCapture | None
+    captures: list[WorkloadCapture]
     jobs: list[JobHit]
 
 
 def jobs_of_incident(session: Session, *, incident_id: int, gpu_indexes: list[int]) -> Captured:
-    """The incident's jobs, the ones it hit first, then by job id."""
-    capture = session.get(WorkloadCapture, incident_id)
+    """The incident's captures and jobs, the jobs it hit first, then by system and job id."""
+    captures = session.scalars(
+        select(WorkloadCapture)
+        .where(WorkloadCapture.incident_id == incident_id)
+        .order_by(WorkloadCapture.system)
+    ).all()
     rows = session.scalars(select(IncidentJob).where(IncidentJob.incident_id == incident_id))
     hits = []
     for row in rows:
         held = row.gpu_indexes
         hit = not gpu_indexes or held is None or bool(set(held) & set(gpu_indexes))
         hits.append(JobHit(row, hit))
-    hits.sort(key=lambda h: (not h.hit, h.job.job_id.zfill(20)))
-    return Captured(capture, hits)
+    hits.sort(key=lambda h: (not h.hit, h.job.system, h.job.job_id.zfill(20)))
+    return Captured(list(captures), hits)
 
 
 #: Jobs named in a page; more are counted ("and 3 more").
@@ -80,7 +85,7 @@ def jobs_hit_lines(session: Session, *, hostname: str, at: datetime) -> list[str
     if found is None:
         return None
     captured = jobs_of_incident(session, incident_id=found.id, gpu_indexes=found.gpu_indexes or [])
-    if captured.capture is None:
+    if not captured.captures:
         return None
     hit = [h.job for h in captured.jobs if h.hit]
     if not hit:

@@ -2,7 +2,9 @@
 local HTTP server that serves the pod list (:mod:`tests.kube_api`): the exact request (path,
 field selector, bearer token), pods with and without GPU requests (init containers, requests
 without limits, AMD and MIG resources, a request of 0), an OOMKilled pod, a malformed pod that
-never hides the others, a 403 and an unreachable API as error texts."""
+never hides the others, a 403 and an unreachable API as error texts; then an Xid 79 posted by the
+node's agent opens an incident whose capture stores the GPU pods that ran during it as jobs hit
+(once), or the API's refusal. Postgres and SQLite."""
 
 from __future__ import annotations
 
@@ -11,11 +13,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from app.workloads import k8s_pods
+from app.remediation.service import Backends
+from app.workloads import capture, k8s_pods
 from app.workloads.records import JobRecord
+from tests.app.helpers import post_batch
+from tests.conftest import make_settings
+from tests.dbs import session_factory
+from tests.factories import batch, create_token, xid_batch
 from tests.kube_api import TOKEN, FakeApi, write_kubeconfig
+from tests.live_server import LiveServer
 
 NODE = "gpu-node-07"
 T0 = datetime(2026, 12, 14, 9, 0, tzinfo=UTC)
@@ -232,3 +241,132 @@ def test_a_label_that_is_not_one_node_name_is_never_asked(kube: tuple[FakeApi, P
     jobs, error = k8s_pods.jobs_on_node(str(config), "a,spec.nodeName!=b", timeout_s=5)
     assert jobs == [] and error is not None and "not one Kubernetes node name" in error
     assert api.requests == []
+
+
+@pytest.fixture
+def live(db_url: str, tmp_path: Path, kube: tuple[FakeApi, Path]) -> Iterator[LiveServer]:
+    """A server that manages Kubernetes."""
+    server = LiveServer(make_settings(db_url, tmp_path, kubeconfig=str(kube[1])))
+    server.start()
+    yield server
+    server.stop()
+
+
+def _incident_after_xid_79(live: LiveServer, db_url: str, at: datetime) -> int:
+    """Node ``NODE`` (its Kubernetes name is its hostname) reports, then an Xid 79 at ``at``;
+    returns the incident it opened."""
+    token = create_token(db_url, NODE)
+    assert post_batch(live.url, token, batch(NODE)).status_code == 200
+    assert post_batch(live.url, token, xid_batch(NODE, at, xid=79)).status_code == 200
+    (incident,) = httpx.get(f"{live.url}/api/v1/incidents").json()
+    return int(incident["id"])
+
+
+def _capture(db_url: str, config: Path) -> int:
+    with session_factory(db_url) as factory:
+        return capture.capture_due(factory, Backends(kubeconfig=str(config), timeout_s=5))
+
+
+def test_an_xid_79_captures_the_gpu_pods_that_ran_on_the_node_as_jobs_hit(
+    live: LiveServer, db_url: str, kube: tuple[FakeApi, Path]
+) -> None:
+    api, config = kube
+    at = datetime.now(UTC)
+    started = at - timedelta(hours=2)
+    api.pods = [
+        pod(
+            "llm-pretrain-worker-0",
+            owner=("PyTorchJob", "llm-pretrain"),
+            status={
+                "phase": "Running",
+                "startTime": rfc3339(started),
+                "containerStatuses": [running()],
+            },
+        ),
+        pod(
+            "eval-0",
+            "eval",
+            account=None,
+            status={
+                "phase": "Failed",
+                "startTime": rfc3339(started),
+                "containerStatuses": [ended("main", "OOMKilled", at + timedelta(seconds=2))],
+            },
+        ),
+        pod(  # ended before the fault: not hit
+            "old-0",
+            status={
+                "phase": "Succeeded",
+                "startTime": rfc3339(started),
+                "containerStatuses": [ended("main", "Completed", at - timedelta(hours=1), 0)],
+            },
+        ),
+        pod(  # no start readable: counted as not started, as a job Slurm has not started
+            "bad-time-0",
+            status={"phase": "Running", "startTime": "soon", "containerStatuses": [running()]},
+        ),
+        pod("notebook-0", containers=[container(limits={"cpu": "8"})]),
+    ]
+    incident_id = _incident_after_xid_79(live, db_url, at)
+
+    assert _capture(db_url, config) == 1
+    assert _capture(db_url, config) == 0  # once per incident and system
+    (listing,) = api.requests
+    assert (listing["method"], listing["path"]) == ("GET", "/api/v1/pods")
+    assert listing["query"] == {"fieldSelector": [f"spec.nodeName={NODE}"]}
+
+    detail = httpx.get(f"{live.url}/api/v1/incidents/{incident_id}").json()
+    assert detail["jobs_error"] is None
+    (captured,) = detail["jobs_captures"]
+    assert (captured["system"], captured["target"], captured["error"]) == (
+        "kubernetes",
+        NODE,
+        None,
+    )
+    assert detail["jobs_captured_at"] == captured["captured_at"]
+    jobs = [
+        (j["system"], j["job_id"], j["user"], j["name"], j["partition"], j["state"], j["hit"])
+        for j in detail["jobs"]
+    ]
+    assert jobs == [
+        ("kubernetes", "eval/eval-0", "eval", "eval-0", "eval", "OOMKilled", True),
+        (
+            "kubernetes",
+            "research/llm-pretrain-worker-0",
+            "trainer",
+            "PyTorchJob/llm-pretrain",
+            "research",
+            "Running",
+            True,
+        ),
+    ]
+    assert [j["gpu_indexes"] for j in detail["jobs"]] == [None, None]
+    assert detail["jobs"][0]["ended_at"] is not None and detail["jobs"][1]["ended_at"] is None
+
+    page = httpx.get(f"{live.url}/incidents/{incident_id}").text
+    assert 'data-job="research/llm-pretrain-worker-0" data-system="kubernetes"' in page
+    assert "<td>Kubernetes</td>" in page and ">not known</span>" in page
+
+
+def test_a_refusal_of_the_api_is_stored_on_the_capture_and_shown(
+    live: LiveServer, db_url: str, kube: tuple[FakeApi, Path]
+) -> None:
+    api, config = kube
+    api.forbid = True
+    incident_id = _incident_after_xid_79(live, db_url, datetime.now(UTC))
+
+    assert _capture(db_url, config) == 1
+    detail = httpx.get(f"{live.url}/api/v1/incidents/{incident_id}").json()
+    forbidden = (
+        '403 Forbidden: pods is forbidden: User "system:serviceaccount:fleetwatch:fleetwatch" '
+        'cannot list resource "pods" in API group "" at the cluster scope'
+    )
+    assert detail["jobs"] == []
+    assert [(c["system"], c["error"]) for c in detail["jobs_captures"]] == [
+        ("kubernetes", forbidden)
+    ]
+    assert detail["jobs_error"] == f"kubernetes: {forbidden}"
+    page = httpx.get(f"{live.url}/incidents/{incident_id}").text
+    assert 'id="incident-jobs-error-kubernetes"' in page
+    assert "Kubernetes could not be asked for the jobs of node gpu-node-07" in page
+    assert 'id="incident-jobs-none"' not in page
