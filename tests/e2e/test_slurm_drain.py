@@ -2,7 +2,8 @@
 munge, started by :mod:`tests.slurm_cluster`), through a real server with its jobs on Postgres
 and SQLite: the quarantine drains the node in Slurm with the reason, a running job keeps
 running and a new one waits, the resume returns the node and the waiting job starts; the action
-log holds the exact commands and their outcomes."""
+log holds the exact commands and their outcomes. A node in Slurm and in Kubernetes (a local
+fake of the API, :mod:`tests.kube_api`) has the jobs of both captured for its incident."""
 
 from __future__ import annotations
 
@@ -18,10 +19,14 @@ from typing import Any
 import httpx
 import pytest
 
+from app.remediation.service import Backends
 from app.remediation.slurm import SlurmNode, parse_show_node
+from app.workloads import capture
 from tests.app.helpers import post_batch
 from tests.conftest import make_settings
+from tests.dbs import session_factory
 from tests.factories import batch, create_token, xid_batch
+from tests.kube_api import FakeApi, write_kubeconfig
 from tests.live_server import LiveServer
 from tests.slurm_cluster import SlurmCluster, slurm_cluster
 
@@ -203,6 +208,65 @@ def test_a_fault_under_a_running_job_is_one_click_from_a_drain(
         ]
     finally:
         live.stop()
+        cluster.run("scancel", "--user", "root")
+
+
+def test_a_node_in_slurm_and_kubernetes_has_the_jobs_of_both_captured(
+    cluster: SlurmCluster, db_url: str, tmp_path: Path
+) -> None:
+    scontrol = shutil.which("scontrol")
+    assert scontrol is not None
+    api = FakeApi([])
+    config = write_kubeconfig(tmp_path / "kubeconfig", api.url)
+    live = LiveServer(
+        make_settings(db_url, tmp_path, slurm_scontrol=scontrol, kubeconfig=str(config))
+    )
+    live.start()
+    try:
+        token = create_token(db_url, cluster.node)
+        assert post_batch(live.url, token, batch(cluster.node)).status_code == 200
+        job = cluster.run(
+            "sbatch", "--parsable", "-J", "llm-pretrain", "-o", "/dev/null", "--wrap", "sleep 300"
+        ).strip()
+        _until(lambda: _job_state(cluster, job) == "RUNNING", "the job to run")
+        at = datetime.now(UTC)
+        api.pods = [
+            {
+                "metadata": {"name": "infer-0", "namespace": "serving"},
+                "spec": {
+                    "nodeName": cluster.node,
+                    "serviceAccountName": "vllm",
+                    "containers": [
+                        {"name": "vllm", "resources": {"limits": {"nvidia.com/gpu": 1}}}
+                    ],
+                },
+                "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
+            }
+        ]
+        fault = xid_batch(cluster.node, at, xid=79)
+        assert post_batch(live.url, token, fault).status_code == 200
+        (incident,) = httpx.get(f"{live.url}/api/v1/incidents").json()
+
+        backends = Backends(scontrol=scontrol, kubeconfig=str(config), timeout_s=10)
+        with session_factory(db_url) as factory:
+            assert capture.capture_due(factory, backends) == 2
+            assert capture.capture_due(factory, backends) == 0
+
+        detail = httpx.get(f"{live.url}/api/v1/incidents/{incident['id']}").json()
+        assert [(c["system"], c["target"], c["error"]) for c in detail["jobs_captures"]] == [
+            ("kubernetes", cluster.node, None),
+            ("slurm", cluster.node, None),
+        ]
+        assert [(j["system"], j["job_id"], j["user"], j["state"]) for j in detail["jobs"]] == [
+            ("kubernetes", "serving/infer-0", "vllm", "Running"),
+            ("slurm", job, "root", "RUNNING"),
+        ]
+        page = httpx.get(f"{live.url}/incidents/{incident['id']}").text
+        assert 'data-job="serving/infer-0" data-system="kubernetes"' in page
+        assert f'data-job="{job}" data-system="slurm"' in page
+    finally:
+        live.stop()
+        api.close()
         cluster.run("scancel", "--user", "root")
 
 
