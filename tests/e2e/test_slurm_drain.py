@@ -83,7 +83,11 @@ def test_quarantine_drains_the_slurm_node_and_resume_returns_it(
         assert made.status_code == 200, made.text
         # Run by the worker the commit woke (its timer is 30 s away).
         done = _until(
-            lambda: [a for a in httpx.get(lifecycle).json()["actions"] if a["status"] != "pending"],
+            lambda: [
+                a
+                for a in httpx.get(lifecycle).json()["actions"]
+                if a["status"] not in ("pending", "running")
+            ],
             "the drain to run",
             timeout_s=20,
         )
