@@ -40,7 +40,7 @@ def panel_context(session: Session, node: Node, backends: remediation.Backends) 
         ],
         "lifecycle_history": service.history(session, node.id, limit=SHOWN),
         "lifecycle_actions": remediation.actions_of(session, node.id, limit=SHOWN),
-        "lifecycle_managed": backends.names,
+        "lifecycle_managed": backends.acted_on,
         "maintenance_windows": maintenance.windows_of_node(session, node),
     }
 

@@ -40,7 +40,7 @@ def lifecycle_out(session: Session, node: Node, backends: remediation.Backends) 
         cause=now.cause,
         cause_ref=now.cause_ref,
         actor=now.actor,
-        managed=backends.names,
+        managed=backends.acted_on,
         transitions=[
             TransitionOut.model_validate(row, from_attributes=True)
             for row in service.history(session, node.id)

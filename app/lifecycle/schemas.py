@@ -87,7 +87,9 @@ class LifecycleOut(BaseModel):
     cause: str | None
     cause_ref: str | None
     actor: str | None
-    managed: list[str] = Field(description="the schedulers Fleetwatch acts on, e.g. slurm")
+    managed: list[str] = Field(
+        description="the systems a transition acts on: slurm, kubernetes, hook (remediation)"
+    )
     transitions: list[TransitionOut]
     actions: list[ActionOut]
 

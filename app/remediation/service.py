@@ -67,9 +67,14 @@ class Backends:
 
     @property
     def names(self) -> list[str]:
-        """The systems managed, for pages and answers (``[]``: none)."""
-        systems = (("slurm", self.scontrol), ("kubernetes", self.kubeconfig), ("hook", self.hook))
-        return [n for n, on in systems if on]
+        """The schedulers managed (``slurm``, ``kubernetes``; ``[]``: none)."""
+        return [n for n, on in (("slurm", self.scontrol), ("kubernetes", self.kubeconfig)) if on]
+
+    @property
+    def acted_on(self) -> list[str]:
+        """Every system a transition may act on, for pages and answers: the schedulers, and
+        ``hook`` where a remediation hook is set."""
+        return self.names + (["hook"] if self.hook else [])
 
 
 def k8s_name(node: Node) -> str:

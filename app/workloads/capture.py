@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import session_scope, utcnow
 from app.fleet.models import Node
 from app.incidents.models import Incident
+from app.remediation import slurm
 from app.remediation.service import Backends, k8s_name, slurm_name
 from app.workloads import k8s_pods, slurm_jobs
 from app.workloads.models import IncidentJob, WorkloadCapture
@@ -70,6 +71,9 @@ def _read(backends: Backends, system: str, target: str) -> tuple[list[JobRecord]
     """``system``'s jobs on its node ``target``, and an error text where it could not be asked
     (then no job); never raises."""
     if system == "slurm" and backends.scontrol is not None:
+        if not slurm.valid_node_name(target):
+            # squeue -w with a host list or ALL would list other nodes' jobs as this one's.
+            return [], f"{target[:80]!r} is not one Slurm node name: fix the slurm_node label"
         return slurm_jobs.jobs_on_node(backends.scontrol, target, timeout_s=backends.timeout_s)
     if system == "kubernetes" and backends.kubeconfig is not None:
         return k8s_pods.jobs_on_node(backends.kubeconfig, target, timeout_s=backends.timeout_s)
@@ -105,7 +109,7 @@ def capture_due(
     captured it yet; returns how many captures were stored (one per incident and system).
     The systems are asked outside any transaction; an incident's captures are stored together.
     Does nothing where neither Slurm nor Kubernetes is managed."""
-    systems = backends.names
+    systems = [system for system in backends.names if system in NODE_NAMES]
     if not systems:
         return 0
     now = now or utcnow()

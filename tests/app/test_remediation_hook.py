@@ -79,6 +79,7 @@ def test_entering_remediating_runs_the_hook_with_exact_arguments(
     good: LiveServer, db_url: str, tmp_path: Path
 ) -> None:
     assert _actions(good) == []
+    assert httpx.get(f"{good.url}/api/v1/nodes/{HOST}/lifecycle").json()["managed"] == ["hook"]
     _move(good, "quarantined")
     assert _actions(good) == []  # no scheduler managed: the hook alone, and not yet
     made = _move(good, "remediating")
