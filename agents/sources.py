@@ -31,22 +31,27 @@ def choose_collector(kind: str, paths: SourcePaths) -> tuple[Collector, str]:
     saying which one runs and why.
 
     ``auto`` takes NVML, else nvidia-smi, else :class:`NoGpuCollector` (no GPUs reported).
+    The GPU collectors read process names and owners under ``paths.procfs`` and GPU NUMA nodes
+    under ``paths.sysfs`` (an agent in a container sees the host's PIDs through NVML, so its
+    own ``/proc`` would name other processes).
 
     Raises:
         CollectorUnavailable: an explicitly requested collector cannot run here.
     """
+    nvml = {"proc_root": str(paths.procfs), "sys_root": str(paths.sysfs)}
+    smi = {"nvidia_smi": paths.nvidia_smi, "proc_root": str(paths.procfs)}
     if kind == "nvml":
-        return create_collector("nvml"), "collector nvml (asked for)"
+        return create_collector("nvml", **nvml), "collector nvml (asked for)"
     if kind == "nvidia-smi":
-        collector = create_collector("nvidia-smi", nvidia_smi=paths.nvidia_smi)
+        collector = create_collector("nvidia-smi", **smi)
         return collector, f"collector nvidia-smi ({paths.nvidia_smi}, asked for)"
     reasons = []
     try:
-        return create_collector("nvml"), "collector nvml (NVML loaded)"
+        return create_collector("nvml", **nvml), "collector nvml (NVML loaded)"
     except CollectorUnavailable as exc:
         reasons.append(f"nvml: {exc}")
     try:
-        collector = create_collector("nvidia-smi", nvidia_smi=paths.nvidia_smi)
+        collector = create_collector("nvidia-smi", **smi)
         return collector, f"collector nvidia-smi, because {reasons[0]}"
     except (CollectorUnavailable, KeyError) as exc:
         reasons.append(f"nvidia-smi: {exc}")
