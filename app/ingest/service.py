@@ -34,6 +34,7 @@ from app.ingest import samples as sample_store
 from app.ingest import sections as section_store
 from app.ingest.gpu_schemas import MIG_BOUNDS, PROCESS_BOUNDS
 from app.ingest.models import IngestBatch
+from app.ingest.placeholders import placeholder_at
 from app.ingest.rows import ParsedBatch, from_model
 from app.ingest.schemas import GpuConflict, IngestBatchIn, IngestResult
 from app.metrics.plausible import Bound, clean_numbers
@@ -234,7 +235,9 @@ def _upsert_gpus(
 
     A UUID stored under another node moves to this one only when that node has not reported it
     since ``busy_since`` (the card was physically moved); otherwise it is a conflict (a token
-    cannot take over another node's GPUs and their history), logged and left out.
+    cannot take over another node's GPUs and their history), logged and left out. A new UUID at
+    the PCI address of one of the node's placeholders (:mod:`app.ingest.placeholders`) takes
+    that placeholder's row.
     """
     # No autoflush: the node's changes are written once, with its last_sample_at, at the end.
     with session.no_autoflush:
@@ -252,10 +255,24 @@ def _upsert_gpus(
             log.warning("GPU %s moved to node %s", gpu.uuid, node.hostname)
             gpu.node_id = node.id
             by_uuid[gpu.uuid] = gpu
+    reported = {g.uuid for g in batch.gpus}
     for info in batch.gpus:
         if info.uuid in refused:
             continue
         found = by_uuid.get(info.uuid)
+        adopted = placeholder_at(by_uuid, pci_bus_id=info.pci_bus_id, reported=reported)
+        if found is None and adopted is not None:
+            log.info("node %s: GPU %s is %s, read again", node.hostname, info.uuid, adopted.uuid)
+            placeholder = adopted.uuid
+            try:
+                with session.begin_nested():  # another node may insert this UUID right now
+                    adopted.uuid = info.uuid
+                    session.flush()
+            except IntegrityError:
+                conflicts.append(GpuConflict(uuid=info.uuid, node="(being added by another node)"))
+                continue
+            del by_uuid[placeholder]
+            found = by_uuid[info.uuid] = adopted
         if found is None:
             gpu = Gpu(uuid=info.uuid, node_id=node.id, first_seen_at=received_at)
             try:
