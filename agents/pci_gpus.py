@@ -25,13 +25,20 @@ def nvidia_gpu_count(sysfs: Path) -> int | None:
     """NVIDIA VGA/3D PCI functions under ``sysfs``; None when the PCI device list cannot be
     read (no sysfs, a container without it). A device whose files are unreadable or garbled
     is skipped with a log line, never the count."""
+    addresses = nvidia_gpu_addresses(sysfs)
+    return None if addresses is None else len(addresses)
+
+
+def nvidia_gpu_addresses(sysfs: Path) -> list[str] | None:
+    """The sysfs names (``0000:3b:00.0``) of the NVIDIA VGA/3D PCI functions under ``sysfs``,
+    sorted; None when the PCI device list cannot be read."""
     devices = sysfs / "bus" / "pci" / "devices"
     try:
         entries = sorted(devices.iterdir())
     except OSError as exc:
         log.info("no PCI device list at %s (%s): the expected GPU count is unknown", devices, exc)
         return None
-    count = 0
+    found = []
     for entry in entries:
         try:
             vendor = int((entry / "vendor").read_text().strip(), 16)
@@ -43,5 +50,5 @@ def nvidia_gpu_count(sysfs: Path) -> int | None:
             continue
         # An SR-IOV virtual function (a vGPU host's) is a slice of a GPU counted already.
         if klass >> 8 in GPU_CLASSES and not (entry / "physfn").exists():
-            count += 1
-    return count
+            found.append(entry.name)
+    return found

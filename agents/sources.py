@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agents.collectors import Collector, CollectorUnavailable, create_collector
 from agents.collectors.host import HostSource
 from agents.collectors.none import NoGpuCollector
+from agents.pci_gpus import nvidia_gpu_count
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,9 @@ def choose_collector(kind: str, paths: SourcePaths) -> tuple[Collector, str]:
     saying which one runs and why.
 
     ``auto`` takes NVML, else nvidia-smi, else :class:`NoGpuCollector` (no GPUs reported).
+    nvidia-smi, once found, is kept even when its first run shows no GPU (a driver that does
+    not answer, "No devices were found") if it was asked for or NVIDIA GPUs are on PCI: it
+    then says why each round and reports the GPUs once the driver answers again.
     The GPU collectors read process names and owners under ``paths.procfs`` and GPU NUMA nodes
     under ``paths.sysfs`` (an agent in a container sees the host's PIDs through NVML, so its
     own ``/proc`` would name other processes).
@@ -39,11 +44,11 @@ def choose_collector(kind: str, paths: SourcePaths) -> tuple[Collector, str]:
         CollectorUnavailable: an explicitly requested collector cannot run here.
     """
     nvml = {"proc_root": str(paths.procfs), "sys_root": str(paths.sysfs)}
-    smi = {"nvidia_smi": paths.nvidia_smi, "proc_root": str(paths.procfs)}
+    smi: dict[str, Any] = {"nvidia_smi": paths.nvidia_smi, "proc_root": str(paths.procfs)}
     if kind == "nvml":
         return create_collector("nvml", **nvml), "collector nvml (asked for)"
     if kind == "nvidia-smi":
-        collector = create_collector("nvidia-smi", **smi)
+        collector = create_collector("nvidia-smi", **smi, wait_for_driver=True)
         return collector, f"collector nvidia-smi ({paths.nvidia_smi}, asked for)"
     reasons = []
     try:
@@ -51,7 +56,8 @@ def choose_collector(kind: str, paths: SourcePaths) -> tuple[Collector, str]:
     except CollectorUnavailable as exc:
         reasons.append(f"nvml: {exc}")
     try:
-        collector = create_collector("nvidia-smi", **smi)
+        on_pci = bool(nvidia_gpu_count(paths.sysfs))
+        collector = create_collector("nvidia-smi", **smi, wait_for_driver=on_pci)
         return collector, f"collector nvidia-smi, because {reasons[0]}"
     except (CollectorUnavailable, KeyError) as exc:
         reasons.append(f"nvidia-smi: {exc}")

@@ -3,8 +3,11 @@ the same samples and inventory as the NVML collector (for hosts where NVML canno
 from Python but the tool works).
 
 A GPU nvidia-smi reports as lost or in an unknown error state ("Unable to determine the device
-handle …") is marked so with all metrics ``None``; output that cannot be parsed, or a run past
-its timeout, is a collection error and no samples for that round (never old values again).
+handle …") is marked so with all metrics ``None``; one this agent never saw (lost before it
+started) is reported as an unreadable placeholder, ``GPU-unknown-<PCI address>``, with the
+reason, while the other GPUs report as usual (:mod:`agents.nvml.gpus`). Output that cannot be
+parsed, or a run past its timeout, is a collection error and no samples for that round (never
+old values again).
 """
 
 from __future__ import annotations
@@ -28,27 +31,45 @@ from agents.nvidia_smi import (
     parse_nvidia_smi_xml,
     tool_failure,
 )
-from agents.nvml.gpus import NvmlGpu, distinct_uuid
+from agents.nvidia_smi.failures import GpuFailure
+from agents.nvml.gpus import NvmlGpu, distinct_uuid, unreadable_gpu
 from agents.nvml.metrics import blank_sample
 from agents.nvml.procinfo import lookup_process
-from agents.payload import EventDict, GpuInfo, NodeInfo, Sample, format_timestamp, make_event
+from agents.payload import (
+    EventDict,
+    GpuInfo,
+    NodeInfo,
+    Sample,
+    format_timestamp,
+    make_event,
+    utc_now,
+)
 
 log = logging.getLogger(__name__)
 
 
 class NvidiaSmiCollector(Collector):
     """Options: ``nvidia_smi`` (the binary, a name on ``PATH`` or a path; default
-    ``"nvidia-smi"``), ``timeout_s`` (per run, default 10), ``proc_root`` (for process owners).
+    ``"nvidia-smi"``), ``timeout_s`` (per run, default 10), ``proc_root`` (for process owners),
+    ``wait_for_driver`` (start even when the first run shows no GPU at all: each round then
+    says why in a collection error and tries again, so the GPUs appear once the driver
+    answers).
 
     Raises:
-        CollectorUnavailable: the binary is absent, or its first run prints neither XML nor a
-            GPU failure report (no driver, no GPU: the message quotes nvidia-smi).
+        CollectorUnavailable: the binary is absent; or, without ``wait_for_driver``, its first
+            run prints neither XML nor a GPU failure report (no driver, no GPU: the message
+            quotes nvidia-smi).
     """
 
     name = "nvidia-smi"
 
     def __init__(
-        self, *, nvidia_smi: str = "nvidia-smi", timeout_s: float = 10.0, proc_root: str = "/proc"
+        self,
+        *,
+        nvidia_smi: str = "nvidia-smi",
+        timeout_s: float = 10.0,
+        proc_root: str = "/proc",
+        wait_for_driver: bool = False,
     ) -> None:
         path = shutil.which(nvidia_smi)
         if path is None:
@@ -64,7 +85,7 @@ class NvidiaSmiCollector(Collector):
         self._node = NodeInfo(driver_version=None, cuda_version=None)
         self._attached: int | None = None
         output = self._run("-q", "-x")
-        if output is None or not self._read(output, None):
+        if (output is None or not self._read(output, None)) and not wait_for_driver:
             problem = self._errors[-1]["message"] if self._errors else "no output"
             raise CollectorUnavailable(f"nvidia-smi cannot read the GPUs here: {problem}")
         self.start_count = len(self._gpus)
@@ -116,7 +137,11 @@ class NvidiaSmiCollector(Collector):
             return None
         section: dict[str, Any] = {"collected_at": format_timestamp(now), "source": "nvidia-smi"}
         with self._lock:
-            gpus = {g.info["index"]: g for g in self._gpus.values() if not g.missing}
+            gpus = {
+                g.info["index"]: g
+                for g in self._gpus.values()
+                if not g.missing and not g.placeholder
+            }
             output = self._run("topo", "-m")
         try:
             if output is None:
@@ -197,17 +222,7 @@ class NvidiaSmiCollector(Collector):
                     f"{len(document.gpus)}"
                 )
             self._attached = document.attached_gpus
-        by_bus = {g.info["pci_bus_id"]: g for g in self._gpus.values()}
-        for failure in failures:
-            gpu = by_bus.get(failure.pci_bus_id)
-            if gpu is None:
-                self._error(
-                    f"GPU {failure.pci_bus_id} (never seen by this agent, so no UUID to report "
-                    f"it under) is {failure.state}: {failure.message}"
-                )
-                continue
-            seen.add(gpu.uuid)
-            self._change(gpu, failure.state, f"nvidia-smi: {failure.message}", now)
+        self._read_failures(failures, seen, now)
         for gpu in self._gpus.values():
             if gpu.uuid not in seen and not gpu.missing:
                 gpu.missing = True
@@ -216,6 +231,29 @@ class NvidiaSmiCollector(Collector):
                 self._change(gpu, "lost", f"not listed by nvidia-smi any more ({message})", now)
                 self._event("gpu_missing", gpu, now, f"{gpu.label()} is missing: {message}")
         return True
+
+    def _read_failures(
+        self, failures: list[GpuFailure], seen: set[str], now: datetime | None
+    ) -> None:
+        """Mark each GPU of a failure report (added to ``seen``) lost or in unknown error: the
+        GPU known at that PCI address, else a placeholder, indexed by its place in PCI order
+        among this round's GPUs. Placeholders not reported again leave the inventory (their
+        GPU is listed under its UUID now, or not at all)."""
+        by_bus = {g.info["pci_bus_id"]: g for g in self._gpus.values() if not g.placeholder}
+        listed = {g.info["pci_bus_id"] for g in by_bus.values() if g.uuid in seen}
+        order = sorted(listed | {f.pci_bus_id for f in failures}, key=lambda b: b or "")
+        for failure in failures:
+            if failure.pci_bus_id is None:
+                self._error(f"a GPU (no PCI address printed) is {failure.state}: {failure.message}")
+                continue
+            gpu = by_bus.get(failure.pci_bus_id)
+            if gpu is None:
+                placeholder = unreadable_gpu(order.index(failure.pci_bus_id), failure.pci_bus_id)
+                gpu = self._gpus.setdefault(placeholder.uuid, placeholder)
+            seen.add(gpu.uuid)
+            self._change(gpu, failure.state, f"nvidia-smi: {failure.message}", now)
+        for uuid in [u for u, g in self._gpus.items() if g.placeholder and u not in seen]:
+            del self._gpus[uuid]
 
     def _update(self, parsed: SmiGpu) -> None:
         uuid = parsed.info["uuid"]
@@ -248,10 +286,12 @@ class NvidiaSmiCollector(Collector):
             self._event(kind, gpu, now, f"{gpu.label()} is {state}: {reason}")
 
     def _event(self, kind: str, gpu: NvmlGpu, now: datetime | None, message: str) -> None:
-        if now is None:
-            return
         self._events.append(
             make_event(
-                kind, now, gpu_uuid=gpu.uuid, pci_bus_id=gpu.info["pci_bus_id"], message=message
+                kind,
+                now or utc_now(),
+                gpu_uuid=gpu.uuid,
+                pci_bus_id=gpu.info["pci_bus_id"],
+                message=message,
             )
         )

@@ -3,7 +3,9 @@
 Each round reads every GPU in one pass. A GPU that NVML reports lost (or in an unknown error
 state) is marked so, with all metrics ``None``, while the others keep reporting; a call that
 hangs costs that GPU its sample for the round (a collection error says which call), never the
-agent; a GPU that disappears from enumeration is reported missing.
+agent; a GPU that disappears from enumeration is reported missing. A GPU that cannot even be
+opened (lost before the agent started) is reported as an unreadable placeholder with its PCI
+address and reason (:mod:`agents.nvml.gpus`), and tried again every round.
 """
 
 from __future__ import annotations
@@ -205,7 +207,7 @@ class NvmlCollector(Collector):
         return sorted(self._gpus.values(), key=lambda g: (g.missing, g.info["index"]))
 
     def _readable(self, gpu: NvmlGpu) -> bool:
-        return not gpu.missing and self.session.hung_call(gpu.uuid) is None
+        return not gpu.missing and not gpu.placeholder and self.session.hung_call(gpu.uuid) is None
 
     def _error(self, message: str) -> None:
         self._errors.append({"source": "nvml", "message": message[:1024]})
@@ -218,7 +220,7 @@ class NvmlCollector(Collector):
             return None
 
     def _sample_gpu(self, gpu: NvmlGpu, now: datetime, at_s: float) -> Sample | None:
-        if gpu.missing:
+        if gpu.missing or gpu.placeholder:
             return blank_sample(gpu.uuid, now)
         hung = self.session.hung_call(gpu.uuid)
         if hung is not None:
@@ -268,17 +270,19 @@ class NvmlCollector(Collector):
         )
 
     def _refresh(self, now: datetime | None) -> None:
-        """Re-enumerate when ``nvmlDeviceGetCount`` changed: GPUs known before but not found now
-        are marked missing, with a ``gpu_missing`` event."""
+        """Re-enumerate when ``nvmlDeviceGetCount`` changed or a GPU that could not be opened
+        opens now: GPUs known before but not found now are marked missing, with a
+        ``gpu_missing`` event; GPUs that cannot be opened are marked lost or in unknown error
+        (one event per change of state)."""
         try:
             count = int(self.session.call("nvmlDeviceGetCount"))
         except (Unavailable, *_PROBLEMS) as exc:
             self._error(f"nvmlDeviceGetCount: {exc}")
             return
-        if count == self._count:
+        if count == self._count and not self._opens_again():
             return
         self._count = count
-        found = enumerate_gpus(self.session, count, self._gpus)
+        found = enumerate_gpus(self.session, count, self._gpus, sys_root=self.sys_root)
         self._enumeration_errors = [m for m in found.errors if "cannot be enumerated" in m]
         for message in found.errors:
             self._error(message)
@@ -288,6 +292,20 @@ class NvmlCollector(Collector):
         for gpu in found.missing:
             message = f"NVML sees {count} GPU(s), {self.start_count} at start"
             self._event("gpu_missing", gpu, now, f"{gpu.label()} is missing: {message}")
+        for gpu, gone in found.gone:
+            self._problem(gpu, gone, now)
+
+    def _opens_again(self) -> bool:
+        """Whether a GPU reported unreadable gets a handle now (a reset brought it back)."""
+        for gpu in self._gpus.values():
+            if not gpu.placeholder:
+                continue
+            try:
+                self.session.call("nvmlDeviceGetHandleByIndex", gpu.info["index"])
+            except (Unavailable, *_PROBLEMS):
+                continue
+            return True
+        return False
 
     def _poll_xids(self, now: datetime) -> None:
         for occurrence in self._xids.poll():

@@ -7,9 +7,10 @@ Per GPU, when it cannot even get a device handle::
     Unable to determine the device handle for GPU0000:07:00.0: Unknown Error
 
 (each report is one line as printed; two spaces after "lost." on older drivers, no space before
-the bus id on newer ones, and the message hard-wrapped onto an indented next line by a narrow
-console). For the whole tool, when the driver is absent: ``NVIDIA-SMI has failed because it
-couldn't communicate with the NVIDIA driver``, or ``No devices were found``.
+the bus id on newer ones, ``gpu`` in lower case on some, a 4- or 8-digit PCI domain in either
+case, and the message hard-wrapped onto an indented next line by a narrow console). For the
+whole tool, when the driver is absent: ``NVIDIA-SMI has failed because it couldn't communicate
+with the NVIDIA driver``, or ``No devices were found``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from agents.nvml.metrics import normalize_bus_id
 
 _HANDLE = re.compile(
     r"Unable to determine the device handle for GPU\s*"
-    r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)?\s*:\s*(?P<message>.*)$"
+    r"(?P<bus>[0-9A-F]{4,8}:[0-9A-F]{2}:[0-9A-F]{2}(?:\.[0-7])?)?\s*:\s*(?P<message>.*)$",
+    re.IGNORECASE,
 )
 _NO_DRIVER = (
     "couldn't communicate with the nvidia driver",

@@ -36,6 +36,9 @@ class FakeNvml(MetricsApi, LinksApi):
         self.visible = list(devices)
         self.driver, self.cuda = driver, cuda
         self.failures: dict[str, int] = {}
+        #: index → the code ``nvmlDeviceGetHandleByIndex`` raises for it (a GPU that cannot be
+        #: opened, as nvidia-smi's "Unable to determine the device handle").
+        self.handle_errors: dict[int, int] = {}
         self.init_error: int | None = None
         self.pending_xids: list[tuple[FakeDevice, int]] = []
         self.topology: dict[tuple[str, str], int] = {}
@@ -87,6 +90,8 @@ class FakeNvml(MetricsApi, LinksApi):
     def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeDevice:
         if not 0 <= index < len(self.visible):
             raise Missing(2)
+        if index in self.handle_errors:
+            raise Missing(self.handle_errors[index])
         return self.visible[index]
 
     # -- identity ----------------------------------------------------------------------

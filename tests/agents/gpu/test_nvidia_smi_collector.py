@@ -100,17 +100,22 @@ def test_a_gpu_reported_lost_is_marked_lost_while_the_other_keeps_reporting(
     assert collector.drain_events() == []  # one event per change, not per round
 
 
-def test_an_unknown_error_on_a_gpu_never_seen_becomes_a_collection_error(
+def test_an_unknown_error_on_a_gpu_never_seen_is_reported_unreadable_with_its_address(
     fake_smi: FakeSmi,
 ) -> None:
     collector = _collector(fake_smi, "tesla-t4-driver515.xml")
     error = fixture_path(XML.format("error-unknown-error-no-space-busid-tesla-p4.txt"))
     t4 = fixture_path(XML.format("tesla-t4-driver515.xml")).read_text()
     fake_smi.prints_text(error.read_text() + t4)
-    assert len(collector.sample(NOW)) == 1
-    [error_entry] = collector.collection_errors()
-    assert "00000000:07:00.0" in error_entry["message"]
-    assert "unknown_error: Unknown Error" in error_entry["message"]
+    assert len(collector.sample(NOW)) == 2
+    unreadable = collector.inventory()[1]
+    assert (unreadable["uuid"], unreadable["pci_bus_id"], unreadable["state"]) == (
+        "GPU-unknown-00000000:07:00.0",
+        "00000000:07:00.0",
+        "unknown_error",
+    )
+    assert unreadable["state_reason"] == "nvidia-smi: Unknown Error"
+    assert collector.collection_errors() == []
 
 
 def test_a_hung_nvidia_smi_costs_the_round_and_sends_no_old_values(fake_smi: FakeSmi) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -139,15 +140,16 @@ def test_a_lost_gpu_makes_the_topology_partial_and_the_rest_is_still_sent(
 
 
 def test_a_gpu_lost_before_the_agent_started_makes_the_topology_partial(
-    capture_nvml: Install,
+    capture_nvml: Install, tmp_path: Path
 ) -> None:
     fake = capture_nvml(H100)
     _seed_from_matrix(fake, "gcp-a3-h100-8gpu-nv18-tabs-no-nics.txt")
     fake.devices[6].lost = True
-    topology = NvmlCollector().topology(NOW)
+    topology = NvmlCollector(sys_root=str(tmp_path)).topology(NOW)  # no PCI list to name it
     assert topology is not None and topology["partial"] is True
     assert topology["errors"] == [
-        "GPU 6: cannot be enumerated: NVML_ERROR_GPU_IS_LOST (nvmlDeviceGetUUID)"
+        "GPU 6 (GPU-unknown-index-6, PCI address unknown): NVML_ERROR_GPU_IS_LOST "
+        "(nvmlDeviceGetUUID)"
     ]
 
 
