@@ -106,8 +106,13 @@ class NvmlCollector(Collector):
                         mig = reader.get("mig_mode", "nvmlDeviceGetMigMode")
                         enabled = mig is not None and mig[0] == 1
                         gpu.info["mig_mode"] = None if mig is None else MIG_MODES[enabled]
-                        gpu.mig_instances = read_mig_instances(reader) if enabled else None
-                        gpu.processes = read_processes(reader, self.proc_root)
+                        total = gpu.info.get("mem_total_bytes")
+                        gpu.mig_instances = (
+                            read_mig_instances(reader, mem_total_bytes=total) if enabled else None
+                        )
+                        gpu.processes = read_processes(
+                            reader, self.proc_root, mem_total_bytes=total
+                        )
                     except _PROBLEMS as exc:
                         self._problem(gpu, exc, None)
                 entries.append(gpu.entry())
@@ -228,7 +233,9 @@ class NvmlCollector(Collector):
             return None
         reader = GpuReader(self.session, gpu.handle, gpu.uuid)
         try:
-            metrics = read_metrics(reader, gpu.rates, at_s)
+            metrics = read_metrics(
+                reader, gpu.rates, at_s, mem_total_bytes=gpu.info.get("mem_total_bytes")
+            )
         except _PROBLEMS as exc:
             self._problem(gpu, exc, now)
             return blank_sample(gpu.uuid, now) if isinstance(exc, GpuGone) else None

@@ -1,6 +1,7 @@
 """Reading one GPU through the choke point, all its readings in one pass (nvitop-style).
 
-Units are converted here: mW → W, mJ → J, KB/s → B/s (× 1024), KiB counters → B/s rates.
+Units are converted here: mW → W, mJ → J, KB/s → B/s (× 1024), KiB counters → B/s rates. Every
+value is checked for plausibility before it leaves (:mod:`agents.nvml.plausible`).
 """
 
 from __future__ import annotations
@@ -91,19 +92,29 @@ def read_identity(reader: GpuReader, index: int) -> dict[str, Any]:
     bus_id = struct_text(reader.get("pci_bus_id", "nvmlDeviceGetPciInfo"), "busId")
     memory = reader.get("mem_total_bytes", "nvmlDeviceGetMemoryInfo")
     mig = reader.get("mig_mode", "nvmlDeviceGetMigMode")
+    total = None if memory is None else memory.total
     return {
         "uuid": uuid or f"GPU-unknown-index-{index}",
         "index": index,
         "name": reader.get("name", "nvmlDeviceGetName"),
         "pci_bus_id": normalize_bus_id(bus_id) or bus_id,
-        "mem_total_bytes": None if memory is None else int(memory.total),
+        "mem_total_bytes": reader.session.plausible.memory_size(
+            reader.key, "total memory", total, total=None
+        ),
         "mig_mode": None if mig is None else ("enabled" if mig[0] == 1 else "disabled"),
     }
 
 
-def read_metrics(reader: GpuReader, rates: dict[str, CounterRate], at_s: float) -> dict[str, Any]:
-    """Every sample metric of the GPU (``None`` when not available); ``rates`` holds the
-    counter state of the NVLink throughput between calls."""
+def read_metrics(
+    reader: GpuReader,
+    rates: dict[str, CounterRate],
+    at_s: float,
+    *,
+    mem_total_bytes: int | None = None,
+) -> dict[str, Any]:
+    """Every sample metric of the GPU (``None`` when not available or implausible, memory
+    beyond ``mem_total_bytes`` included); ``rates`` holds the counter state of the NVLink
+    throughput between calls."""
     nv, m = reader.nvml, {}
     util = reader.get(("util_gpu_pct", "util_mem_pct"), "nvmlDeviceGetUtilizationRates")
     m["util_gpu_pct"] = None if util is None else util.gpu
@@ -173,6 +184,7 @@ def read_metrics(reader: GpuReader, rates: dict[str, CounterRate], at_s: float) 
     ):
         m[key] = reader.get(key, function)
     m.update(_retired_and_remapped(reader))
+    reader.session.plausible.metrics(reader.key, m, reader.reasons, total=mem_total_bytes)
     return m
 
 
@@ -230,10 +242,13 @@ def _retired_and_remapped(reader: GpuReader) -> dict[str, Any]:
     return m
 
 
-def read_mig_instances(reader: GpuReader) -> list[dict[str, Any]]:
+def read_mig_instances(
+    reader: GpuReader, *, mem_total_bytes: int | None = None
+) -> list[dict[str, Any]]:
     """The MIG devices under the GPU (``nvmlDeviceGetMaxMigDeviceCount``,
     ``…GetMigDeviceHandleByIndex``) with their UUID, GPU/compute instance ids, profile (from
-    ``nvmlDeviceGetName``) and memory (``nvmlDeviceGetMemoryInfo``)."""
+    ``nvmlDeviceGetName``) and memory (``nvmlDeviceGetMemoryInfo``; more than the parent's
+    ``mem_total_bytes`` is ``None``)."""
     count = reader.get("mig_instances", "nvmlDeviceGetMaxMigDeviceCount") or 0
     instances = []
     for slot in range(count):
@@ -242,26 +257,31 @@ def read_mig_instances(reader: GpuReader) -> list[dict[str, Any]]:
             continue
         mig = GpuReader(reader.session, handle, reader.key)
         memory = mig.get("mem", "nvmlDeviceGetMemoryInfo")
-        instances.append(
-            {
-                "uuid": mig.get("uuid", "nvmlDeviceGetUUID"),
-                "gpu_instance_id": mig.get("gi", "nvmlDeviceGetGpuInstanceId"),
-                "compute_instance_id": mig.get("ci", "nvmlDeviceGetComputeInstanceId"),
-                "profile": mig_profile(mig.get("name", "nvmlDeviceGetName")),
-                "mem_total_bytes": None if memory is None else memory.total,
-                "mem_used_bytes": None if memory is None else memory.used,
-            }
-        )
+        instance = {
+            "uuid": mig.get("uuid", "nvmlDeviceGetUUID"),
+            "gpu_instance_id": mig.get("gi", "nvmlDeviceGetGpuInstanceId"),
+            "compute_instance_id": mig.get("ci", "nvmlDeviceGetComputeInstanceId"),
+            "profile": mig_profile(mig.get("name", "nvmlDeviceGetName")),
+            "mem_total_bytes": None if memory is None else memory.total,
+            "mem_used_bytes": None if memory is None else memory.used,
+        }
+        reader.session.plausible.mig_instance(reader.key, instance, total=mem_total_bytes)
+        instances.append(instance)
     reader.reasons.pop("mig_instances", None)
     return instances
 
 
-def read_processes(reader: GpuReader, proc_root: str) -> list[dict[str, Any]] | None:
-    """Compute processes (``nvmlDeviceGetComputeRunningProcesses``), named from ``/proc``."""
+def read_processes(
+    reader: GpuReader, proc_root: str, *, mem_total_bytes: int | None = None
+) -> list[dict[str, Any]] | None:
+    """Compute processes (``nvmlDeviceGetComputeRunningProcesses``) with a possible PID, named
+    from ``proc_root``; memory sizes the GPU (``mem_total_bytes``) cannot hold are ``None``."""
     found = reader.get("processes", "nvmlDeviceGetComputeRunningProcesses")
     if found is None:
         return None
+    raw = [{"pid": p.pid, "used_memory_bytes": p.usedGpuMemory} for p in found]
+    kept = reader.session.plausible.processes(reader.key, raw, total=mem_total_bytes)
     return [
-        process_entry(int(p.pid), p.usedGpuMemory, proc_root=proc_root)
-        for p in sorted(found, key=lambda p: int(p.pid))
+        process_entry(int(p["pid"]), p["used_memory_bytes"], proc_root=proc_root)
+        for p in sorted(kept, key=lambda p: int(p["pid"]))
     ]

@@ -22,6 +22,7 @@ from typing import Any
 from agents.collectors.base import CollectorUnavailable
 from agents.jsonsafe import clean_text
 from agents.nvml.metrics import FUNCTION_NOT_FOUND
+from agents.nvml.plausible import Plausibility
 from agents.nvml.worker import CallTimedOut, TimedCaller
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,8 @@ class NvmlSession:
         self._nvml: Any = None
         self._caller = TimedCaller(timeout_s)
         self._logged: set[tuple[str | None, str, str]] = set()
+        #: The plausibility checks of every value read through this session.
+        self.plausible = Plausibility()
 
     def open(self) -> None:
         """Import the binding and call ``nvmlInit``.
