@@ -4,7 +4,9 @@ or came back), spool it, push spooled batches oldest first.
 
 Collection runs in the caller's thread and pushing in a second one, so a slow or dead server
 never delays a sample: while it is down, batches pile up in the bounded spool and are replayed
-in order, with their original ``batch_id``, once it answers again.
+in order, with their original ``batch_id``, once it answers again. So do they while the server
+refuses this node's token or hostname, or has no ingest endpoint at ``--server``: the cause and
+its fix are logged at most once a minute (:mod:`agents.refusals`) until someone fixes it.
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ from agents.payload import (
     stamp_sent_at,
     utc_now,
 )
-from agents.push import Backoff, Outcome, Pusher
+from agents.push import Backoff, Outcome, Pusher, PushResult
+from agents.refusals import (
+    LoudLog,
+    clock_warning,
+    held_message,
+    refused_for_skew,
+    skew_message,
+)
 from agents.spool import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, Spool
 from agents.topology_tracker import TopologyTracker
 
@@ -63,6 +72,8 @@ class AgentConfig:
     tick (0, or not less than ``interval_s``: only at the ticks).
     ``expected_gpus``: the GPUs the node should have (``--expected-gpus``, or counted on PCI at
     start, :mod:`agents.pci_gpus`), sent with every batch; ``None``: the collector's, if any.
+    ``refused_retry_s``: while the server refuses every batch for a setting (token, hostname,
+    URL: :mod:`agents.refusals`), the oldest batch is tried again this often.
     """
 
     hostname: str
@@ -85,6 +96,7 @@ class AgentConfig:
     host_interval_s: float = 60.0
     watch_interval_s: float = 1.0
     expected_gpus: int | None = None
+    refused_retry_s: float = 60.0
 
 
 def snapshot_payload(
@@ -134,11 +146,15 @@ class Agent:
     """One node agent around ``collector``.
 
     Counters (ints, read them any time): ``samples_generated``, ``events_generated``,
-    ``batches_spooled``, ``batches_sent`` (acknowledged with 2xx), ``samples_acked`` (samples in
-    those), ``batches_rejected`` (permanent 4xx), ``push_attempts``, ``push_failures``
-    (retryable) and the property ``batches_dropped`` (rejected + evicted from a full spool +
-    corrupt files + batches the disk refused). ``last_status`` is the last HTTP status or
-    ``None``.
+    ``batches_spooled``, ``batches_sent`` (acknowledged with 2xx and stored),
+    ``samples_acked`` (samples the server took in acknowledged batches),
+    ``batches_refused_for_skew`` (acknowledged, but their readings refused as dated in the
+    future: not sent, not retried), ``batches_rejected`` (permanent 4xx), ``push_attempts``,
+    ``push_failures`` (retryable), ``push_refusals`` (attempts refused for a setting: the
+    batches stay spooled) and the property ``batches_dropped`` (rejected + refused for skew +
+    evicted from a full spool + corrupt files + batches the disk refused). ``last_status`` is
+    the last HTTP status or ``None``; ``last_refusal`` what the server's refusal of this node's
+    settings says to fix, ``None`` once a batch passes.
 
     Raises:
         OSError: the spool directory cannot be created.
@@ -174,9 +190,13 @@ class Agent:
         self.batches_sent = 0
         self.samples_acked = 0
         self.batches_rejected = 0
+        self.batches_refused_for_skew = 0
         self.push_attempts = 0
         self.push_failures = 0
+        self.push_refusals = 0
         self.last_status: int | None = None
+        self.last_refusal: str | None = None
+        self._loud = LoudLog(log)
         self._unspoolable = 0
         self._lock = threading.Lock()
         self._push_lock = threading.Lock()
@@ -199,6 +219,7 @@ class Agent:
         """Batches lost for good: refused by the server, evicted, corrupt or unwritable."""
         return (
             self.batches_rejected
+            + self.batches_refused_for_skew
             + self.spool.dropped_batches
             + self.spool.bad_files
             + self._unspoolable
@@ -399,8 +420,10 @@ class Agent:
 
     def push_pending(self, *, deadline: float | None = None, ignore_backoff: bool = False) -> bool:
         """Send spooled batches oldest first until the spool is empty (return ``True``) or an
-        attempt fails retryably, the backoff is still running or ``deadline`` (``time.monotonic``
-        seconds) passes (return ``False``). Permanently refused batches are logged and dropped.
+        attempt fails retryably or is refused for a setting (the batch stays), the backoff is
+        still running or ``deadline`` (``time.monotonic`` seconds) passes (return ``False``).
+        Permanently refused batches are logged and dropped. A batch collected under another
+        ``--hostname`` is sent under this one (the setting fixed after a 403).
         """
         if self.pusher is None or self.paused:
             return False
@@ -417,7 +440,7 @@ class Agent:
                 batch = self.spool.oldest()
                 if batch is None:
                     return True
-                body = encode_payload(stamp_sent_at(batch.payload))
+                body = encode_payload(stamp_sent_at(self._as_this_node(batch.payload)))
                 budget = None if deadline is None else max(0.1, deadline - now)
                 result = self.pusher.push(body, timeout_s=budget)
                 with self._lock:
@@ -427,9 +450,10 @@ class Agent:
                     self.spool.remove(batch)
                     self.backoff.reset()
                     self._next_push_at = 0.0
-                    with self._lock:
-                        self.batches_sent += 1
-                        self.samples_acked += batch.sample_count
+                    self._accepted(batch.sample_count, result.answer)
+                elif result.outcome is Outcome.HOLD:
+                    self._held(result)
+                    return False
                 elif result.outcome is Outcome.PERMANENT:
                     self.spool.remove(batch)
                     with self._lock:
@@ -462,6 +486,51 @@ class Agent:
                     return False
         finally:
             self._push_lock.release()
+
+    def _accepted(self, sample_count: int, answer: dict[str, Any] | None) -> None:
+        """Count an acknowledged batch: sent, or refused for clock skew (said loudly)."""
+        self.last_refusal = None
+        refused = refused_for_skew(answer)
+        rejected = (answer or {}).get("samples_rejected")
+        rejected = rejected if isinstance(rejected, int) and 0 <= rejected <= sample_count else 0
+        with self._lock:
+            self.samples_acked += sample_count - rejected
+            if refused:
+                self.batches_refused_for_skew += 1
+            else:
+                self.batches_sent += 1
+        hostname = self.config.hostname
+        if refused and answer is not None:
+            self._loud.log(logging.ERROR, "skew", skew_message(answer, refused, hostname=hostname))
+        elif (warning := clock_warning(answer, hostname=hostname)) is not None:
+            self._loud.log(logging.WARNING, "clock", warning)
+
+    def _held(self, result: PushResult) -> None:
+        """A refusal no batch can pass until a setting is fixed: keep the batches, try again
+        in ``refused_retry_s``, say what to fix (at most once a minute per status)."""
+        message = held_message(
+            result.status,
+            result.detail,
+            hostname=self.config.hostname,
+            server_url=self.config.server_url or "",
+        )
+        self.last_refusal = message
+        self._next_push_at = time.monotonic() + self.config.refused_retry_s
+        with self._lock:
+            self.push_refusals += 1
+        self._loud.log(logging.ERROR, f"refused {result.status}", message)
+
+    def _as_this_node(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` under this agent's ``--hostname``: batches spooled under another (refused
+        with 403 until the flag was fixed) are this machine's readings all the same."""
+        node = payload.get("node")
+        if not isinstance(node, dict) or node.get("hostname") == self.config.hostname:
+            return payload
+        message = (
+            f"spooled batches of host {node.get('hostname')!r} are sent as {self.config.hostname!r}"
+        )
+        self._loud.log(logging.WARNING, "renamed", message)
+        return {**payload, "node": {**node, "hostname": self.config.hostname}}
 
     def run_once(self, extra_events: Sequence[EventDict] = ()) -> bool:
         """Collect one round (with ``extra_events``: the self-test's), spool it and push

@@ -24,13 +24,13 @@ from agents.collectors.host import HostSource
 from agents.nvlink_thinner import MAX_INTERVAL_S as MAX_SEND_INTERVAL_S
 from agents.payload import encode_payload, utc_now, validate_hostname, validate_labels
 from agents.pci_gpus import nvidia_gpu_count
+from agents.push import TOKEN_ENV
 from agents.self_test import self_test_xid_event
 from agents.sources import SourcePaths, choose_collector, host_sources
 from agents.spool import DEFAULT_MAX_BYTES
 
 log = logging.getLogger("agents.main")
 
-TOKEN_ENV = "FLEETWATCH_AGENT_TOKEN"
 _SIZE_SUFFIXES = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 #: The shortest watch interval: below it the agent would poll the kernel log and NVML
 #: without pause for no gain in latency worth having.
@@ -219,6 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error(str(exc))
             log.warning("sending a TEST Xid %d for GPU %d", args.inject_test_xid, args.inject_gpu)
         emptied = agent.run_once(extra)
+        if agent.last_refusal is not None:  # said on stderr already, with what to fix
+            log.error("the batch stays in the spool %s until that is fixed", config.spool_dir)
+            return 1
         if agent.batches_rejected:
             log.error("the server refused the batch (HTTP %s); it was dropped", agent.last_status)
             return 1

@@ -1,8 +1,11 @@
 """Sending one batch to ``POST {server}/api/v1/ingest`` and saying whether to retry it.
 
 gzip JSON over ``urllib.request`` with a connect timeout and a total deadline. The outcome is
-classified as the server contract asks: 2xx ok; 408, 429, 5xx, redirects, network errors and
-timeouts retryable (``Retry-After`` honoured); any other 4xx permanent.
+classified as the server contract asks: 2xx ok (its JSON answer kept: it says what was not
+stored, :mod:`agents.refusals`); 408, 429, 5xx, redirects, network errors and timeouts
+retryable (``Retry-After`` honoured); 401, 403, 404, 405 and 407 held (no batch can pass until
+a setting is fixed: the token, the hostname, the server URL, the proxy); any other 4xx
+permanent (this batch can never pass).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import enum
 import gzip
 import http.client
+import json
 import random
 import urllib.error
 import urllib.request
@@ -17,13 +21,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 from agents import __version__
 from agents.transport import Deadline, build_opener
 
 INGEST_PATH = "/api/v1/ingest"
+#: Where the agent's command line reads the ingest token from when not given --token(-file).
+TOKEN_ENV = "FLEETWATCH_AGENT_TOKEN"
 MAX_RETRY_AFTER_S = 3600.0
+#: An accepted batch's answer is read whole up to this size (its rejections list is capped at
+#: 100 entries by the server, so a real answer is a few KiB).
+MAX_ANSWER_BYTES = 1024 * 1024
 _BODY_EXCERPT = 2048
+#: Refusals no batch can pass until a setting is fixed: the token (401), the token's hostname
+#: (403), the server URL (404, 405), the proxy's credentials (407).
+HELD_STATUSES = frozenset({401, 403, 404, 405, 407})
 
 
 class Outcome(enum.Enum):
@@ -31,7 +44,8 @@ class Outcome(enum.Enum):
 
     OK = "ok"  # acknowledged (2xx): remove it
     RETRY = "retry"  # keep it and try again after a backoff
-    PERMANENT = "permanent"  # refused for good (4xx): log and drop it
+    HOLD = "hold"  # refused until a setting is fixed: keep it, say so loudly, retry slowly
+    PERMANENT = "permanent"  # this batch refused for good (other 4xx): log and drop it
 
 
 @dataclass(frozen=True)
@@ -43,20 +57,25 @@ class PushResult:
         status: the HTTP status, or ``None`` when no response came (network error, timeout).
         retry_after_s: the server's ``Retry-After`` in seconds, if it sent one.
         detail: the response body's start (at most 2 KiB) or the error, for logs.
+        answer: a 2xx answer's JSON object (``IngestResult``), ``None`` when it is not one.
     """
 
     outcome: Outcome
     status: int | None
     retry_after_s: float | None = None
     detail: str = ""
+    answer: dict[str, Any] | None = None
 
 
 def classify_status(status: int) -> Outcome:
-    """Map an HTTP status to an :class:`Outcome` (2xx ok; 408/429/5xx/3xx retry; 4xx permanent)."""
+    """Map an HTTP status to an :class:`Outcome` (2xx ok; 408/429/5xx/3xx retry;
+    :data:`HELD_STATUSES` hold; other 4xx permanent)."""
     if 200 <= status < 300:
         return Outcome.OK
     if status in (408, 429) or status >= 500 or 300 <= status < 400:
         return Outcome.RETRY
+    if status in HELD_STATUSES:
+        return Outcome.HOLD
     return Outcome.PERMANENT
 
 
@@ -157,10 +176,12 @@ class Pusher:
         opener = build_opener(self.connect_timeout_s, deadline)
         try:
             with opener.open(request, timeout=total_s) as response:
-                detail = _excerpt(response.read(_BODY_EXCERPT))
+                raw = response.read(MAX_ANSWER_BYTES)
             if deadline.fired:
                 return PushResult(Outcome.RETRY, None, None, "timeout: answer cut off")
-            return PushResult(classify_status(response.status), response.status, None, detail)
+            outcome = classify_status(response.status)
+            answer = _answer(raw) if outcome is Outcome.OK else None
+            return PushResult(outcome, response.status, None, _excerpt(raw), answer)
         except urllib.error.HTTPError as exc:
             result = self._http_error(exc)
             if deadline.fired:
@@ -190,4 +211,14 @@ class Pusher:
 
 
 def _excerpt(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
+    return raw[:_BODY_EXCERPT].decode("utf-8", errors="replace")
+
+
+def _answer(raw: bytes) -> dict[str, Any] | None:
+    """The JSON object of an accepted batch's answer; ``None`` for anything else (an older or
+    foreign server: the batch still counts as acknowledged)."""
+    try:
+        answer = json.loads(raw)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None

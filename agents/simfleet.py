@@ -51,6 +51,7 @@ COUNTERS = (
     "batches_sent",
     "batches_dropped",
     "push_failures",
+    "push_refusals",
 )
 
 

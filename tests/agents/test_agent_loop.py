@@ -89,7 +89,7 @@ def test_after_a_retryable_failure_nothing_is_sent_until_the_backoff_ends(
     assert len(receiver.requests) == 1 and len(agent.spool) == 2
 
 
-@pytest.mark.parametrize("status", [400, 401, 422])
+@pytest.mark.parametrize("status", [400, 413, 422])
 def test_permanent_refusals_are_dropped_not_retried(
     tmp_path: Path, receiver: Receiver, status: int
 ) -> None:

@@ -53,7 +53,30 @@ def test_server_errors_timeouts_and_throttling_are_retryable(
     assert result.outcome is Outcome.RETRY and result.status == status
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 413, 415, 422])
+@pytest.mark.parametrize("status", [401, 403, 404, 405, 407])
+def test_refusals_no_batch_can_pass_until_a_setting_is_fixed_are_held(
+    receiver: Receiver, status: int
+) -> None:
+    receiver.script(Reply(status, body=b'{"detail": "unknown or revoked node token"}'))
+    result = Pusher(receiver.url, "t").push(_body()[1])
+    assert result.outcome is Outcome.HOLD and result.status == status
+    assert "unknown or revoked node token" in result.detail
+
+
+def test_an_accepted_batch_keeps_the_whole_answer_beyond_the_log_excerpt(
+    receiver: Receiver,
+) -> None:
+    rejections = [
+        {"index": i, "gpu_uuid": "GPU-1", "reason": "sampled_at_in_future"} for i in range(100)
+    ]
+    answer = {"samples_rejected": 100, "rejections": rejections}
+    receiver.script(Reply(200, body=json.dumps(answer).encode()))
+    result = Pusher(receiver.url, "t").push(_body()[1])
+    assert result.outcome is Outcome.OK and result.answer == answer
+    assert len(result.detail) == 2048
+
+
+@pytest.mark.parametrize("status", [400, 409, 413, 415, 422])
 def test_other_client_errors_are_permanent_and_keep_the_body_for_the_log(
     receiver: Receiver, status: int
 ) -> None:
@@ -92,7 +115,8 @@ def test_a_server_slower_than_the_timeout_is_retryable(receiver: Receiver) -> No
 def test_status_classes_follow_the_contract() -> None:
     assert classify_status(204) is Outcome.OK
     assert classify_status(599) is Outcome.RETRY
-    assert classify_status(404) is Outcome.PERMANENT
+    assert classify_status(403) is Outcome.HOLD
+    assert classify_status(422) is Outcome.PERMANENT
 
 
 def test_retry_after_accepts_seconds_and_http_dates() -> None:
