@@ -92,15 +92,15 @@ def read_identity(reader: GpuReader, index: int) -> dict[str, Any]:
     bus_id = struct_text(reader.get("pci_bus_id", "nvmlDeviceGetPciInfo"), "busId")
     memory = reader.get("mem_total_bytes", "nvmlDeviceGetMemoryInfo")
     mig = reader.get("mig_mode", "nvmlDeviceGetMigMode")
-    total = None if memory is None else memory.total
+    total = reader.session.plausible.memory_size(
+        reader.key, "total memory", None if memory is None else memory.total, total=None
+    )
     return {
         "uuid": uuid or f"GPU-unknown-index-{index}",
         "index": index,
         "name": reader.get("name", "nvmlDeviceGetName"),
         "pci_bus_id": normalize_bus_id(bus_id) or bus_id,
-        "mem_total_bytes": reader.session.plausible.memory_size(
-            reader.key, "total memory", total, total=None
-        ),
+        "mem_total_bytes": None if total is None else int(total),
         "mig_mode": None if mig is None else ("enabled" if mig[0] == 1 else "disabled"),
     }
 
