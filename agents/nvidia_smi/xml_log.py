@@ -17,7 +17,12 @@ from typing import Any
 
 from agents.nvidia_smi.ecc import ecc_counts
 from agents.nvidia_smi.values import Fields, parse_number
-from agents.nvml.metrics import ALL_METRIC_KEYS, normalize_bus_id, unavailable_reasons
+from agents.nvml.metrics import (
+    ALL_METRIC_KEYS,
+    PLACEHOLDER_PREFIX,
+    normalize_bus_id,
+    unavailable_reasons,
+)
 
 #: Reason child element (after ``clocks_event_reason_`` / ``clocks_throttle_reason_``) → the
 #: ``nvmlClocksEventReason*`` bit.
@@ -109,7 +114,7 @@ def _gpu(element: ET.Element, index: int) -> SmiGpu:
     metrics = _metrics(f)
     memory = f.value("mem_total_bytes", "fb_memory_usage/total")
     info = {
-        "uuid": f.word("uuid") or f"GPU-unknown-{bus_id or index}",
+        "uuid": f.word("uuid") or f"{PLACEHOLDER_PREFIX}{bus_id or index}",
         "index": index,
         "name": f.word("product_name"),
         "pci_bus_id": bus_id,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.nvml.counters import CounterRate
-from agents.nvml.metrics import mig_profile, normalize_bus_id
+from agents.nvml.metrics import PLACEHOLDER_PREFIX, mig_profile, normalize_bus_id
 from agents.nvml.procinfo import process_entry
 from agents.nvml.session import (
     ERROR_NAMES,
@@ -96,7 +96,7 @@ def read_identity(reader: GpuReader, index: int) -> dict[str, Any]:
         reader.key, "total memory", None if memory is None else memory.total, total=None
     )
     return {
-        "uuid": uuid or f"GPU-unknown-index-{index}",
+        "uuid": uuid or f"{PLACEHOLDER_PREFIX}index-{index}",
         "index": index,
         "name": reader.get("name", "nvmlDeviceGetName"),
         "pci_bus_id": normalize_bus_id(bus_id) or bus_id,

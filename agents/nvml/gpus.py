@@ -19,14 +19,11 @@ from typing import Any, cast
 
 from agents.nvml.counters import CounterRate
 from agents.nvml.device import GpuReader, read_identity
-from agents.nvml.metrics import inventory_entry, normalize_bus_id
+from agents.nvml.metrics import PLACEHOLDER_PREFIX, inventory_entry, normalize_bus_id
 from agents.nvml.session import GpuGone, NvmlSession, Unavailable
 from agents.nvml.worker import CallTimedOut
 from agents.payload import GpuInfo
 from agents.pci_gpus import nvidia_gpu_addresses
-
-#: The UUID prefix of a GPU reported without its own UUID (the nvidia-smi parser's too).
-PLACEHOLDER_PREFIX = "GPU-unknown-"
 
 
 @dataclass

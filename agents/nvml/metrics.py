@@ -24,6 +24,9 @@ UNKNOWN = "UNKNOWN"
 TIMEOUT = "TIMEOUT"
 #: The source has no such field (an older nvidia-smi DTD, a trimmed capture).
 NOT_REPORTED = "NOT_REPORTED"
+#: The UUID prefix of a GPU reported without its own UUID: ``GPU-unknown-<PCI address>``, or
+#: ``GPU-unknown-index-<n>`` when the address is unknown too.
+PLACEHOLDER_PREFIX = "GPU-unknown-"
 
 _BUS_ID = re.compile(
     r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.([0-7]))?$"
