@@ -260,8 +260,12 @@ def _upsert_gpus(
         if info.uuid in refused:
             continue
         found = by_uuid.get(info.uuid)
-        adopted = placeholder_at(by_uuid, pci_bus_id=info.pci_bus_id, reported=reported)
-        if found is None and adopted is not None:
+        adopted = (
+            None
+            if found is not None
+            else placeholder_at(by_uuid, pci_bus_id=info.pci_bus_id, reported=reported)
+        )
+        if adopted is not None:
             log.info("node %s: GPU %s is %s, read again", node.hostname, info.uuid, adopted.uuid)
             placeholder = adopted.uuid
             try:
