@@ -25,8 +25,8 @@ FORMAT = SEP.join(("%i", "%u", "%j", "%P", "%T", "%S", "%e", "%N"))
 
 @dataclass(frozen=True)
 class SlurmJob:
-    """One job as squeue prints it (times UTC, ``None`` for N/A, NONE or Unknown);
-    ``gpu_indexes``: the node's GPUs allocated to it (``scontrol show job -d`` ``IDX``), or
+    """One job as squeue prints it (times UTC, ``None`` for N/A, NONE or Unknown;
+    ``ended_at`` ``None`` until it ended, :func:`ended_at`); ``gpu_indexes``: the node's GPUs allocated to it (``scontrol show job -d`` ``IDX``), or
     ``None`` where Slurm allocates no GPUs by index (no GRES configured: the whole node)."""
 
     job_id: str
@@ -54,6 +54,32 @@ def slurm_time(text: str) -> datetime | None:
         return None
 
 
+#: States of a job that ended: only for these is Slurm's end time the end. For the others
+#: (``RUNNING``, ``PENDING``, ``SUSPENDED`` …) squeue's ``%e`` and scontrol's ``EndTime`` are
+#: when the time limit would end it.
+ENDED_STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "COMPLETING",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "STAGE_OUT",
+        "TIMEOUT",
+    }
+)
+
+
+def ended_at(state: str, end: datetime | None) -> datetime | None:
+    """The job's end: ``end`` where ``state`` is one of :data:`ENDED_STATES`, else ``None``
+    (Slurm printed a time limit, not an end)."""
+    return end if state in ENDED_STATES else None
+
+
 def parse_squeue(text: str) -> list[SlurmJob]:
     """The jobs of ``squeue -h -o FORMAT`` output; a line of the wrong shape is skipped (one
     odd line never hides the others)."""
@@ -64,7 +90,15 @@ def parse_squeue(text: str) -> list[SlurmJob]:
             continue
         job_id, user, name, partition, state, start, end, _nodes = (p.strip() for p in parts)
         jobs.append(
-            SlurmJob(job_id, user, name, partition, state, slurm_time(start), slurm_time(end))
+            SlurmJob(
+                job_id,
+                user,
+                name,
+                partition,
+                state,
+                slurm_time(start),
+                ended_at(state, slurm_time(end)),
+            )
         )
     return jobs
 
