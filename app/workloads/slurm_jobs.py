@@ -26,8 +26,9 @@ FORMAT = SEP.join(("%i", "%u", "%j", "%P", "%T", "%S", "%e", "%N"))
 @dataclass(frozen=True)
 class SlurmJob:
     """One job as squeue prints it (times UTC, ``None`` for N/A, NONE or Unknown;
-    ``ended_at`` ``None`` until it ended, :func:`ended_at`); ``gpu_indexes``: the node's GPUs allocated to it (``scontrol show job -d`` ``IDX``), or
-    ``None`` where Slurm allocates no GPUs by index (no GRES configured: the whole node)."""
+    ``started_at`` and ``ended_at`` ``None`` until it started and ended); ``gpu_indexes``: the
+    node's GPUs allocated to it (``scontrol show job -d`` ``IDX``), or ``None`` where Slurm
+    allocates no GPUs by index (no GRES configured: the whole node)."""
 
     job_id: str
     user: str
@@ -74,6 +75,16 @@ ENDED_STATES = frozenset(
 )
 
 
+#: States of a job waiting to (re)start: its printed start time is Slurm's estimate.
+WAITING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD"})
+
+
+def started_at(state: str, start: datetime | None) -> datetime | None:
+    """The job's start: ``None`` while it waits (:data:`WAITING_STATES`: Slurm prints when it
+    expects to start it), else ``start``."""
+    return None if state in WAITING_STATES else start
+
+
 def ended_at(state: str, end: datetime | None) -> datetime | None:
     """The job's end: ``end`` where ``state`` is one of :data:`ENDED_STATES`, else ``None``
     (Slurm printed a time limit, not an end)."""
@@ -96,7 +107,7 @@ def parse_squeue(text: str) -> list[SlurmJob]:
                 name,
                 partition,
                 state,
-                slurm_time(start),
+                started_at(state, slurm_time(start)),
                 ended_at(state, slurm_time(end)),
             )
         )

@@ -132,12 +132,15 @@ def test_squeue_lines_become_jobs_and_odd_lines_are_skipped() -> None:
     assert jobs[1].ended_at == datetime(2026, 12, 5, 0, 39, 1, tzinfo=UTC)
 
 
-def test_a_running_jobs_printed_end_is_its_time_limit_not_an_end() -> None:
+def test_printed_times_that_are_estimates_are_no_start_or_end() -> None:
     line = SEP.join(
         ["41", "alice", "llm", "gpu", "{}", "2026-12-05T00:00:00", "2026-12-05T04:00:00", "n1"]
     )
-    running, timed_out = parse_squeue("\n".join([line.format("RUNNING"), line.format("TIMEOUT")]))
-    assert running.ended_at is None
+    states = ("PENDING", "RUNNING", "TIMEOUT")
+    pending, running, timed_out = parse_squeue("\n".join(line.format(s) for s in states))
+    assert (pending.started_at, pending.ended_at) == (None, None)  # expected start, time limit
+    assert running.started_at == datetime(2026, 12, 5, 0, 0, tzinfo=UTC)
+    assert running.ended_at is None  # the time limit's end
     assert timed_out.ended_at == datetime(2026, 12, 5, 4, 0, tzinfo=UTC)
 
 
