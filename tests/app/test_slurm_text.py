@@ -155,6 +155,11 @@ def test_printed_times_that_are_estimates_are_no_start_or_end() -> None:
         ("JobId=41 Nodes=dgx-07 CPU_IDs=0 Mem=0 GRES=gpu:a100:3(IDX:0,2-3),nic:1 X=1", (0, 2, 3)),
         ("JobId=41 Nodes=dgx-07 CPU_IDs=0 Mem=0 GRES= MinCPUsNode=1", None),
         ("JobId=41 Nodes=dgx-08 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:7) MinCPUsNode=1", None),
+        (  # -o puts every node's line on one; a host list names the node
+            "JobId=41 Nodes=dgx-[05-07] CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:3),nic:1(IDX:0) "
+            "Nodes=dgx-08 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:0-1) MinCPUsNode=1",
+            (3,),
+        ),
         ("garbage", None),
     ],
 )

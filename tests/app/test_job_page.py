@@ -1,0 +1,153 @@
+"""A job's page and API answer (app.workloads): ``scontrol show job -d`` read as Slurm prints
+it (host lists, GRES IDX forms, array tasks and heterogeneous components)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.workloads.hostlist import expand_hostlist
+from app.workloads.slurm_jobs import JobNode, gres_gpu_indexes, merge, parse_show_job
+
+T0 = datetime(2026, 12, 5, 0, 38, 35, tzinfo=UTC)
+
+
+def show_job(
+    first: str, *, state: str, nodes: str, per_node: list[str], end: str = "Unknown"
+) -> str:
+    """One record of ``scontrol show job -d`` as Slurm 22.05 prints it, shortened."""
+    return "\n".join(
+        [
+            first,
+            "   UserId=alice(1001) GroupId=alice(1001) MCS_label=N/A",
+            f"   JobState={state} Reason=None Dependency=(null)",
+            "   RunTime=00:10:00 TimeLimit=1-00:00:00 TimeMin=N/A",
+            f"   StartTime=2026-12-05T00:38:35 EndTime={end} Deadline=N/A",
+            "   Partition=gpu AllocNode:Sid=login-01:5245",
+            "   ReqNodeList=(null) ExcNodeList=(null)",
+            f"   NodeList={nodes}",
+            "   NumNodes=4 NumCPUs=224 NumTasks=4 CPUs/Task=1 ReqB:S:C:T=0:0:*:*",
+            "   JOB_GRES=gpu:14",
+            *[f"     {line}" for line in per_node],
+            "   MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0",
+            "   Command=/home/alice/train.sh",
+            "   Power=",
+            "   ",
+            "",
+        ]
+    )
+
+
+MULTI_NODE = show_job(
+    "JobId=4242 JobName=llm pretrain lr=3e-4",
+    state="RUNNING",
+    nodes="gpu-[01-03,07]",
+    per_node=[
+        "Nodes=gpu-[01-03] CPU_IDs=0-63 Mem=512000 GRES=gpu:a100:4(IDX:0-3)",
+        "Nodes=gpu-07 CPU_IDs=0-31 Mem=256000 GRES=gpu:2(IDX:0,2)",
+    ],
+    end="2026-12-06T00:38:35",  # the time limit's end: it still runs
+)
+
+
+def test_a_multi_node_job_has_each_node_of_its_host_list_with_its_gpus() -> None:
+    (detail,) = parse_show_job(MULTI_NODE)
+    job = detail.job
+    assert (job.job_id, job.name, job.user, job.partition, job.state) == (
+        "4242",
+        "llm pretrain lr=3e-4",
+        "alice",
+        "gpu",
+        "RUNNING",
+    )
+    assert (job.started_at, job.ended_at) == (T0, None)
+    assert detail.nodes == (
+        JobNode("gpu-01", (0, 1, 2, 3)),
+        JobNode("gpu-02", (0, 1, 2, 3)),
+        JobNode("gpu-03", (0, 1, 2, 3)),
+        JobNode("gpu-07", (0, 2)),
+    )
+
+
+def test_a_job_without_gres_holds_its_node_whole_and_an_array_task_is_named_as_squeue() -> None:
+    text = show_job(
+        "JobId=3 ArrayJobId=2 ArrayTaskId=1 JobName=wrap",
+        state="COMPLETED",
+        nodes="fw-gpu-01",
+        per_node=["Nodes=fw-gpu-01 CPU_IDs=1 Mem=0 GRES="],
+        end="2026-12-05T00:48:35",
+    )
+    (detail,) = parse_show_job(text)
+    assert detail.job.job_id == "2_1"
+    assert detail.job.ended_at == T0 + timedelta(minutes=10)
+    assert detail.nodes == (JobNode("fw-gpu-01", None),)
+
+
+def test_a_pending_job_has_no_start_and_no_node() -> None:
+    (detail,) = parse_show_job(
+        show_job("JobId=9 JobName=later", state="PENDING", nodes="", per_node=[])
+    )
+    assert (detail.job.started_at, detail.nodes) == (None, ())
+
+
+def test_a_heterogeneous_jobs_components_are_one_job_unless_one_is_named() -> None:
+    text = show_job(
+        "JobId=5 HetJobId=5 HetJobOffset=0 JobName=mpi",
+        state="RUNNING",
+        nodes="gpu-01",
+        per_node=["Nodes=gpu-01 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:3)"],
+    ) + show_job(
+        "JobId=6 HetJobId=5 HetJobOffset=1 JobName=mpi",
+        state="COMPLETED",
+        nodes="gpu-[01-02]",
+        per_node=["Nodes=gpu-[01-02] CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:0)"],
+        end="2026-12-05T01:00:00",
+    )
+    details = parse_show_job("garbage\n\n" + text)
+    assert [d.job.job_id for d in details] == ["5+0", "5+1"]
+    whole = merge(details, job_id="5")
+    assert (whole.job.job_id, whole.job.state, whole.job.ended_at) == (
+        "5",
+        "RUNNING,COMPLETED",
+        None,
+    )
+    assert whole.nodes == (JobNode("gpu-01", (0, 3)), JobNode("gpu-02", (0,)))
+    assert merge(details, job_id="5+1").nodes == (JobNode("gpu-01", (0,)), JobNode("gpu-02", (0,)))
+
+
+@pytest.mark.parametrize(
+    ("gres", "gpus"),
+    [
+        ("gpu:a100:4(IDX:0-3)", (0, 1, 2, 3)),
+        ("gpu:2(IDX:0,2)", (0, 2)),
+        ("gpu:a100:3(IDX:0,2-3),nic:1", (0, 2, 3)),
+        ("gpu:a100:1(IDX:0),gpu:v100:1(IDX:3)", (0, 3)),
+        ("gpu:h100:2(S:0)(IDX:4-5)", (4, 5)),
+        ("gpu(IDX:1)", (1,)),  # as older releases printed GRES_IDX=
+        ("nic:2(IDX:0-1)", None),
+        ("gpu:1(IDX:N/A)", None),
+        ("gpu:2", None),
+        ("", None),
+    ],
+)
+def test_the_gpu_indexes_of_a_gres_value(gres: str, gpus: tuple[int, ...] | None) -> None:
+    assert gres_gpu_indexes(gres) == gpus
+
+
+@pytest.mark.parametrize(
+    ("hosts", "names"),
+    [
+        ("gpu-[01-03,07]", ["gpu-01", "gpu-02", "gpu-03", "gpu-07"]),
+        ("rack[1-2]-n[8-10]", [f"rack{r}-n{n}" for r in (1, 2) for n in (8, 9, 10)]),
+        ("a,b[1-2],dgx-07.lab", ["a", "b1", "b2", "dgx-07.lab"]),
+        ("n[1-2],n1", ["n1", "n2"]),
+        ("", []),
+        ("(null)", []),
+        ("n[3-1]", ["n[3-1]"]),  # not a list Slurm prints: shown as it is
+        ("n[1-", ["n[1-"]),
+        ("n[1-99999999]", ["n[1-99999999]"]),
+    ],
+)
+def test_slurm_host_lists_expand_as_scontrol_show_hostnames(hosts: str, names: list[str]) -> None:
+    assert expand_hostlist(hosts) == names
