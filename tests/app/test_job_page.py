@@ -1,5 +1,6 @@
 """A job's page and API answer (app.workloads): ``scontrol show job -d`` read as Slurm prints
-it (host lists, GRES IDX forms, array tasks and heterogeneous components)."""
+it (host lists, GRES IDX forms, array tasks and heterogeneous components); Slurm's node names
+mapped to Fleetwatch's nodes, on Postgres and SQLite."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.db import session_scope
+from app.fleet.models import Node
+from app.remediation import service as remediation
 from app.workloads.hostlist import expand_hostlist
 from app.workloads.slurm_jobs import JobNode, gres_gpu_indexes, merge, parse_show_job
+from tests.dbs import session_factory
 
 T0 = datetime(2026, 12, 5, 0, 38, 35, tzinfo=UTC)
 
@@ -151,3 +156,23 @@ def test_the_gpu_indexes_of_a_gres_value(gres: str, gpus: tuple[int, ...] | None
 )
 def test_slurm_host_lists_expand_as_scontrol_show_hostnames(hosts: str, names: list[str]) -> None:
     assert expand_hostlist(hosts) == names
+
+
+def test_a_slurm_node_name_maps_to_the_node_by_label_else_short_hostname(db_url: str) -> None:
+    seen = datetime.now(UTC)
+    with session_factory(db_url) as factory, session_scope(factory) as session:
+        for hostname, labels, last_seen in [
+            ("dgx07.lab.example", {"slurm_node": "gpu-07"}, seen),
+            ("gpu-07.old.example", {}, seen - timedelta(days=9)),  # same name, seen before
+            ("gpu-08.lab.example", {}, seen),
+            ("gpu-0", {}, seen),
+        ]:
+            session.add(
+                Node(hostname=hostname, labels=labels, created_at=seen, last_seen_at=last_seen)
+            )
+        session.flush()
+        found = remediation.nodes_by_slurm_name(session, names=["gpu-07", "gpu-08", "gpu-09"])
+        assert {name: n.hostname for name, n in found.items()} == {
+            "gpu-07": "dgx07.lab.example",
+            "gpu-08": "gpu-08.lab.example",
+        }
