@@ -1,19 +1,30 @@
 """A job's page and API answer (app.workloads): ``scontrol show job -d`` read as Slurm prints
-it (host lists, GRES IDX forms, array tasks and heterogeneous components); Slurm's node names
-mapped to Fleetwatch's nodes, on Postgres and SQLite."""
+it (host lists, GRES IDX forms, array tasks and heterogeneous components); a job Slurm does
+not answer for shown as incidents captured it, with its GPUs' events and the node's incidents
+during its run, on Postgres and SQLite through a real server; 404, 422 and 503 naming what
+went wrong. The real Slurm:
+tests/e2e/test_slurm_job_page.py."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from app.db import session_scope
 from app.fleet.models import Node
 from app.remediation import service as remediation
 from app.workloads.hostlist import expand_hostlist
+from app.workloads.models import IncidentJob, WorkloadCapture
 from app.workloads.slurm_jobs import JobNode, gres_gpu_indexes, merge, parse_show_job
+from tests.app.helpers import post_batch
+from tests.conftest import make_settings
 from tests.dbs import session_factory
+from tests.factories import batch, create_token, gpu, iso
+from tests.live_server import LiveServer
 
 T0 = datetime(2026, 12, 5, 0, 38, 35, tzinfo=UTC)
 
@@ -176,3 +187,160 @@ def test_a_slurm_node_name_maps_to_the_node_by_label_else_short_hostname(db_url:
             "gpu-07": "dgx07.lab.example",
             "gpu-08": "gpu-08.lab.example",
         }
+
+
+# --- through a real server: a job as incidents captured it --------------------------------
+
+
+def send(url: str, token: str, payload: dict[str, Any]) -> None:
+    response = post_batch(url, token, payload)
+    assert response.status_code == 200, response.text
+
+
+def capture(url: str, incident_id: int, **job: Any) -> None:
+    """Store what the capture of ``incident_id`` would have (node-a, one job)."""
+    with session_factory(url) as factory, session_scope(factory) as session:
+        if session.get(WorkloadCapture, incident_id) is None:
+            session.add(
+                WorkloadCapture(
+                    incident_id=incident_id,
+                    captured_at=datetime.now(UTC),
+                    system="slurm",
+                    target="node-a",
+                )
+            )
+        session.add(IncidentJob(incident_id=incident_id, system="slurm", **job))
+
+
+@pytest.fixture
+def captured(server: LiveServer, db_url: str) -> dict[str, Any]:
+    """:func:`seed_captured` on the test server."""
+    return seed_captured(server.url, db_url)
+
+
+def seed_captured(url: str, db_url: str) -> dict[str, Any]:
+    """node-a with 4 GPUs; job 4242 (GPUs 1 and 2) running for 10 minutes and array task
+    4243_7 (the whole node), as an incident captured them; during the run an Xid 79 on GPU 1,
+    an Xid 48 on GPU 3 and an Xid naming no GPU; before it an Xid 13 on GPU 2."""
+    now = datetime.now(UTC)
+    gpus = [gpu(i) for i in range(4)]
+
+    def xid(xid: int, entry: dict[str, Any] | None, ago_s: int) -> dict[str, Any]:
+        event = {"kind": "xid", "xid": xid, "occurred_at": iso(now - timedelta(seconds=ago_s))}
+        event["message"] = f"NVRM: Xid {xid}"
+        return {**event, "gpu_uuid": entry["uuid"]} if entry else event
+
+    token = create_token(db_url, "node-a")
+    events = [xid(13, gpus[2], 1200), xid(79, gpus[1], 300), xid(48, gpus[3], 240)]
+    send(url, token, batch(gpus=gpus, events=[*events, xid(31, None, 200)]))
+    (incident,) = httpx.get(f"{url}/api/v1/incidents", timeout=30).json()
+    common = {"user": "alice", "partition": "gpu", "state": "RUNNING", "ended_at": None}
+    started = now - timedelta(minutes=10)
+    capture(
+        db_url,
+        incident["id"],
+        job_id="4242",
+        name="llm pretrain",
+        started_at=started,
+        gpu_indexes=[1, 2],
+        **common,
+    )
+    capture(
+        db_url,
+        incident["id"],
+        job_id="4243_7",
+        name="sweep",
+        started_at=started,
+        gpu_indexes=None,
+        **common,
+    )
+    return {"incident": incident["id"], "url": url}
+
+
+def job(url: str, job_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{url}/api/v1/jobs/slurm/{job_id}", timeout=30)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def test_a_job_slurm_no_longer_knows_is_shown_as_captured_with_its_gpus_events(
+    captured: dict[str, Any],
+) -> None:
+    answer = job(captured["url"], "4242")
+    assert (answer["source"], answer["slurm_error"], answer["state"]) == (
+        "captured",
+        None,
+        "RUNNING",
+    )
+    assert (answer["name"], answer["user"], answer["ended_at"]) == ("llm pretrain", "alice", None)
+    (node,) = answer["nodes"]
+    assert (node["slurm_name"], node["hostname"], node["gpu_indexes"]) == (
+        "node-a",
+        "node-a",
+        [1, 2],
+    )
+    events = {g["index"]: [(e["kind"], e["xid"]) for e in g["events"]] for g in node["gpus"]}
+    assert events == {1: [("xid", 79)], 2: []}  # the Xid 13 came before the job
+    assert [e["xid"] for e in node["node_events"]] == [31]
+    (incident,) = node["incidents"]
+    assert (incident["id"], incident["hit"], incident["xids"]) == (
+        captured["incident"],
+        True,
+        [31, 48, 79],
+    )
+
+    page = httpx.get(f"{captured['url']}/jobs/slurm/4242", timeout=30)
+    assert page.status_code == 200
+    html = page.text
+    assert 'id="job-source"' in html and "Slurm could not be asked" not in html
+    assert (
+        f'<a href="/incidents/{captured["incident"]}">Incident #{captured["incident"]}</a>' in html
+    )
+    assert '<a href="/nodes/node-a">node-a</a>' in html
+    assert 'data-gpu="1"' in html and 'data-gpu="2"' in html and 'data-gpu="3"' not in html
+    assert "NVRM: Xid 79" in html and "NVRM: Xid 48" not in html
+
+
+def test_a_job_holding_the_whole_node_lists_all_its_gpus(captured: dict[str, Any]) -> None:
+    (node,) = job(captured["url"], "4243_7")["nodes"]
+    assert node["gpu_indexes"] is None
+    events = {g["index"]: [e["xid"] for e in g["events"]] for g in node["gpus"]}
+    assert events == {0: [], 1: [79], 2: [], 3: [48]}
+
+
+def test_an_unknown_job_is_404_naming_it(captured: dict[str, Any]) -> None:
+    api = httpx.get(f"{captured['url']}/api/v1/jobs/slurm/999", timeout=30)
+    page = httpx.get(f"{captured['url']}/jobs/slurm/999", timeout=30)
+    assert api.status_code == 404 and "no Slurm job 999" in api.json()["detail"]
+    assert page.status_code == 404 and "no Slurm job 999" in page.text
+
+
+@pytest.mark.parametrize("bad", ["abc", "12_", "1+2+3", "12_x", "-1", "4242 ", "1" * 21])
+def test_a_job_id_that_is_no_slurm_job_id_is_422_naming_job_id(
+    captured: dict[str, Any], bad: str
+) -> None:
+    api = httpx.get(f"{captured['url']}/api/v1/jobs/slurm/{bad}", timeout=30)
+    page = httpx.get(f"{captured['url']}/jobs/slurm/{bad}", timeout=30)
+    assert api.status_code == 422
+    assert [e["loc"] for e in api.json()["detail"]] == [["path", "job_id"]]
+    assert page.status_code == 422 and "job_id: " in page.text
+
+
+def test_when_scontrol_fails_the_page_says_so_and_shows_the_capture(
+    captured: dict[str, Any], db_url: str, tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "no-such-scontrol")
+    live = LiveServer(make_settings(db_url, tmp_path, slurm_scontrol=missing))
+    live.start()
+    try:
+        answer = job(live.url, "4242")
+        unknown = httpx.get(f"{live.url}/api/v1/jobs/slurm/999", timeout=30)
+        page = httpx.get(f"{live.url}/jobs/slurm/4242", timeout=30)
+    finally:
+        live.stop()
+    assert (answer["source"], answer["slurm_error"]) == ("captured", f"{missing}: not found")
+    assert [g["index"] for g in answer["nodes"][0]["gpus"]] == [1, 2]
+    assert unknown.status_code == 503
+    assert unknown.json()["detail"].startswith("Slurm job 999: Slurm could not be asked")
+    assert 'id="job-slurm-error"' in page.text and f"{missing}: not found" in page.text
