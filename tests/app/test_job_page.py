@@ -1,9 +1,9 @@
 """A job's page and API answer (app.workloads): ``scontrol show job -d`` read as Slurm prints
-it (host lists, GRES IDX forms, array tasks and heterogeneous components); a job Slurm does
-not answer for shown as incidents captured it, with its GPUs' events and the node's incidents
-during its run, on Postgres and SQLite through a real server; 404, 422 and 503 naming what
-went wrong. The real Slurm:
-tests/e2e/test_slurm_job_page.py."""
+it (host lists, GRES IDX forms, array tasks and heterogeneous components); Slurm's node names
+mapped to Fleetwatch's nodes; a job Slurm does not answer for shown as incidents captured it,
+with its GPUs' events and the node's incidents during its run, on Postgres and SQLite through
+a real server; 404, 422 and 503 naming what went wrong; the incident page links its jobs
+here. The real Slurm: tests/e2e/test_slurm_job_page.py."""
 
 from __future__ import annotations
 
@@ -300,6 +300,10 @@ def test_a_job_slurm_no_longer_knows_is_shown_as_captured_with_its_gpus_events(
     assert '<a href="/nodes/node-a">node-a</a>' in html
     assert 'data-gpu="1"' in html and 'data-gpu="2"' in html and 'data-gpu="3"' not in html
     assert "NVRM: Xid 79" in html and "NVRM: Xid 48" not in html
+
+    incident_page = httpx.get(f"{captured['url']}/incidents/{captured['incident']}", timeout=30)
+    assert '<a href="/jobs/slurm/4242">4242</a>' in incident_page.text
+    assert '<a href="/jobs/slurm/4243_7">4243_7</a>' in incident_page.text
 
 
 def test_a_job_holding_the_whole_node_lists_all_its_gpus(captured: dict[str, Any]) -> None:
