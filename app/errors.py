@@ -43,6 +43,20 @@ class BadRequest(FleetwatchError):
     status_code = 400
 
 
+class Unprocessable(FleetwatchError):
+    """A value of the wrong shape for what it names (a Slurm job id that is not one); the
+    message names the parameter."""
+
+    status_code = 422
+
+
+class Unavailable(FleetwatchError):
+    """An outside system the answer depends on could not be asked (Slurm's controller down),
+    and nothing stored answers instead."""
+
+    status_code = 503
+
+
 class ClientGone(FleetwatchError):
     """The client closed the connection before its request body was read (an agent that gave
     up on a slow server): nothing was stored; the answer, 499 as nginx logs it, reaches no one."""

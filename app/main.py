@@ -74,6 +74,8 @@ from app.tz_check import PageTzCheckMiddleware
 from app.url_check import NulInUrlMiddleware
 from app.web import render_error_page
 from app.workloads import capture as workload_capture
+from app.workloads import pages as workload_pages
+from app.workloads import router as workloads_router
 
 log = logging.getLogger(__name__)
 
@@ -333,6 +335,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(maintenance_pages.router)
     app.include_router(reliability_pages.router)
     app.include_router(incident_pages.router)
+    app.include_router(workloads_router.router)
+    app.include_router(workload_pages.router)
     app.include_router(notify_router.router)
     app.include_router(notify_pages.router)
     app.include_router(notify_ui_pages.router)

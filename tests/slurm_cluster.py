@@ -4,13 +4,17 @@ in a temporary directory. Skipped where Slurm is not installed or the tests are 
 except under ``CI=true`` where that is a failure.
 
 The node is named ``SLURM_NODE`` (``slurmd -N``), so a Fleetwatch node of that hostname maps
-to it. Commands reach the cluster through ``SLURM_CONF`` (:attr:`SlurmCluster.env`).
+to it. Commands reach the cluster through ``SLURM_CONF`` (:attr:`SlurmCluster.env`). With
+``gpus=N`` the node has N GPUs as Slurm GRES (``Gres=gpu:N``), their device files character
+devices like ``/dev/null`` under the cluster's directory: Slurm allocates them by index
+(``--gres=gpu:2`` gives ``IDX:0-1``) and nothing opens them.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -99,9 +103,24 @@ def _start_munged() -> None:
     _skip_or_fail("munged did not start (munge -n fails)")
 
 
-def _config(root: Path, ctld_port: int, slurmd_port: int) -> str:
+def _fake_gpus(root: Path, gpus: int) -> None:
+    """``gres.conf`` naming ``gpus`` device files: character devices 1:3 (what ``/dev/null``
+    is), so Slurm sees devices it can allocate and nothing can break by opening them."""
+    dev = root / "dev"
+    dev.mkdir(exist_ok=True)
+    for index in range(gpus):
+        path = dev / f"nvidia{index}"
+        if not path.exists():
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    gres = f"NodeName={SLURM_NODE} Name=gpu File={dev}/nvidia[0-{gpus - 1}]\n"
+    (root / "gres.conf").write_text(gres)
+
+
+def _config(root: Path, ctld_port: int, slurmd_port: int, gpus: int = 0) -> str:
+    gres = f" Gres=gpu:{gpus}" if gpus else ""
     return "\n".join(
         [
+            *(["GresTypes=gpu"] if gpus else []),
             "ClusterName=fleetwatch-test",
             "SlurmctldHost=localhost(127.0.0.1)",
             f"SlurmctldPort={ctld_port}",
@@ -124,7 +143,8 @@ def _config(root: Path, ctld_port: int, slurmd_port: int) -> str:
             "MpiDefault=none",
             "ReturnToService=2",
             "SchedulerType=sched/backfill",
-            f"NodeName={SLURM_NODE} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN",
+            f"NodeName={SLURM_NODE} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2{gres} "
+            "State=UNKNOWN",
             "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
             "",
         ]
@@ -132,9 +152,9 @@ def _config(root: Path, ctld_port: int, slurmd_port: int) -> str:
 
 
 @contextmanager
-def slurm_cluster(root: Path) -> Iterator[SlurmCluster]:
-    """Start the cluster under ``root`` and wait until its node is idle (≤ 30 s); stop the
-    daemons at the end."""
+def slurm_cluster(root: Path, *, gpus: int = 0) -> Iterator[SlurmCluster]:
+    """Start the cluster under ``root`` (its node with ``gpus`` GPUs) and wait until its node
+    is idle (≤ 30 s); stop the daemons at the end."""
     reason = _unavailable()
     if reason is not None:
         _skip_or_fail(reason)
@@ -142,7 +162,9 @@ def slurm_cluster(root: Path) -> Iterator[SlurmCluster]:
     for sub in ("state", "spool", "log"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     conf = root / "slurm.conf"
-    conf.write_text(_config(root, free_port(), free_port()))
+    if gpus:
+        _fake_gpus(root, gpus)
+    conf.write_text(_config(root, free_port(), free_port(), gpus))
     cluster = SlurmCluster(conf=conf, node=SLURM_NODE, log_dir=root / "log")
     daemons = [
         subprocess.Popen(

@@ -3,9 +3,10 @@ the server itself records about a node."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.events.models import NodeEvent
@@ -21,6 +22,32 @@ def list_node_events(session: Session, *, node_id: int, limit: int = 50) -> list
         .limit(limit)
     )
     return list(session.scalars(stmt))
+
+
+def list_node_events_between(
+    session: Session,
+    *,
+    node_id: int,
+    start: datetime,
+    end: datetime,
+    gpu_ids: Collection[int],
+    limit: int = 500,
+) -> list[NodeEvent]:
+    """The node's events that occurred in ``[start, end]`` and are tied to one of ``gpu_ids``
+    or to no GPU (a kernel Xid line names only a PCI address; a server event names none),
+    oldest first: the newest ``limit`` of them."""
+    stmt = (
+        select(NodeEvent)
+        .where(
+            NodeEvent.node_id == node_id,
+            NodeEvent.occurred_at >= start,
+            NodeEvent.occurred_at <= end,
+            or_(NodeEvent.gpu_id.in_(sorted(gpu_ids)), NodeEvent.gpu_id.is_(None)),
+        )
+        .order_by(NodeEvent.occurred_at.desc(), NodeEvent.id.desc())
+        .limit(limit)
+    )
+    return list(reversed(session.scalars(stmt).all()))
 
 
 def record_server_event(

@@ -170,10 +170,12 @@ def list_incidents(
     hostname: str | None = None,
     status: str | None = None,
     since: datetime | None = None,
+    until: datetime | None = None,
     limit: int = 200,
 ) -> list[IncidentRow]:
     """Incidents newest first (by their last event): of ``hostname``, ``open`` or ``closed``
-    at ``now``, with an event since ``since``; retired nodes' included (their history)."""
+    at ``now``, with an event since ``since``, opened by ``until``; retired nodes' included
+    (their history)."""
     stmt = select(Incident, Node.hostname).join(Node, Node.id == Incident.node_id)
     boundary = now - timedelta(seconds=quiet_s)
     if hostname is not None:
@@ -184,6 +186,8 @@ def list_incidents(
         stmt = stmt.where(Incident.last_event_at <= boundary)
     if since is not None:
         stmt = stmt.where(Incident.last_event_at >= since)
+    if until is not None:
+        stmt = stmt.where(Incident.opened_at <= until)
     stmt = stmt.order_by(Incident.last_event_at.desc(), Incident.id.desc()).limit(limit)
     return [_row(i, h, quiet_s, now) for i, h in session.execute(stmt)]
 

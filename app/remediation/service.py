@@ -12,11 +12,13 @@ where ``FLEETWATCH_REMEDIATION_HOOK`` sets one (:mod:`app.remediation.hook`).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from app.config import Settings
 from app.db import utcnow
@@ -88,11 +90,42 @@ def k8s_name(node: Node) -> str:
 
 def slurm_name(node: Node) -> str:
     """``node``'s Slurm ``NodeName``: its ``slurm_node`` label, else its short hostname."""
-    labels: dict[str, Any] = node.labels or {}
-    named = labels.get(SLURM_NODE_LABEL)
+    return _slurm_name(node.hostname, node.labels)
+
+
+def _slurm_name(hostname: str, labels: dict[str, Any] | None) -> str:
+    named = (labels or {}).get(SLURM_NODE_LABEL)
     if isinstance(named, str) and named.strip():
         return named.strip()
-    return node.hostname.split(".", 1)[0]
+    return hostname.split(".", 1)[0]
+
+
+def nodes_by_slurm_name(session: Session, *, names: Collection[str]) -> dict[str, Node]:
+    """The Fleetwatch node of each Slurm ``NodeName`` in ``names`` that one maps to
+    (:func:`slurm_name`; retired nodes too: their history). Where two nodes map to one name,
+    the one not retired and seen last wins. Their GPUs are loaded with them.
+
+    Reads every node's name and labels (a label can map any node to a name, so no index
+    finds them): a few milliseconds at thousands of nodes.
+    """
+    wanted = set(names)
+    if not wanted:
+        return {}
+    found: dict[str, int] = {}
+    rows = session.execute(
+        select(Node.id, Node.hostname, Node.labels, Node.retired_at, Node.last_seen_at)
+    ).all()
+    oldest = datetime.min.replace(tzinfo=UTC)
+    # The preferred node comes last and overwrites the others.
+    for row in sorted(rows, key=lambda r: (r.retired_at is None, r.last_seen_at or oldest)):
+        name = _slurm_name(row.hostname, row.labels)
+        if name in wanted:
+            found[name] = row.id
+    nodes = session.scalars(
+        select(Node).where(Node.id.in_(sorted(found.values()))).options(selectinload(Node.gpus))
+    )
+    by_id = {node.id: node for node in nodes}
+    return {name: by_id[node_id] for name, node_id in found.items()}
 
 
 def enqueue(

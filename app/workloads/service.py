@@ -1,4 +1,5 @@
-"""An incident's captured jobs, for its page, its API answer and the pages sent to chat."""
+"""An incident's captured jobs, for its page, its API answer and the pages sent to chat; a
+job's captures, for the job's page where the scheduler no longer knows it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import exists, select
+from sqlalchemy import and_, exists, select
 from sqlalchemy.orm import Session
 
 from app.fleet.models import Node
@@ -116,3 +117,30 @@ def awaiting_capture(
         )
     )
     return set(rows)
+
+
+@dataclass(frozen=True)
+class JobCapture:
+    """A job as one incident's capture saw it: ``node`` is the Slurm node it was read on."""
+
+    job: IncidentJob
+    node: str
+    captured_at: datetime
+
+
+def captures_of_job(session: Session, *, system: str, job_id: str) -> list[JobCapture]:
+    """Every capture of job ``job_id`` of ``system`` (``slurm``), one per incident it ran
+    during, oldest capture first; ``[]`` where none saw it."""
+    rows = session.execute(
+        select(IncidentJob, WorkloadCapture.target, WorkloadCapture.captured_at)
+        .join(
+            WorkloadCapture,
+            and_(
+                WorkloadCapture.incident_id == IncidentJob.incident_id,
+                WorkloadCapture.system == IncidentJob.system,
+            ),
+        )
+        .where(IncidentJob.system == system, IncidentJob.job_id == job_id)
+        .order_by(WorkloadCapture.captured_at, IncidentJob.id)
+    )
+    return [JobCapture(job, node, at) for job, node, at in rows]

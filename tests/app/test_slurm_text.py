@@ -133,6 +133,18 @@ def test_squeue_lines_become_jobs_and_odd_lines_are_skipped() -> None:
     assert jobs[1].ended_at == datetime(2026, 12, 5, 0, 39, 1, tzinfo=UTC)
 
 
+def test_printed_times_that_are_estimates_are_no_start_or_end() -> None:
+    line = SEP.join(
+        ["41", "alice", "llm", "gpu", "{}", "2026-12-05T00:00:00", "2026-12-05T04:00:00", "n1"]
+    )
+    states = ("PENDING", "RUNNING", "TIMEOUT")
+    pending, running, timed_out = parse_squeue("\n".join(line.format(s) for s in states))
+    assert (pending.started_at, pending.ended_at) == (None, None)  # expected start, time limit
+    assert running.started_at == datetime(2026, 12, 5, 0, 0, tzinfo=UTC)
+    assert running.ended_at is None  # the time limit's end
+    assert timed_out.ended_at == datetime(2026, 12, 5, 4, 0, tzinfo=UTC)
+
+
 @pytest.mark.parametrize(
     ("detail", "gpus"),
     [
@@ -144,6 +156,11 @@ def test_squeue_lines_become_jobs_and_odd_lines_are_skipped() -> None:
         ("JobId=41 Nodes=dgx-07 CPU_IDs=0 Mem=0 GRES=gpu:a100:3(IDX:0,2-3),nic:1 X=1", (0, 2, 3)),
         ("JobId=41 Nodes=dgx-07 CPU_IDs=0 Mem=0 GRES= MinCPUsNode=1", None),
         ("JobId=41 Nodes=dgx-08 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:7) MinCPUsNode=1", None),
+        (  # -o puts every node's line on one; a host list names the node
+            "JobId=41 Nodes=dgx-[05-07] CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:3),nic:1(IDX:0) "
+            "Nodes=dgx-08 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:0-1) MinCPUsNode=1",
+            (3,),
+        ),
         ("garbage", None),
     ],
 )
