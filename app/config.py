@@ -8,17 +8,21 @@ the defaults below.
 from __future__ import annotations
 
 import os
+import tomllib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from app import config_values
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,13 +96,13 @@ class Settings(BaseSettings):
     rollup_minute_retention_days: float = Field(default=90.0, gt=0, le=3650)
     rollup_hour_retention_days: float = Field(default=1095.0, gt=0, le=36500)
     log_level: str = "info"
-    health_xid_unhealthy: list[int] | None = Field(
-        default=None, description="Xids that make a GPU unhealthy (JSON list); default: table"
+    health_xid_unhealthy: Annotated[list[int] | None, NoDecode] = Field(
+        default=None, description="Xids that make a GPU unhealthy (48,79 or JSON); default: table"
     )
-    health_xid_degraded: list[int] | None = Field(
-        default=None, description="Xids that make a GPU degraded (JSON list); default: table"
+    health_xid_degraded: Annotated[list[int] | None, NoDecode] = Field(
+        default=None, description="Xids that make a GPU degraded (48,79 or JSON); default: table"
     )
-    health_xid_ignored: list[int] | None = Field(
+    health_xid_ignored: Annotated[list[int] | None, NoDecode] = Field(
         default=None, description="application Xids that never change health; default: table"
     )
     health_event_window_s: float = Field(default=86400.0, gt=0, le=90 * 86400)
@@ -230,18 +234,43 @@ class Settings(BaseSettings):
     notify_deadline_s: float = Field(default=3600.0, ge=1, le=7 * 86400)
     notify_backoff_base_s: float = Field(default=1.0, gt=0, le=3600)
     notify_backoff_cap_s: float = Field(default=300.0, gt=0, le=86400)
-    notify_allow_hosts: list[str] = Field(
+    notify_allow_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="hosts or CIDRs that webhooks may reach although loopback/link-local",
+        description="hosts or CIDRs that webhooks may reach although loopback/link-local "
+        "(127.0.0.1,10.0.0.0/8 or JSON)",
     )
     notify_ack_link_ttl_s: float = Field(default=86400.0, ge=60, le=30 * 86400)
-    notify_rate_limits: dict[str, str] = Field(
+    notify_rate_limits: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict,
-        description='pace per destination by channel kind, e.g. {"slack": "1/1s", "discord": '
-        '"5/2s", "webhook": "off"}; over the kinds\' defaults (docs/notifications.md)',
+        description="pace per destination by channel kind, e.g. slack=1/1s,discord=5/2s,"
+        "webhook=off or the JSON object; over the kinds' defaults (docs/notifications.md)",
     )
     notify_max_pace_wait_s: float = Field(default=10.0, ge=0, le=300)
     notify_last_try_margin_s: float = Field(default=1.0, ge=0, le=3600)
+
+    # Environment variables and config files hold what a person types: plain lists, key=value
+    # pairs and yes/no as well as JSON (app.config_values).
+    @field_validator(
+        "health_xid_unhealthy", "health_xid_degraded", "health_xid_ignored", mode="before"
+    )
+    @classmethod
+    def _read_xids(cls, value: Any) -> Any:
+        return config_values.plain_ints(value)
+
+    @field_validator("notify_allow_hosts", mode="before")
+    @classmethod
+    def _read_hosts(cls, value: Any) -> Any:
+        return config_values.plain_list(value, blank=[])
+
+    @field_validator("notify_rate_limits", mode="before")
+    @classmethod
+    def _read_paces(cls, value: Any) -> Any:
+        return config_values.plain_map(value, shape="kind=pace")
+
+    @field_validator("alerts_enabled", "notify_enabled", "mirror_cordons", mode="before")
+    @classmethod
+    def _read_bool(cls, value: Any) -> Any:
+        return config_values.plain_bool(value)
 
     @field_validator("database_url")
     @classmethod
@@ -404,21 +433,42 @@ def load_settings(**overrides: Any) -> Settings:
     """Build and validate the settings.
 
     Raises:
-        SettingsError: with one line per bad setting, naming it as its environment variable.
+        SettingsError: with one line per bad setting, naming it as its environment variable, the
+            form it expects and the value given (:func:`app.config_values.error_line`).
     """
     config_file = os.environ.get("FLEETWATCH_CONFIG_FILE")
     if config_file and not Path(config_file).is_file():
-        raise SettingsError(f"FLEETWATCH_CONFIG_FILE: no such file: {config_file}")
+        raise SettingsError(
+            f"FLEETWATCH_CONFIG_FILE: no such file: expected the path of a TOML file of "
+            f"settings, got {config_file!r}"
+        )
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            name = "_".join(str(p) for p in err["loc"]) or "settings"
-            lines.append(f"FLEETWATCH_{name.upper()}: {err['msg']}")
+        raw = {**_environment(), **overrides}
+        lines = [
+            config_values.error_line(err, fields=Settings.model_fields, raw=raw)
+            for err in exc.errors()
+        ]
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
-    except ValueError as exc:  # e.g. a TOML file that does not parse
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(
+            f"FLEETWATCH_CONFIG_FILE: {config_file} is not valid TOML ({exc}): expected a TOML "
+            "file of settings, e.g. port = 8000"
+        ) from None
+    except ValueError as exc:
         raise SettingsError(f"invalid settings: {exc}") from None
+
+
+def _environment() -> dict[str, str]:
+    """The ``FLEETWATCH_*`` variables by setting name (read without regard to case, as
+    pydantic-settings reads them), for error messages."""
+    prefix = "FLEETWATCH_"
+    return {
+        key[len(prefix) :].lower(): value
+        for key, value in os.environ.items()
+        if key.upper().startswith(prefix)
+    }
 
 
 @lru_cache(maxsize=1)

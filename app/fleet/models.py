@@ -57,7 +57,10 @@ class Gpu(Base):
     values are one primary-key lookup away instead of a scan. ``unavailable`` (metric → NVML
     return code name), ``mig_instances`` and ``processes`` are as of the latest batch;
     ``implausible`` (metric → ``sampled_at``, ISO 8601) names the metrics of the newest sample
-    that the server dropped as implausible (:mod:`app.metrics.plausible`).
+    that the server dropped as implausible (:mod:`app.metrics.plausible`);
+    ``implausible_inventory`` (field → the value sent, JSON text of at most 64 characters) the
+    fields of the latest inventory entry that it left out (:mod:`app.ingest.salvage`), null
+    when none.
     """
 
     __tablename__ = "gpu"
@@ -77,6 +80,7 @@ class Gpu(Base):
     last_sample_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     unavailable: Mapped[dict[str, str] | None] = mapped_column(JSON)
     implausible: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    implausible_inventory: Mapped[dict[str, str] | None] = mapped_column(JSON)
     mig_instances: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     processes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 

@@ -15,8 +15,9 @@ class GpuOut(BaseModel):
     """A GPU and its newest stored values (``latest``: metric → value, null = not available);
     ``unavailable`` says why a metric is null (NVML return code name; ``NOT_SUPPORTED``: the
     card cannot report it), ``implausible`` which metrics of the newest sample the server
-    dropped as implausible (metric → ``sampled_at``); ``mig_instances`` and ``processes`` are
-    as of the latest batch (null: not reported)."""
+    dropped as implausible (metric → ``sampled_at``), ``implausible_inventory`` which fields of
+    the latest inventory it left out (field → the value sent, as JSON text); ``mig_instances``
+    and ``processes`` are as of the latest batch (null: not reported)."""
 
     uuid: str
     index: int
@@ -30,6 +31,7 @@ class GpuOut(BaseModel):
     latest: dict[str, Any]
     unavailable: dict[str, str] | None = None
     implausible: dict[str, str] | None = None
+    implausible_inventory: dict[str, str] | None = None
     mig_instances: list[dict[str, Any]] | None = None
     processes: list[dict[str, Any]] | None = None
 
@@ -50,6 +52,7 @@ class GpuOut(BaseModel):
             latest=view.latest,
             unavailable=g.unavailable,
             implausible=g.implausible,
+            implausible_inventory=g.implausible_inventory,
             mig_instances=g.mig_instances,
             processes=g.processes,
         )

@@ -145,7 +145,7 @@ def list_nodes(
     # Deferred, not raiseload: other code in the same session (alert evaluation) may load these
     # GPUs again and read them.
     gpus = subqueryload(Node.gpus).defer(Gpu.processes).defer(Gpu.mig_instances)
-    gpus = gpus.defer(Gpu.unavailable).defer(Gpu.implausible)
+    gpus = gpus.defer(Gpu.unavailable).defer(Gpu.implausible).defer(Gpu.implausible_inventory)
     serving = Node.retired_at.is_not(None) if retired else in_service()
     stmt = select(Node).options(gpus).where(serving).order_by(Node.hostname)
     if search:

@@ -8,7 +8,9 @@ Three causes, told apart (issue 13, "value quality"):
 * **not readable** — the driver could not read it this time (``TIMEOUT``, ``GPU_IS_LOST``,
   ``NO_PERMISSION`` …, the other codes of ``unavailable``).
 * **implausible** — the agent sent a value outside the metric's plausible range (65535 °C) and
-  the server stored null (``implausible[metric]``, :mod:`app.metrics.plausible`).
+  the server stored null (``implausible[metric]``, :mod:`app.metrics.plausible`), or an
+  inventory value it could not hold (a total memory of 2**64-1, a PCI bus id in an odd form:
+  ``implausible_inventory[field]``, :mod:`app.ingest.salvage`).
 
 Anything else null was not reported by the agent.
 """
@@ -29,12 +31,13 @@ def is_not_supported(reason: str | None) -> bool:
 
 
 def value_reasons(gpu: Any) -> dict[str, str]:
-    """Metric → why it has no value, for a stored GPU: its ``unavailable`` reasons and
-    :data:`IMPLAUSIBLE` for the metrics its newest sample had dropped (these win: the driver
-    did give a value)."""
+    """Metric or inventory field → why it has no value, for a stored GPU: its ``unavailable``
+    reasons and :data:`IMPLAUSIBLE` for the metrics its newest sample had dropped and the
+    inventory fields its latest batch had left out (these win: the driver did give a value)."""
     reasons: dict[str, str] = dict(getattr(gpu, "unavailable", None) or {})
     dropped: Mapping[str, str] = getattr(gpu, "implausible", None) or {}
-    for name in dropped:
+    left_out: Mapping[str, str] = getattr(gpu, "implausible_inventory", None) or {}
+    for name in (*dropped, *left_out):
         reasons[name] = IMPLAUSIBLE
     return reasons
 

@@ -33,7 +33,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     413: {"description": "Body over the size limit, before or after gzip decompression"},
     415: {"description": "Not application/json (UTF-8), or an encoding other than gzip"},
     400: {"description": "Invalid gzip, UTF-8 or JSON"},
-    422: {"description": "The batch does not match the schema; `loc` names the field"},
+    422: {
+        "description": "The batch does not match the schema where no value may be left out "
+        "(one bad inventory or node-section value is left out alone, docs/ingest.md); `loc` "
+        "names the field"
+    },
 }
 
 

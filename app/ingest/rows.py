@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from app.ingest.salvage import MAX_ROUNDS, Salvage, repair
 from app.ingest.schemas import MAX_SAMPLES, IngestBatchIn
 from app.metrics.catalog import METRICS, sanitize
 from app.metrics.plausible import Bound, clean_numbers
@@ -203,11 +204,14 @@ class ParsedBatch:
 
     Attributes:
         sections: the rows of each section present in the batch (absent or ``null``: no key).
+        salvage: the inventory and section values left out to accept the batch
+            (:mod:`app.ingest.salvage`).
     """
 
     head: IngestBatchIn
     samples: list[SampleRow]
     sections: dict[str, list[SectionRow]] = field(default_factory=dict)
+    salvage: Salvage = field(default_factory=Salvage)
 
 
 class _NotPlain(Exception):
@@ -215,11 +219,12 @@ class _NotPlain(Exception):
 
 
 def parse_batch(document: Any) -> ParsedBatch:
-    """Validate a cleaned batch document (see :func:`app.ingest.fields.clean_document`).
+    """Validate a cleaned batch document (see :func:`app.ingest.fields.clean_document`), leaving
+    out the inventory and node-section values it cannot hold (:mod:`app.ingest.salvage`).
 
     Raises:
-        pydantic.ValidationError: the document does not match ``IngestBatchIn`` (the errors
-            pydantic gives for the whole document).
+        pydantic.ValidationError: the document does not match ``IngestBatchIn`` where nothing
+            may be left out (the errors pydantic gives for the whole document).
     """
     if isinstance(document, dict):
         try:
@@ -227,11 +232,37 @@ def parse_batch(document: Any) -> ParsedBatch:
         except _NotPlain:
             pass
         else:
-            head = IngestBatchIn.model_validate(
-                {k: v for k, v in document.items() if k not in _BULK_KEYS}
-            )
-            return ParsedBatch(head=head, samples=samples, sections=sections)
-    return from_model(IngestBatchIn.model_validate(document))
+            head, salvage = _validated({k: v for k, v in document.items() if k not in _BULK_KEYS})
+            return ParsedBatch(head=head, samples=samples, sections=sections, salvage=salvage)
+    batch, salvage = _validated(document)
+    parsed = from_model(batch)
+    parsed.salvage = salvage
+    return parsed
+
+
+def _validated(document: Any) -> tuple[IngestBatchIn, Salvage]:
+    """``document`` as ``IngestBatchIn``, mended by :func:`app.ingest.salvage.repair` where it
+    can be, and what was left out.
+
+    Raises:
+        pydantic.ValidationError: the errors of the round that found one it cannot mend (the
+            first, but for a model validator that speaks only once the fields pass), or of the
+            first round where mending does not end.
+    """
+    salvage = Salvage()
+    first: ValidationError | None = None
+    for _ in range(MAX_ROUNDS):
+        try:
+            return IngestBatchIn.model_validate(document), salvage
+        except ValidationError as exc:
+            first = first or exc
+            errors = exc.errors(include_url=False, include_context=False, include_input=False)
+            mended = repair(document, errors, salvage) if isinstance(document, dict) else None
+            if mended is None:
+                raise
+            document = mended
+    assert first is not None
+    raise first
 
 
 def from_model(batch: IngestBatchIn) -> ParsedBatch:

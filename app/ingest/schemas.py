@@ -3,7 +3,9 @@
 Metric fields are generated from :data:`app.metrics.catalog.METRICS`, so the payload, the table
 and the docs cannot drift apart. Metric values are strict numbers (``bool`` and strings are
 refused with 422); plausibility is judged later by :func:`app.metrics.catalog.sanitize`, so an
-implausible value never fails a batch.
+implausible value never fails a batch. The bounds of the inventory and node-section models are
+tight on purpose: a value outside them is left out alone by :mod:`app.ingest.salvage`, never
+refusing the batch.
 """
 
 from __future__ import annotations
@@ -218,7 +220,8 @@ class IngestBatchIn(BaseModel):
     @field_validator("gpus")
     @classmethod
     def _one_entry_per_gpu(cls, gpus: list[GpuIn]) -> list[GpuIn]:
-        """Two entries for one UUID would silently overwrite each other. Indexes may repeat:
+        """Two entries for one UUID would silently overwrite each other (the ingest keeps the
+        first and counts the others, :mod:`app.ingest.salvage`). Indexes may repeat:
         when a GPU drops out, NVML renumbers the others while the lost one keeps its old index
         in the agent's report, and that batch is the one that must get through."""
         seen: set[str] = set()

@@ -11,7 +11,7 @@ import json
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -101,7 +101,7 @@ def store_batch(
         days=retention_days if raw_retention_days is None else raw_retention_days
     )
     oldest_event = received_at - timedelta(days=retention_days)
-    nulled: Counter[str] = Counter()
+    nulled: Counter[str] = Counter(parsed.salvage.nulled)
     _update_node(node, batch=head, received_at=received_at, skew_s=skew_s)
     gpus, conflicts = _upsert_gpus(
         session,
@@ -110,6 +110,7 @@ def store_batch(
         received_at=received_at,
         nulled=nulled,
         busy_since=received_at - timedelta(seconds=stale_after_s),
+        left_out=parsed.salvage.gpu_values,
     )
     missing = _mark_missing_gpus(gpus, batch=head, received_at=received_at)
     sample_plan = sample_store.plan_samples(
@@ -126,6 +127,7 @@ def store_batch(
         newest_allowed=newest_allowed,
         oldest_allowed=oldest_allowed,
     )
+    sections.rejected.update(parsed.salvage.rejected)
     with session.no_autoflush:  # node and GPU rows are written once, at the batch's end
         # One statement of index probes for every table: a sample or reading re-sent after
         # its block was packed is a duplicate, as against a raw row.
@@ -230,8 +232,11 @@ def _upsert_gpus(
     received_at: datetime,
     nulled: Counter[str],
     busy_since: datetime,
+    left_out: Mapping[str, dict[str, str]] | None = None,
 ) -> tuple[dict[str, Gpu], list[GpuConflict]]:
     """The node's GPUs by UUID after applying the batch's inventory, and the conflicts.
+    ``left_out``: by UUID, the inventory fields the server left out of the batch and the values
+    sent (:attr:`app.ingest.salvage.Salvage.gpu_values`).
 
     A UUID stored under another node moves to this one only when that node has not reported it
     since ``busy_since`` (the card was physically moved); otherwise it is a conflict (a token
@@ -256,6 +261,7 @@ def _upsert_gpus(
             gpu.node_id = node.id
             by_uuid[gpu.uuid] = gpu
     reported = {g.uuid for g in batch.gpus}
+    left_out = left_out or {}
     for info in batch.gpus:
         if info.uuid in refused:
             continue
@@ -277,11 +283,13 @@ def _upsert_gpus(
                 continue
             del by_uuid[placeholder]
             found = by_uuid[info.uuid] = adopted
+        dropped = left_out.get(info.uuid)
         if found is None:
             gpu = Gpu(uuid=info.uuid, node_id=node.id, first_seen_at=received_at)
             try:
                 with session.begin_nested():  # another node may insert this UUID right now
                     _apply_gpu_info(gpu, info, received_at=received_at, nulled=nulled)
+                    gpu.implausible_inventory = dropped
                     session.add(gpu)
                     session.flush()
             except IntegrityError:
@@ -290,6 +298,7 @@ def _upsert_gpus(
             by_uuid[info.uuid] = gpu
         else:
             _apply_gpu_info(found, info, received_at=received_at, nulled=nulled)
+            found.implausible_inventory = dropped
     for conflict in conflicts:
         log.warning(
             "node %s reports GPU %s, which node %s reports: not taken over",

@@ -69,8 +69,8 @@ def error_key(message: str) -> tuple[str, str]:
     found = _FIELD.match(message)
     message = message.replace(
         "(allow it with the notify_allow_hosts setting)",
-        f"(allow it with {ALLOW_ENV}, a JSON list of hosts or CIDRs such as "
-        '["127.0.0.1"], and restart)',
+        f"(allow it with {ALLOW_ENV}, hosts or CIDRs separated by commas such as "
+        "127.0.0.1,10.0.0.0/8, and restart)",
     )
     return (found.group(1) if found else "form"), message
 

@@ -58,6 +58,32 @@ def test_a_bad_setting_exits_2_naming_it(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_serve_with_a_bad_list_setting_exits_2_naming_the_variable_and_the_form(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    env = {"FLEETWATCH_NOTIFY_ALLOW_HOSTS": "127.0.0.1;10.0.0.0/8"}
+    result = fleetwatch("serve", "--database-url", url, "--port", "1", env=env)
+    assert result.returncode == 2
+    assert (
+        "FLEETWATCH_NOTIFY_ALLOW_HOSTS: '127.0.0.1;10.0.0.0/8' is neither a host name nor a CIDR;"
+        " expected host names or CIDRs separated by commas (e.g. 127.0.0.1,10.0.0.0/8) or a JSON"
+        " list, got '127.0.0.1;10.0.0.0/8'" in result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_serve_takes_a_plain_host_list_past_the_settings(tmp_path: Path) -> None:
+    """Issue 14: ``FLEETWATCH_NOTIFY_ALLOW_HOSTS=127.0.0.1`` stopped start-up; now serve gets
+    as far as the database (unmigrated here, so it stops there with its advice)."""
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    env = {"FLEETWATCH_NOTIFY_ALLOW_HOSTS": "127.0.0.1", "FLEETWATCH_ALERTS_ENABLED": "no"}
+    result = fleetwatch("serve", "--database-url", url, "--port", "1", env=env)
+    assert result.returncode == 2
+    assert "invalid settings" not in result.stderr
+    assert "run 'fleetwatch migrate'" in result.stderr
+
+
 def test_a_bad_hostname_for_a_token_is_refused(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     fleetwatch("migrate", "--database-url", url)
