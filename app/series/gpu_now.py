@@ -23,11 +23,16 @@ def newest(
     *,
     node_ids: Collection[int] | None = None,
     gpu_ids: Collection[int] | None = None,
+    received_since: datetime | None = None,
 ) -> Select[Any]:
     """``SELECT gpu_id, *metrics`` of each GPU's newest sample (of the nodes ``node_ids``
     and/or the GPUs ``gpu_ids``; None: every GPU); a GPU with no sample has a row of NULLs,
     ``gpu_id`` included. Written as ``gpu LEFT JOIN gpu_sample`` so that SQLite, which keeps a
     left join's order, looks each GPU's sample up by primary key instead of scanning samples.
+    The statement selects from ``gpu``: a caller may add the inventory's columns and joins.
+
+    ``received_since``: only GPUs whose newest sample the server received (its clock) at or
+    after that time; the others, and GPUs with no sample, are left out.
 
     Raises:
         KeyError: a name of ``metrics`` is not a GPU metric column.
@@ -42,6 +47,8 @@ def newest(
         stmt = stmt.where(Gpu.node_id.in_(list(node_ids)))
     if gpu_ids is not None:
         stmt = stmt.where(Gpu.id.in_(list(gpu_ids)))
+    if received_since is not None:
+        stmt = stmt.where(t.received_at >= received_since)
     return stmt
 
 
