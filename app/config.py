@@ -242,6 +242,11 @@ class Settings(BaseSettings):
     )
     notify_max_pace_wait_s: float = Field(default=10.0, ge=0, le=300)
     notify_last_try_margin_s: float = Field(default=1.0, ge=0, le=3600)
+    metrics_node_labels: list[str] = Field(
+        default_factory=lambda: ["cluster", "ib_pod", "rack", "nvlink_domain"],
+        description="node labels added to each GPU series of /metrics (JSON list, at most 16; "
+        "docs/metrics.md)",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -273,6 +278,13 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"{kind}: {exc}") from None
         return value
+
+    @field_validator("metrics_node_labels")
+    @classmethod
+    def _check_metrics_node_labels(cls, value: list[str]) -> list[str]:
+        from app.exporter.labels import check_allow_list
+
+        return check_allow_list(value)
 
     @field_validator("notify_allow_hosts")
     @classmethod
