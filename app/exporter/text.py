@@ -52,9 +52,8 @@ def render(families: Iterable[Family]) -> str:
     for family in families:
         if not family.samples:
             continue
-        help_text = family.help.replace("\\", r"\\").replace("\n", r"\n")
-        lines.append(f"# HELP {family.name} {help_text}")
-        lines.append(f"# TYPE {family.name} {family.type}")
         name = family.name
-        lines.extend(f"{name}{labels} {_number(value)}" for labels, value in family.samples)
-    return "".join(f"{line}\n" for line in lines)
+        help_text = family.help.replace("\\", r"\\").replace("\n", r"\n")
+        lines.append(f"# HELP {name} {help_text}\n# TYPE {name} {family.type}\n")
+        lines.extend(f"{name}{labels} {_number(value)}\n" for labels, value in family.samples)
+    return "".join(lines)

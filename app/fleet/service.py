@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Text, func, select
+from sqlalchemy import cast as cast_
 from sqlalchemy.orm import Session, subqueryload
 
-from app.db import utcnow
+from app.db import json_loads, utcnow
 from app.errors import NotFound
 from app.fleet.models import Gpu, Node, in_service
 from app.metrics.catalog import METRIC_NAMES
@@ -272,7 +273,8 @@ def get_node_view(
 #: The inventory columns :func:`list_fresh_gpu_rows` reads beside the newest sample's metrics.
 FRESH_GPU_COLUMNS = (
     Node.hostname.label("hostname"),
-    Node.labels.label("labels"),
+    # As text, parsed once per node (:func:`list_fresh_gpu_rows`), not once per GPU.
+    cast_(Node.labels, Text).label("labels"),
     Node.driver_version.label("driver_version"),
     Gpu.index.label("gpu_index"),
     Gpu.uuid.label("uuid"),
@@ -291,8 +293,9 @@ def list_fresh_gpu_rows(
 
     Each row (a dict) maps ``gpu_id``, each name of ``metrics`` (the sample's value, None: not
     available), and the columns of :data:`FRESH_GPU_COLUMNS`: the node's ``hostname``,
-    ``labels`` (dict) and ``driver_version``, the GPU's ``gpu_index``, ``uuid``,
-    ``model_name``, ``pci_bus_id`` and ``mem_total_bytes`` (bytes)."""
+    ``labels`` (a dict shared by the node's rows) and ``driver_version``, the GPU's
+    ``gpu_index``, ``uuid``, ``model_name``, ``pci_bus_id`` and ``mem_total_bytes``
+    (bytes)."""
     since = now - timedelta(seconds=stale_after_s)
     stmt = (
         gpu_now.newest(metrics, received_since=since)
@@ -301,7 +304,18 @@ def list_fresh_gpu_rows(
         .where(in_service())
         .order_by(Node.hostname, Gpu.index)
     )
-    return [dict(row) for row in session.execute(stmt).mappings()]
+    parsed: dict[str | None, dict[str, Any]] = {}
+    found = []
+    for row in session.execute(stmt).mappings():
+        if row["gpu_id"] is None:  # its newest sample is older: not fresh
+            continue
+        item = dict(row)
+        text = item["labels"]
+        if text not in parsed:
+            parsed[text] = (json_loads(text) or {}) if text else {}
+        item["labels"] = parsed[text]
+        found.append(item)
+    return found
 
 
 def gpu_models(session: Session) -> list[str]:

@@ -4,9 +4,11 @@ captured dcgm-exporter outputs in ``../shared/fixtures/dcgm-exporter`` (read in 
 
 from __future__ import annotations
 
+import gzip
 import re
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 
 from app.exporter import dcgm, labels
@@ -98,3 +100,16 @@ def test_promtool_accepts_it_with_only_dcgm_exporters_naming_remarks(text: str) 
     problems = promtool_problems(text)
     assert [p for p in problems if not DCGM_NAMING_LINT.match(p)] == []
     assert any("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in p for p in problems)
+
+
+def test_it_is_gzipped_only_for_a_client_that_asks(server: LiveServer, text: str) -> None:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        plain = client.get("/metrics", headers={"Accept-Encoding": "identity"})
+        packed = client.stream("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+        with packed as response:
+            raw = b"".join(response.iter_raw())
+            encoding = response.headers.get("content-encoding")
+    assert "content-encoding" not in plain.headers
+    assert plain.text.startswith("# HELP DCGM_FI_DEV_GPU_UTIL ")
+    assert encoding == "gzip"
+    assert gzip.decompress(raw).decode().startswith("# HELP DCGM_FI_DEV_GPU_UTIL ")
