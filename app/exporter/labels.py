@@ -22,19 +22,20 @@ from typing import Any
 #: dcgm-exporter's labels of a GPU's series, in its order.
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
 DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
-#: Names a node label may not take: dcgm-exporter's own (the GPU's and Kubernetes' pod
-#: labels, MIG's), the ones Prometheus sets on a target, and histogram/summary labels.
+#: Keys a node label may not be exported under: the GPU labels (and the lower-case ``uuid``
+#: and ``hostname`` that NVIDIA's dashboard and older exporters use), dcgm-exporter's
+#: Kubernetes pod labels, and the names Prometheus gives a target or a histogram/summary.
 RESERVED = frozenset(
     {
-        *GPU_LABELS,
-        DRIVER_LABEL,
-        "Hostname",
+        "gpu",
+        "uuid",
+        "pci_bus_id",
+        "device",
+        "hostname",
         "container",
         "namespace",
         "pod",
         "pod_uid",
-        "GPU_I_PROFILE",
-        "GPU_I_ID",
         "instance",
         "job",
         "le",

@@ -6,6 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
+from app.config import SettingsError, load_settings
 from tests.app.helpers import post_batch
 from tests.app.metrics_helpers import lines_with, scrape, value
 from tests.conftest import make_settings
@@ -198,3 +201,11 @@ def test_the_node_labels_served_are_those_of_the_setting(db_url: str, tmp_path: 
     [line] = [line for line in lines_with(text, GPU1["uuid"]) if "DCGM_FI_DEV_GPU_UTIL" in line]
     assert line.endswith(',team="llm",zone="z\\"1\\\\"} 50')  # quote and backslash escaped
     assert "cluster=" not in line and "rack=" not in line
+
+
+@pytest.mark.parametrize("keys", [["pod"], ["uuid"], ["__meta"], ["Rack"], ["k8s.io/zone"]])
+def test_the_node_label_setting_refuses_reserved_keys_and_keys_no_node_has(
+    keys: list[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SettingsError, match="FLEETWATCH_METRICS_NODE_LABELS"):
+        load_settings(data_dir=tmp_path, metrics_node_labels=keys)
