@@ -39,11 +39,10 @@ from app.exporter import gauges, gpus, text  # noqa: E402
 from app.metrics.catalog import METRICS  # noqa: E402
 from app.series.tables import gpu_sample  # noqa: E402
 from bench.overview_page import STALE_AFTER_S, database, seed  # noqa: E402
+from tests.app.test_health_query_count import TRANSACTION_CONTROL  # noqa: E402
 from tests.live_server import live_server  # noqa: E402
 
 NODE_LABELS = ["cluster", "ib_pod", "rack"]
-#: Not queries: SQLite's BEGIN and the like.
-TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "PRAGMA")
 
 
 def machine(url: str) -> str:
