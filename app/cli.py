@@ -180,15 +180,24 @@ def serve(
 def _serve_workers(settings: Settings, *, workers: int, jobs: bool) -> None:
     """``serve --workers N``: uvicorn's N processes on one socket, each building its app from
     the environment (:mod:`app.web_workers`), and with ``jobs`` a ``fleetwatch worker`` child
-    for the background jobs, stopped when the server stops."""
+    for the background jobs, stopped when the server stops. The children count their
+    ``fleetwatch_*`` metrics in prometheus-client's multiprocess mode, in
+    ``PROMETHEUS_MULTIPROC_DIR`` or else a fresh directory removed at the end, so that every
+    scrape sums all of them (:mod:`app.exporter.counters`)."""
     import os
+    import shutil
     import subprocess
     import sys
+    import tempfile
 
     import uvicorn
 
     # The children read their settings from the environment: what the options set goes there.
     os.environ["FLEETWATCH_DATABASE_URL"] = settings.effective_database_url
+    metrics_dir = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        metrics_dir = tempfile.mkdtemp(prefix="fleetwatch-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     child = None
     if jobs:
         child = subprocess.Popen([sys.executable, "-m", "app", "worker"])
@@ -208,6 +217,8 @@ def _serve_workers(settings: Settings, *, workers: int, jobs: bool) -> None:
                 child.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 child.kill()
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 @cli.command()

@@ -247,6 +247,11 @@ class Settings(BaseSettings):
     )
     notify_max_pace_wait_s: float = Field(default=10.0, ge=0, le=300)
     notify_last_try_margin_s: float = Field(default=1.0, ge=0, le=3600)
+    metrics_node_labels: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["cluster", "ib_pod", "rack", "nvlink_domain"],
+        description="node labels added to each GPU series of /metrics (cluster,rack or JSON, "
+        "at most 16; docs/metrics.md)",
+    )
 
     # Environment variables and config files hold what a person types: plain lists, key=value
     # pairs and yes/no as well as JSON (app.config_values).
@@ -261,6 +266,12 @@ class Settings(BaseSettings):
     @classmethod
     def _read_hosts(cls, value: Any) -> Any:
         return config_values.plain_list(value, blank=[])
+
+    @field_validator("metrics_node_labels", mode="before")
+    @classmethod
+    def _read_metrics_labels(cls, value: Any) -> Any:
+        default = cls.model_fields["metrics_node_labels"].get_default(call_default_factory=True)
+        return config_values.plain_list(value, blank=default)
 
     @field_validator("notify_rate_limits", mode="before")
     @classmethod
@@ -302,6 +313,13 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"{kind}: {exc}") from None
         return value
+
+    @field_validator("metrics_node_labels")
+    @classmethod
+    def _check_metrics_node_labels(cls, value: list[str]) -> list[str]:
+        from app.exporter.labels import check_allow_list
+
+        return check_allow_list(value)
 
     @field_validator("notify_allow_hosts")
     @classmethod

@@ -34,6 +34,8 @@ FORMS: dict[str, str] = {
     " or a JSON list",
     "notify_rate_limits": "kind=pace pairs separated by commas (e.g. "
     "slack=1/1s,discord=5/2s,webhook=off) or a JSON object",
+    "metrics_node_labels": "node label names separated by commas (e.g. cluster,rack), at most"
+    " 16, or a JSON list",
     "health_xid_unhealthy": XIDS_FORM,
     "health_xid_degraded": XIDS_FORM,
     "health_xid_ignored": XIDS_FORM,

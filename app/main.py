@@ -30,6 +30,7 @@ from app.config import PROJECT_ROOT, Settings, get_settings
 from app.csrf import OriginCheckMiddleware
 from app.db import make_engine, make_session_factory, session_scope
 from app.errors import FleetwatchError
+from app.exporter import router as metrics_router
 from app.fleet import pages as fleet_pages
 from app.fleet import retire_pages
 from app.fleet import router as fleet_router
@@ -349,6 +350,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(topology_drift_router.router)
     app.include_router(runbooks_router.router)
     app.include_router(series_pages.router)
+    app.include_router(metrics_router.router)
 
     @app.exception_handler(FleetwatchError)
     async def _domain_error(request: Request, exc: FleetwatchError) -> Response:

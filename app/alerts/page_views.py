@@ -14,11 +14,11 @@ from sqlalchemy.orm import Session
 
 from app.alerts.inhibition import Inhibitor, inhibitors
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
+from app.alerts.spec import SEVERITIES
 from app.api_params import MAX_ID
 from app.errors import BadRequest
 
 TABS = ("active", "firing", "pending", "resolved")
-SEVERITIES = ("critical", "warning", "info")
 #: History ranges of the "resolved" tab: name → seconds.
 HISTORY_RANGES = {"1h": 3600, "6h": 6 * 3600, "24h": 86400, "7d": 7 * 86400, "30d": 30 * 86400}
 

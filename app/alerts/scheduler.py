@@ -41,6 +41,7 @@ from app.alerts.instance_reads import ActiveInstanceCache
 from app.alerts.spec import RuleSpec
 from app.alerts.triggers import MAX_WAKE_NODES, is_event_driven, parse_wake_payload, wake_payload
 from app.db import make_session_factory, session_scope, utcnow
+from app.exporter import counters
 from app.health.rules import HealthRules
 from app.series.recent_gpu import RecentGpuSamples
 from app.wakeups import ALERTS_CHANNEL, notify_now
@@ -180,7 +181,7 @@ class AlertEvaluator:
             with session_scope(self.factory) as session:
                 if self.postgres:
                     session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
-                    return evaluate(
+                    report = evaluate(
                         session,
                         now=at,
                         health_rules=self.health_rules,
@@ -189,16 +190,20 @@ class AlertEvaluator:
                         recent_gpu=self._recent_for(lane, nodes),
                         instances=self.instances[lane],
                     )
-                with session_scope(self.read_factory) as reader:
-                    return evaluate(
-                        session,
-                        now=at,
-                        health_rules=self.health_rules,
-                        read_session=reader,
-                        only=only,
-                        nodes=nodes,
-                        recent_gpu=self._recent_for(lane, nodes),
-                    )
+                else:
+                    with session_scope(self.read_factory) as reader:
+                        report = evaluate(
+                            session,
+                            now=at,
+                            health_rules=self.health_rules,
+                            read_session=reader,
+                            only=only,
+                            nodes=nodes,
+                            recent_gpu=self._recent_for(lane, nodes),
+                        )
+        # Counted once committed: an evaluation whose transaction failed raised instead.
+        counters.rules_evaluated(lane=lane, seconds=report.duration_s, failed=len(report.failed))
+        return report
 
     def _recent_for(self, lane: str, nodes: Collection[int] | None) -> RecentGpuSamples | None:
         """The kept GPU samples for a whole-fleet pass of the timer lane (the windowed

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts.models import AlertAck, AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import Mutes, active_silences, matches
-from app.alerts.spec import RuleSpec
+from app.alerts.spec import SEVERITIES, RuleSpec
 from app.db import utcnow
 from app.errors import BadRequest, NotFound
 from app.maintenance import service as maintenance
@@ -261,3 +261,18 @@ def action_firings(session: Session, *, since: datetime, handled: Any) -> list[A
         )
         for e in rows
     ]
+
+
+def firing_by_severity(session: Session) -> dict[str, int]:
+    """Firing alert instances per rule severity (``critical``, ``warning``, ``info``, every
+    one present), silenced, acknowledged and inhibited ones included: one ``GROUP BY``."""
+    counts = dict.fromkeys(SEVERITIES, 0)
+    stmt = (
+        select(AlertRule.severity, func.count())
+        .join(AlertInstance, AlertInstance.rule_id == AlertRule.id)
+        .where(AlertInstance.state == "firing")
+        .group_by(AlertRule.severity)
+    )
+    for severity, count in session.execute(stmt):
+        counts[severity] = counts.get(severity, 0) + count
+    return counts

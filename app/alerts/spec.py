@@ -28,6 +28,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 OPS = (">", ">=", "<", "<=", "==", "!=")
 #: The longest duration anything takes (rules, silences): 1 year, far below ``timedelta``'s limit.
 MAX_DURATION_S = 365 * 86400
+#: A rule's severities, most urgent first (the values of :attr:`RuleSpec.severity`).
+SEVERITIES = ("critical", "warning", "info")
 
 
 def parse_duration(value: Any) -> float:

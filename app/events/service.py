@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from app.events.models import NodeEvent
@@ -61,3 +61,29 @@ def record_server_event(
     session.add(event)
     session.flush()
     return event
+
+
+def last_xid_by_gpu(session: Session) -> dict[int, int]:
+    """GPU id → the Xid number of its newest Xid event still stored (the events retention), by
+    the agent's ``occurred_at``, ties broken by arrival order; GPUs with none are left out, and
+    so are the self-test's synthetic Xids (``test``) and Xids that name no known GPU. One
+    statement."""
+    newest_first = (NodeEvent.occurred_at.desc(), NodeEvent.id.desc())
+    ranked = (
+        select(
+            NodeEvent.gpu_id,
+            NodeEvent.xid,
+            func.row_number()
+            .over(partition_by=NodeEvent.gpu_id, order_by=newest_first)
+            .label("rank"),
+        )
+        .where(
+            NodeEvent.kind == "xid",
+            NodeEvent.gpu_id.is_not(None),
+            NodeEvent.xid.is_not(None),
+            NodeEvent.test.is_(False),
+        )
+        .subquery("ranked_xid")
+    )
+    rows = session.execute(select(ranked.c.gpu_id, ranked.c.xid).where(ranked.c.rank == 1))
+    return {gpu_id: xid for gpu_id, xid in rows}

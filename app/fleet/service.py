@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Text, func, select
+from sqlalchemy import cast as cast_
 from sqlalchemy.orm import Session, subqueryload
 
-from app.db import utcnow
+from app.db import json_loads, utcnow
 from app.errors import NotFound
 from app.fleet.models import Gpu, Node, in_service
 from app.metrics.catalog import METRIC_NAMES
@@ -267,6 +268,54 @@ def get_node_view(
         freshness=freshness(node, now=now, stale_after_s=stale_after_s),
         gpus=[GpuView(g, g.last_sample_at, latest.get(g.id, {})) for g in node.gpus],
     )
+
+
+#: The inventory columns :func:`list_fresh_gpu_rows` reads beside the newest sample's metrics.
+FRESH_GPU_COLUMNS = (
+    Node.hostname.label("hostname"),
+    # As text, parsed once per node (:func:`list_fresh_gpu_rows`), not once per GPU.
+    cast_(Node.labels, Text).label("labels"),
+    Node.driver_version.label("driver_version"),
+    Gpu.index.label("gpu_index"),
+    Gpu.uuid.label("uuid"),
+    Gpu.name.label("model_name"),
+    Gpu.pci_bus_id.label("pci_bus_id"),
+    Gpu.mem_total_bytes.label("mem_total_bytes"),
+)
+
+
+def list_fresh_gpu_rows(
+    session: Session, *, metrics: Sequence[str], stale_after_s: float, now: datetime
+) -> list[dict[str, Any]]:
+    """Every GPU of a node in service whose newest sample the server received (its clock)
+    within ``stale_after_s`` of ``now``, by hostname and GPU index, in one statement (the
+    newest sample is a primary-key lookup per GPU: :func:`app.series.gpu_now.newest`).
+
+    Each row (a dict) maps ``gpu_id``, each name of ``metrics`` (the sample's value, None: not
+    available), and the columns of :data:`FRESH_GPU_COLUMNS`: the node's ``hostname``,
+    ``labels`` (a dict shared by the node's rows) and ``driver_version``, the GPU's
+    ``gpu_index``, ``uuid``, ``model_name``, ``pci_bus_id`` and ``mem_total_bytes``
+    (bytes)."""
+    since = now - timedelta(seconds=stale_after_s)
+    stmt = (
+        gpu_now.newest(metrics, received_since=since)
+        .add_columns(*FRESH_GPU_COLUMNS)
+        .join(Node, Node.id == Gpu.node_id)
+        .where(in_service())
+        .order_by(Node.hostname, Gpu.index)
+    )
+    parsed: dict[str | None, dict[str, Any]] = {}
+    found = []
+    for row in session.execute(stmt).mappings():
+        if row["gpu_id"] is None:  # its newest sample is older: not fresh
+            continue
+        item = dict(row)
+        text = item["labels"]
+        if text not in parsed:
+            parsed[text] = (json_loads(text) or {}) if text else {}
+        item["labels"] = parsed[text]
+        found.append(item)
+    return found
 
 
 def gpu_models(session: Session) -> list[str]:

@@ -195,6 +195,18 @@ def list_states(
     return found
 
 
+def count_stored_states(session: Session, *, stale_after_s: float, now: datetime) -> dict[str, int]:
+    """Nodes in service per health state (``healthy``, ``degraded``, ``unhealthy``,
+    ``unknown``, every one present) as stored, staleness applied (:func:`list_states`, one
+    statement, no document parsed): what the overview counts once the refresher has caught up.
+    A node the refresher has not evaluated yet (seconds after its first batch) is ``unknown``:
+    it is never counted healthy before it was judged."""
+    counts = dict.fromkeys((s.value for s in State), 0)
+    for node in list_states(session, stale_after_s=stale_after_s, now=now):
+        counts[(node.state or State.UNKNOWN).value] += 1
+    return counts
+
+
 class _DocCache:
     """Parsed stored answers by node id, per process: a document is read and parsed again only
     when its digest (or the node's hostname or labels, which the answer carries) changed; most

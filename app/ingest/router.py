@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -15,6 +16,7 @@ from app import wakeups
 from app.alerts import triggers as alert_triggers
 from app.auth import service as auth_service
 from app.db import session_scope, utcnow
+from app.exporter import counters
 from app.fleet.models import Node
 from app.ingest import body
 from app.ingest import service as ingest_service
@@ -63,6 +65,22 @@ async def ingest(
 
     A re-sent ``batch_id`` gets the first delivery's answer with ``replayed: true``.
     """
+    started = time.perf_counter()
+    try:
+        result = await _answer(request, authorization)
+    except Exception as exc:
+        counters.batch_refused(exc)
+        raise
+    counters.batch_accepted(
+        replayed=result.replayed,
+        rejected_by_reason=result.rejected_by_reason,
+        seconds=time.perf_counter() - started,
+    )
+    return result
+
+
+async def _answer(request: Request, authorization: str | None) -> IngestResult:
+    """:func:`ingest`'s work: the answer to the batch, or the error that refuses it."""
     settings = request.app.state.settings
     factory = request.app.state.session_factory
 

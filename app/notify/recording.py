@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from app.exporter import counters
 from app.notify.channels.base import Outcome
 from app.notify.models import NotifyDelivery
 from app.notify.sender import PartResult, SendResult
@@ -33,6 +34,18 @@ class TickReport:
     suppressed: int = 0
     messages: int = 0
     errors: list[str] = field(default_factory=list)
+
+
+def count_outcomes(report: TickReport, *, since: TickReport | None = None) -> None:
+    """Add the delivery outcomes ``report`` holds beyond ``since`` (None: all of them) to
+    ``fleetwatch_notifications_total``; called once their transaction committed."""
+    base = since or TickReport()
+    counters.notifications(
+        delivered=report.delivered - base.delivered,
+        retried=report.retried - base.retried,
+        failed=report.failed - base.failed,
+        suppressed=report.suppressed - base.suppressed,
+    )
 
 
 @dataclass(frozen=True)

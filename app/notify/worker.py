@@ -28,7 +28,7 @@ import logging
 import random
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -45,7 +45,13 @@ from app.notify.channels.registry import get_kind
 from app.notify.models import NotifyChannel, NotifyDelivery
 from app.notify.notices import group_of
 from app.notify.pacing import Pacer, pace_for
-from app.notify.recording import RetryPolicy, TickReport, backoff_s, record_rows
+from app.notify.recording import (
+    RetryPolicy,
+    TickReport,
+    backoff_s,
+    count_outcomes,
+    record_rows,
+)
 from app.notify.secrets import SecretBox, SecretUnreadable, install_log_redaction, redact
 from app.notify.sender import Pacing, SendResult, send_group
 from app.workloads import service as workloads
@@ -405,8 +411,10 @@ class DeliveryWorker:
                 c.id: c
                 for c in session.scalars(select(NotifyChannel).where(NotifyChannel.id.in_(ids)))
             }
+        count_outcomes(report)  # decided while claiming: suppressed, failed (channel off)
         if not batches:
             return report
+        claimed = replace(report)
         report.messages = len(batches)
         workers = min(self.options.max_parallel, len(batches))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="notify-send") as pool:
@@ -416,4 +424,5 @@ class DeliveryWorker:
         with session_scope(self.factory) as session:
             for batch, result in zip(batches, results, strict=True):
                 self.record(session, batch, result, report=report)
+        count_outcomes(report, since=claimed)
         return report

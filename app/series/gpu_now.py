@@ -23,20 +23,30 @@ def newest(
     *,
     node_ids: Collection[int] | None = None,
     gpu_ids: Collection[int] | None = None,
+    received_since: datetime | None = None,
 ) -> Select[Any]:
     """``SELECT gpu_id, *metrics`` of each GPU's newest sample (of the nodes ``node_ids``
     and/or the GPUs ``gpu_ids``; None: every GPU); a GPU with no sample has a row of NULLs,
     ``gpu_id`` included. Written as ``gpu LEFT JOIN gpu_sample`` so that SQLite, which keeps a
     left join's order, looks each GPU's sample up by primary key instead of scanning samples.
+    The statement selects from ``gpu``: a caller may add the inventory's columns and joins.
+
+    ``received_since``: a GPU whose newest sample the server received (its clock) before
+    that time gets a row of NULLs too. The condition is part of the join, not a filter
+    after it: a filter on ``gpu_sample`` lets SQLite turn the join around and scan every
+    sample received since (its ``received_at`` index) instead of one lookup per GPU.
 
     Raises:
         KeyError: a name of ``metrics`` is not a GPU metric column.
     """
     t = gpu_sample.c
+    joined = and_(t.gpu_id == Gpu.id, t.sampled_at == Gpu.last_sample_at)
+    if received_since is not None:
+        joined = and_(joined, t.received_at >= received_since)
     stmt = (
         select(t.gpu_id, *(t[name] for name in metrics))
         .select_from(Gpu)
-        .outerjoin(gpu_sample, and_(t.gpu_id == Gpu.id, t.sampled_at == Gpu.last_sample_at))
+        .outerjoin(gpu_sample, joined)
     )
     if node_ids is not None:
         stmt = stmt.where(Gpu.node_id.in_(list(node_ids)))

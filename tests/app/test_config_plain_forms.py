@@ -16,6 +16,7 @@ BOOLS = [n for n, f in Settings.model_fields.items() if f.annotation is bool]
 #: (variable, text, attribute, parsed value): the plain forms of every list, map and boolean.
 PLAIN = [
     ("FLEETWATCH_NOTIFY_ALLOW_HOSTS", "127.0.0.1", "notify_allow_hosts", ["127.0.0.1"]),
+    ("FLEETWATCH_METRICS_NODE_LABELS", "cluster, rack", "metrics_node_labels", ["cluster", "rack"]),
     (
         "FLEETWATCH_NOTIFY_ALLOW_HOSTS",
         "127.0.0.1,10.0.0.0/8",
