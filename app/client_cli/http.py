@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
-#: Connection attempts retried by the transport (refused, reset before a byte was sent): a
-#: server restarting under a rolling deploy is given a moment; nothing sent is ever repeated.
+#: Connection attempts the transport retries, 0 and 0.5 s after a failed one (refused, DNS,
+#: connect timeout): a server restarting is given a moment; nothing sent is ever repeated.
 CONNECT_RETRIES = 2
 
 
