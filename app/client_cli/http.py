@@ -3,7 +3,7 @@ Fleetwatch server's ``/api/v1``, and the errors it turns every failure into.
 
 Every failure becomes an :class:`ApiError` with a one-line message, never a traceback:
 :class:`Unreachable` (no connection, a timeout, an answer that is not Fleetwatch's JSON) or
-:class:`HttpError` (a 4xx or 5xx, with the server's ``detail``).
+:class:`HttpError` (a 4xx or 5xx with the server's ``detail``, or a POST redirected).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ class Unreachable(ApiError):
 
 
 class HttpError(ApiError):
-    """The server answered ``status`` (4xx or 5xx); the message is its ``detail``."""
+    """The server answered ``status`` (4xx, 5xx, or a redirect of a POST); the message is its
+    ``detail``."""
 
     def __init__(self, message: str, *, status: int) -> None:
         super().__init__(message)
@@ -94,13 +95,17 @@ class Api:
 
         Raises:
             Unreachable: no answer, or an answer that is not JSON.
-            HttpError: a 4xx or 5xx answer.
+            HttpError: a 4xx or 5xx answer, or a redirect (never followed by a POST).
         """
         return self._send("POST", path, json=body)
 
     def _send(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
-            response = self._client.request(method, path, **kwargs)
+            # GETs follow a redirect (a proxy's http → https; httpx drops the token when one
+            # leads to another origin); a POST is never turned into a GET by a 301 or 302.
+            response = self._client.request(
+                method, path, follow_redirects=method == "GET", **kwargs
+            )
         except httpx.TimeoutException as exc:
             raise Unreachable(
                 f"cannot reach {self.base_url}: no answer within "
@@ -123,15 +128,20 @@ class Api:
 
 
 def _cause(exc: httpx.HTTPError) -> str:
-    """The innermost reason of a transport error, e.g. ``[Errno 111] Connection refused``."""
+    """A transport error's text and class: ``[Errno 111] Connection refused (ConnectError)``."""
     text = str(exc).strip()
     return f"{text} ({type(exc).__name__})" if text else type(exc).__name__
 
 
 def _error_message(response: httpx.Response, body: Any) -> str:
-    """The server's ``detail``, else the status line and the request; a 401/403 adds how to
-    give a token, a 5xx says it is the server's fault."""
+    """The server's ``detail``, else the status line and the request; a redirect names its
+    target, a 401/403 adds how to give a token, a 5xx says it is the server's fault."""
     status = response.status_code
+    if response.is_redirect:
+        return (
+            f"the server redirects {response.request.method} {response.request.url.path} to "
+            f"{response.headers.get('Location', '?')}: give that base URL as --server"
+        )
     detail = detail_text(body) or (
         f"HTTP {status} {response.reason_phrase} for "
         f"{response.request.method} {response.request.url.path}"

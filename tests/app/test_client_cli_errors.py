@@ -47,8 +47,8 @@ def test_a_bad_server_url_or_option_is_named_and_health_says_5_not_2() -> None:
 
 
 class _Recorder(BaseHTTPRequestHandler):
-    """A web server that is not Fleetwatch: answers every GET with an HTML page and keeps the
-    headers it was sent."""
+    """A web server that is not Fleetwatch: answers every GET with an HTML page (keeping the
+    headers it was sent) and every POST with a redirect to https."""
 
     seen: ClassVar[list[dict[str, str]]] = []
 
@@ -61,17 +61,24 @@ class _Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_POST(self) -> None:
+        self.send_response(301)
+        self.send_header("Location", "https://fleetwatch.example/api/v1/silences")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def log_message(self, *args: Any) -> None:
         """Quiet."""
 
 
-def test_the_token_goes_as_a_bearer_header_and_a_non_fleetwatch_answer_is_named() -> None:
+def test_the_token_goes_as_a_bearer_header_and_a_wrong_server_is_named() -> None:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}"
     try:
         result = run(url, "alerts", FLEETWATCH_API_TOKEN="fwa_s3cret-token")
+        moved = run(url, "silence", "--match", "a=b", "--for", "1h", "--comment", "x")
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -81,6 +88,11 @@ def test_the_token_goes_as_a_bearer_header_and_a_non_fleetwatch_answer_is_named(
     assert result.stderr == (
         f"fleetwatch: {url} answered GET /api/v1/alerts with something other than JSON: "
         "is it a Fleetwatch server?\n"
+    )
+    assert moved.exit_code == 1
+    assert moved.stderr == (
+        "fleetwatch: the server redirects POST /api/v1/silences to "
+        "https://fleetwatch.example/api/v1/silences: give that base URL as --server\n"
     )
 
 
