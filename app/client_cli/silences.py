@@ -107,7 +107,7 @@ def create(
     if ctx.invoked_subcommand is not None:
         if match or for_ or comment:
             raise typer.BadParameter(
-                f"--match, --for and --comment create a silence; "
+                "--match, --for and --comment create a silence; "
                 f"'silence {ctx.invoked_subcommand}' takes none of them"
             )
         return
