@@ -1,5 +1,6 @@
 """``fleetwatch`` command line: ``migrate``, ``serve``, ``token create|revoke``, ``node
-retire|return``, ``rules apply|export``, ``demo`` …"""
+retire|return``, ``rules apply|export``, ``demo`` … on the database; ``nodes``, ``alerts``,
+``incidents``, ``silence``, ``ack``, ``health`` against a server (:mod:`app.client_cli`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,7 @@ from app.config import Settings, SettingsError, load_settings
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-cli = typer.Typer(
-    help="Fleetwatch: GPU-cluster operations dashboard.", no_args_is_help=True, add_completion=False
-)
+cli = typer.Typer(help="Fleetwatch: GPU-cluster operations dashboard.", no_args_is_help=True)
 token_cli = typer.Typer(help="Per-node ingest tokens.", no_args_is_help=True)
 cli.add_typer(token_cli, name="token")
 node_cli = typer.Typer(help="Take nodes out of the fleet and back.", no_args_is_help=True)
@@ -37,6 +36,9 @@ cli.add_typer(lifecycle_cli, name="lifecycle")
 from app.maintenance.cli import maintenance_cli  # noqa: E402
 
 cli.add_typer(maintenance_cli, name="maintenance")
+from app.client_cli import register as register_client_commands  # noqa: E402
+
+register_client_commands(cli)
 
 DatabaseOpt = Annotated[
     str | None,

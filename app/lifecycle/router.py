@@ -1,5 +1,6 @@
 """``/api/v1/nodes/{hostname}/lifecycle``: a node's lifecycle state, history and actions, and
-the transitions that quarantine it and return it to service."""
+the transitions that quarantine it and return it to service; ``/api/v1/lifecycle``: the nodes
+out of service."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from app.lifecycle.schemas import (
     DecisionOut,
     LifecycleIn,
     LifecycleOut,
+    OutOfServiceOut,
     RetryIn,
     TransitionMadeOut,
     TransitionOut,
@@ -50,6 +52,16 @@ def lifecycle_out(session: Session, node: Node, backends: remediation.Backends) 
             for row in remediation.actions_of(session, node.id)
         ],
     )
+
+
+@router.get("/lifecycle", response_model=list[OutOfServiceOut])
+def list_out_of_service(session: SessionDep) -> list[OutOfServiceOut]:
+    """Every node (not retired) out of service now, longest out first, in one statement: a
+    node not listed is ``in_service``."""
+    return [
+        OutOfServiceOut.model_validate(row, from_attributes=True)
+        for row in service.out_of_service_nodes(session)
+    ]
 
 
 @router.get("/nodes/{hostname}/lifecycle", response_model=LifecycleOut)

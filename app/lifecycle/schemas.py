@@ -94,6 +94,17 @@ class LifecycleOut(BaseModel):
     actions: list[ActionOut]
 
 
+class OutOfServiceOut(BaseModel):
+    """A node out of service now (``GET /api/v1/lifecycle``)."""
+
+    hostname: str
+    state: StateName
+    since: datetime
+    reason: str
+    cause: str
+    cause_ref: str | None
+
+
 class TransitionMadeOut(BaseModel):
     """The answer to a transition: the row and the actions it logged."""
 

@@ -121,6 +121,25 @@ def test_the_lifecycle_path_and_its_history(echo_server: LiveServer) -> None:
     assert verbs == [("drain", "Reason=fleetwatch: Xid 79 on GPU 3"), ("resume", "State=RESUME")]
 
 
+def test_the_nodes_out_of_service_are_listed_and_leave_the_list_on_return(
+    echo_server: LiveServer,
+) -> None:
+    listing = f"{echo_server.url}/api/v1/lifecycle"
+    assert httpx.get(listing, timeout=10).json() == []
+    assert _move(echo_server, "quarantined", actor="alice").status_code == 200
+
+    (row,) = httpx.get(listing, timeout=10).json()
+    assert (row["hostname"], row["state"], row["reason"], row["cause"]) == (
+        "gpu-node-07.cluster.example",
+        "quarantined",
+        "Xid 79 on GPU 3",
+        "person",
+    )
+    assert row["since"] is not None
+    assert _move(echo_server, "in_service").status_code == 200
+    assert httpx.get(listing, timeout=10).json() == []
+
+
 @pytest.mark.parametrize(
     ("path", "to_state", "detail"),
     [

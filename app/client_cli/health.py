@@ -1,0 +1,107 @@
+"""``fleetwatch health [--node X]``: one node's health state and reasons, told by the exit code
+too, so a Slurm ``HealthCheckProgram``, a job prolog or any script can gate on it.
+
+Exit codes (:data:`EXIT_CODES`): 0 healthy, 1 degraded, 2 unhealthy, 3 unknown (stale, never
+seen), 4 no such node, 5 no answer (server unreachable, a server error, a refused request, a
+bad option: "cannot tell", never mistaken for a state).
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import typer
+from typer.core import TyperCommand
+
+from app.client_cli.http import HttpError
+from app.client_cli.options import (
+    DEFAULT_SERVER,
+    JsonOpt,
+    ServerOpt,
+    TimeoutOpt,
+    TokenOpt,
+    connect,
+)
+from app.client_cli.output import COLOURS, age, echo, print_json
+
+EXIT_CODES = {"healthy": 0, "degraded": 1, "unhealthy": 2, "unknown": 3}
+EXIT_NOT_FOUND = 4
+EXIT_NO_ANSWER = 5
+#: click's usage error (bad or missing option), taken from typer's own ``BadParameter``:
+#: recent typer releases carry their own copy of click, older ones use click itself.
+_UsageError: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError"
+)
+
+
+class GateCommand(TyperCommand):
+    """A command whose usage errors (a mistyped option, a bad ``--server``) exit
+    :data:`EXIT_NO_ANSWER` instead of click's 2, which here means "unhealthy"."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Parse as click does; a usage error keeps its message and exits 5."""
+        try:
+            return super().parse_args(ctx, args)
+        except _UsageError as exc:
+            exc.exit_code = EXIT_NO_ANSWER  # type: ignore[attr-defined]
+            raise
+
+
+def reason_lines(reasons: list[dict[str, Any]], *, now: datetime) -> list[str]:
+    """One line per reason (``[unhealthy] GPU 3: Xid 79 … (since 5m ago)``), and its suggested
+    action below it."""
+    lines = []
+    for r in reasons:
+        where = f"GPU {r['gpu_index']}: " if r.get("gpu_index") is not None else ""
+        since = f" (since {age(r['since'], now=now)})" if r.get("since") else ""
+        test = " [self-test]" if r.get("test") else ""
+        lines.append(f"  [{r['state']}] {where}{r['text']}{since}{test}")
+        if r.get("action"):
+            lines.append(f"      suggested: {r['action']['title']}")
+    return lines
+
+
+def health(
+    node: Annotated[
+        str,
+        typer.Option(
+            "--node",
+            help="the node's hostname as its agent reports it (default: this machine's)",
+            show_default=False,
+        ),
+    ] = "",
+    json_: JsonOpt = False,
+    server: ServerOpt = DEFAULT_SERVER,
+    token: TokenOpt = None,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
+    """A node's health and reasons; the exit code tells the state (0 healthy).
+
+    Exit 0 healthy, 1 degraded, 2 unhealthy, 3 unknown (stale or never seen), 4 node not
+    found, 5 server unreachable, server error or bad option. --json: GET
+    /api/v1/nodes/{hostname}/health as it is.
+    """
+    hostname = node.strip() or socket.gethostname()
+    with connect(server, token, timeout, error_exit=EXIT_NO_ANSWER) as api:
+        try:
+            body = api.get(f"/nodes/{quote(hostname, safe='')}/health")
+        except HttpError as exc:
+            if exc.status != 404:
+                raise
+            typer.echo(f"fleetwatch: {exc}", err=True)
+            raise typer.Exit(EXIT_NOT_FOUND) from None
+    state = body.get("state") if isinstance(body, dict) else None
+    if state not in EXIT_CODES:
+        typer.echo(f"fleetwatch: the server gave no health state for {hostname}", err=True)
+        raise typer.Exit(EXIT_NO_ANSWER)
+    if json_:
+        print_json(body)
+    else:
+        shown = typer.style(state, fg=COLOURS[state])
+        echo(f"{body['hostname']}: {shown}")
+        for line in reason_lines(body.get("reasons", []), now=datetime.now(UTC)):
+            echo(line)
+    raise typer.Exit(EXIT_CODES[state])
