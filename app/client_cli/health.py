@@ -89,7 +89,9 @@ def health(
         try:
             body = api.get(f"/nodes/{quote(hostname, safe='')}/health")
         except HttpError as exc:
-            if exc.status != 404:
+            # Only the server's own "no node named …" means the node is unknown: any other
+            # 404 (a --server pointing at the wrong path or another web server) is no answer.
+            if exc.status != 404 or "no node named" not in str(exc):
                 raise
             typer.echo(f"fleetwatch: {exc}", err=True)
             raise typer.Exit(EXIT_NOT_FOUND) from None

@@ -18,8 +18,8 @@ def families(session: Session, *, stale_after_s: float, now: datetime) -> list[G
     """``fleetwatch_nodes{state}`` and ``fleetwatch_alerts_firing{severity}`` as of ``now``."""
     nodes = GaugeMetricFamily(
         "fleetwatch_nodes",
-        "Nodes in service per stored health state, staleness applied (a node not evaluated "
-        "yet is unknown).",
+        "Nodes (not retired, in service or not) per stored health state, staleness applied "
+        "(a node not evaluated yet is unknown).",
         labels=["state"],
     )
     states = health_current.count_stored_states(session, stale_after_s=stale_after_s, now=now)

@@ -269,7 +269,10 @@ def breaker_reset(actor: ActorOpt = None, database_url: DatabaseOpt = None) -> N
 
 @lifecycle_cli.command("retry")
 def retry(
-    action_id: Annotated[int, typer.Argument(help="the failed action's id (lifecycle show)")],
+    action_id: Annotated[
+        int,
+        typer.Argument(help="the failed action's id (lifecycle show)", min=1, max=2**31 - 1),
+    ],
     actor: ActorOpt = None,
     database_url: DatabaseOpt = None,
 ) -> None:

@@ -83,7 +83,7 @@ def start(
     from app.maintenance import service
 
     if (hostname is None) == (not match):
-        raise typer.BadParameter("give a HOSTNAME or --match LABEL=VALUE, not both")
+        raise typer.BadParameter("give exactly one of a HOSTNAME or --match LABEL=VALUE")
     if (for_ is None) == (until is None):
         raise typer.BadParameter("give --for DURATION or --until TIME")
     matchers = [parse_matcher(m) for m in match or []]
@@ -117,7 +117,10 @@ def start(
 
 @maintenance_cli.command("end")
 def end(
-    window_id: Annotated[int, typer.Argument(help="the window's id (fleetwatch maintenance list)")],
+    window_id: Annotated[
+        int,
+        typer.Argument(help="the window's id (fleetwatch maintenance list)", min=1, max=2**31 - 1),
+    ],
     by: Annotated[str | None, typer.Option("--by", help="who (default: user@host)")] = None,
     database_url: DatabaseOpt = None,
 ) -> None:

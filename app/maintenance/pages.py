@@ -33,7 +33,10 @@ def _page(
 ) -> HTMLResponse:
     now = utcnow()
     windows = service.listing(session, include_ended=True, now=now)
-    current = sorted((w for w in windows if w.ends_at > now), key=lambda w: w.starts_at)
+    current = sorted(
+        (w for w in windows if w.ends_at > now and w.ends_at > w.starts_at),
+        key=lambda w: w.starts_at,
+    )
     matchers = form.matcher_dicts()
     would_cover = None
     if matchers and not any(k.startswith("matchers") for k in form.errors):
@@ -46,7 +49,9 @@ def _page(
             "form": form,
             "ops": MATCH_OPS,
             "current": [(w, service.selected(session, w.matchers)) for w in current],
-            "ended": [w for w in windows if w.ends_at <= now][:ENDED_SHOWN],
+            "ended": [w for w in windows if w.ends_at <= now or w.ends_at <= w.starts_at][
+                :ENDED_SHOWN
+            ],
             "now": now,
             "would_cover": would_cover,
         },
@@ -94,7 +99,7 @@ def create_window(
         )
     except BadRequest as exc:
         field, _, message = exc.detail.partition(": ")
-        key = {"reason": "comment", "ends_at": "ends"}.get(field, field)
+        key = {"reason": "comment", "ends_at": "ends", "starts_at": "starts"}.get(field, field)
         typed.errors[key] = message or exc.detail
         return _page(request, session, typed, status_code=422)
     alerts_service.refresh_silenced(session)

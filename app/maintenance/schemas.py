@@ -33,7 +33,7 @@ class MaintenanceIn(BaseModel):
     @model_validator(mode="after")
     def _one_scope(self) -> MaintenanceIn:
         if (self.hostname is None) == (self.matchers is None):
-            raise ValueError("give either hostname (one node) or matchers (a group), not both")
+            raise ValueError("give exactly one of hostname (one node) or matchers (a group)")
         return self
 
 

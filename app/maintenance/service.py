@@ -23,10 +23,16 @@ from app.alerts.silences import matches
 from app.db import utcnow
 from app.errors import BadRequest, Conflict, NotFound
 from app.fleet.models import Node
+from app.ingest.fields import plain_text
 from app.maintenance.models import MaintenanceWindow
 
 #: The longest window: a node "in maintenance" for months is out of the fleet (retire it).
 MAX_LENGTH = timedelta(days=90)
+#: How far back a window may start (a form filled in a few minutes ago); earlier would rewrite
+#: the availability of time already past.
+BACKDATE_GRACE = timedelta(minutes=5)
+MAX_REASON = 1024
+MAX_ACTOR = 128
 HOSTNAME = "hostname"
 
 Interval = tuple[datetime, datetime]
@@ -67,14 +73,32 @@ def create(
     """A window (flushed); ``starts_at`` defaults to now.
 
     Raises:
-        BadRequest: naming the field: no reason, ``ends_at`` not after ``starts_at`` or not in
-            the future, longer than :data:`MAX_LENGTH`, matchers that select no node.
+        BadRequest: naming the field: no reason (or over 1,024 characters), no author, a
+            control character, ``starts_at`` more than :data:`BACKDATE_GRACE` ago, ``ends_at``
+            not after ``starts_at`` or not in the future, longer than :data:`MAX_LENGTH`,
+            matchers that select no node.
     """
     now = now or utcnow()
     starts_at = starts_at or now
     reason = reason.strip()
     if not reason:
         raise BadRequest("reason: say why the nodes are in maintenance")
+    if len(reason) > MAX_REASON:
+        raise BadRequest(f"reason: at most {MAX_REASON} characters")
+    created_by = created_by.strip()
+    if not created_by or len(created_by) > MAX_ACTOR:
+        raise BadRequest(f"created_by: who plans it, 1 to {MAX_ACTOR} characters")
+    for field, text in (("reason", reason), ("created_by", created_by)):
+        try:
+            plain_text(text)
+        except ValueError as exc:
+            raise BadRequest(f"{field}: {exc}") from None
+    if starts_at < now - BACKDATE_GRACE:
+        # A window opened in the past would erase interruptions already counted.
+        raise BadRequest(
+            "starts_at: a window starts now or later (at most "
+            f"{int(BACKDATE_GRACE.total_seconds() // 60)} min ago)"
+        )
     if ends_at <= starts_at:
         raise BadRequest("ends_at: must be after starts_at")
     if ends_at <= now:
@@ -121,8 +145,9 @@ def end(
     """
     now = now or utcnow()
     window = get(session, window_id)
-    if window.ends_at <= now:
-        raise Conflict(f"maintenance window {window_id} has ended already")
+    if window.ends_at <= now or window.ends_at <= window.starts_at:
+        raise Conflict(f"maintenance window {window_id} has ended (or was cancelled) already")
+    actor = actor.strip()[:MAX_ACTOR] or "unknown"
     window.ends_at = max(now, window.starts_at)
     window.ended_by = actor
     session.flush()
@@ -139,9 +164,10 @@ def listing(
     if include_ended:
         stmt = stmt.order_by(MaintenanceWindow.starts_at.desc(), MaintenanceWindow.id.desc())
     else:
-        stmt = stmt.where(MaintenanceWindow.ends_at > now).order_by(
-            MaintenanceWindow.starts_at, MaintenanceWindow.id
-        )
+        stmt = stmt.where(
+            MaintenanceWindow.ends_at > now,
+            MaintenanceWindow.ends_at > MaintenanceWindow.starts_at,  # not cancelled
+        ).order_by(MaintenanceWindow.starts_at, MaintenanceWindow.id)
     return list(session.scalars(stmt))
 
 

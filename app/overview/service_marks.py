@@ -58,9 +58,8 @@ def service_marks(
         )
         if window is not None:
             title += f" · in maintenance until {_at(window.ends_at)}: {window.reason}"
-        marks[n.hostname] = ServiceMark(
-            n.state, window is not None, GLYPHS.get(n.state, "?"), title
-        )
+        glyph = GLYPHS.get(n.state, "?") + ("+" + MAINTENANCE_GLYPH if window else "")
+        marks[n.hostname] = ServiceMark(n.state, window is not None, glyph, title)
     for host, window in windows.items():
         if host not in marks:
             marks[host] = ServiceMark(

@@ -31,12 +31,19 @@ MAX_OUTPUT = 4000
 def run(argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None) -> Outcome:
     """Run ``argv`` (no shell) and capture its output; never raises for the command's failure.
 
-    A command that cannot start (not found, not executable) or runs past ``timeout_s`` gives
-    ``returncode`` ``None`` and the reason as output.
+    A command that cannot start (not found, not executable, not a program, an argument list
+    too long) or runs past ``timeout_s`` gives ``returncode`` ``None`` and the reason as
+    output; output that is not UTF-8 is kept with replacement characters.
     """
     try:
         done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+            argv,
+            capture_output=True,
+            text=True,
+            errors="replace",  # a command printing bytes that are not UTF-8 is still logged
+            timeout=timeout_s,
+            env=env,
+            check=False,
         )
     except FileNotFoundError:
         return Outcome(None, f"{argv[0]}: not found")
@@ -44,5 +51,7 @@ def run(argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None)
         return Outcome(None, f"{argv[0]}: not executable")
     except subprocess.TimeoutExpired:
         return Outcome(None, f"{argv[0]}: no answer within {timeout_s:g} s")
+    except (OSError, ValueError) as exc:  # no shebang, argument list too long, a NUL …
+        return Outcome(None, f"{argv[0]}: could not start: {exc}"[:MAX_OUTPUT])
     output = "\n".join(part.strip() for part in (done.stdout, done.stderr) if part.strip())
     return Outcome(done.returncode, output[:MAX_OUTPUT], done.stdout)

@@ -39,6 +39,13 @@ def parse(command: str) -> tuple[str, ...]:
             fields = [name for _, name, _, _ in string.Formatter().parse(word) if name is not None]
         except ValueError as exc:
             raise ValueError(f"{word!r}: {exc} (write {{{{ and }}}} for braces)") from None
+        parts = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(word)]
+        shaped = [name for name, spec, conv in parts if name is not None and (spec or conv)]
+        if shaped:
+            raise ValueError(
+                f"{word!r}: {{{shaped[0]}}} has a conversion or format; write the placeholder "
+                "alone, e.g. {hostname}"
+            )
         unknown = [f for f in fields if f not in PLACEHOLDERS]
         if unknown:
             raise ValueError(

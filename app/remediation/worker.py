@@ -156,7 +156,11 @@ class ActionWorker:
         claimed = self._claim(action_id)
         if claimed is None:
             return
-        outcome = self._carry_out(claimed)
+        try:
+            outcome = self._carry_out(claimed)
+        except Exception as exc:  # never leave the action running: it would hold its node's
+            log.exception("action %d could not be carried out", action_id)
+            outcome = commands.Outcome(None, f"{type(exc).__name__}: {exc}"[: commands.MAX_OUTPUT])
         with session_scope(self.factory) as session:
             action = session.get(NodeAction, action_id, with_for_update=True)
             if action is None:

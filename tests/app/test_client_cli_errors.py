@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.client_cli.output import Column, table_lines
 from tests.app.test_client_cli import flat, run
-from tests.live_server import free_port
+from tests.live_server import LiveServer, free_port
 
 
 def test_an_unreachable_server_is_one_line_naming_it_exit_5_for_health_1_otherwise() -> None:
@@ -130,3 +130,14 @@ def test_table_cells_are_flattened_aligned_and_cut_to_their_column_and_the_termi
     assert max(len(line) for line in lines) == 45
     coloured = table_lines([Column("STATE", 9, coloured=True)], [["unhealthy"]], colour=True)
     assert "\x1b[31munhealthy" in coloured[1]
+
+
+def test_a_404_from_a_wrong_server_path_is_no_answer_not_an_unknown_node(
+    server: LiveServer,
+) -> None:
+    """Only the server's own "no node named …" exits 4: a --server with a wrong path (any
+    other 404) exits 5, so a job prolog never reads it as a missing node."""
+    wrong = run(f"{server.url}/nothere", "health", "--node", "gpu-01")
+    assert wrong.exit_code == 5, wrong.stderr
+    missing = run(server.url, "health", "--node", "gpu-01")
+    assert missing.exit_code == 4 and "no node named 'gpu-01'" in missing.stderr

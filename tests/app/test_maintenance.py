@@ -137,11 +137,15 @@ def test_a_scheduled_window_mutes_nothing_before_it_starts(live: LiveServer, url
     assert _silenced(url)["m1"] is True
     with session_factory(url) as factory, session_scope(factory) as session:
         session.execute(update(MaintenanceWindow).values(starts_at=now + timedelta(hours=1)))
-    # Cancelled before it starts: it never covers anything.
-    cancelled = httpx.post(
-        f"{live.url}/api/v1/maintenance/{later.json()['id']}/end", json={"ended_by": "bob"}
-    ).json()
+    # Cancelled before it starts: it never covers anything, is listed as ended, and cannot
+    # be cancelled twice.
+    end_url = f"{live.url}/api/v1/maintenance/{later.json()['id']}/end"
+    cancelled = httpx.post(end_url, json={"ended_by": "bob"}).json()
     assert cancelled["ends_at"] == cancelled["starts_at"]
+    assert httpx.post(end_url, json={"ended_by": "eve"}).status_code == 409
+    assert httpx.get(f"{live.url}/api/v1/maintenance").json() == []
+    listing = httpx.get(f"{live.url}/maintenance").text
+    assert 'id="no-windows"' in listing and "ended-windows" in listing
 
 
 def test_automation_leaves_a_node_in_maintenance_alone(live: LiveServer, url: str) -> None:
@@ -229,6 +233,11 @@ def test_reliability_leaves_maintenance_out(live: LiveServer, url: str) -> None:
         ({"hostname": "m1", "ends_at": "2099-01-01T00:00:00"}, 422, "ends_at"),
         ({"hostname": "m1", "ends_at": "2099-01-01T00:00:00Z"}, 400, "ends_at"),
         ({"hostname": "m1", "created_by": ""}, 422, "created_by"),
+        ({"hostname": "m1", "created_by": "   "}, 400, "created_by"),
+        ({"hostname": "m1", "reason": "x" * 1025}, 422, "reason"),
+        ({"hostname": "m1", "reason": "a\x01b"}, 400, "reason"),
+        # Backdated: it would erase interruptions already counted.
+        ({"hostname": "m1", "starts_at": "2026-01-01T00:00:00Z"}, 400, "starts_at"),
     ],
 )
 def test_bad_windows_are_refused_naming_the_field(
@@ -322,7 +331,10 @@ def test_the_cli(live: LiveServer, url: str) -> None:
     ended = runner.invoke(cli, ["maintenance", "end", window_id, "--database-url", url])
     assert ended.exit_code == 0 and f"window {window_id} ended" in ended.output
     again = runner.invoke(cli, ["maintenance", "end", window_id, "--database-url", url])
-    assert again.exit_code == 1 and "ended already" in again.output
+    assert again.exit_code == 1 and "already" in again.output
+    for huge in ("9223372036854775808", "2147483648", "0"):
+        out_of_range = runner.invoke(cli, ["maintenance", "end", huge, "--database-url", url])
+        assert out_of_range.exit_code == 2 and "window_id" in out_of_range.output.lower()
     for args, message in (
         (["--match", "rack", "--for", "1h", "--reason", "x"], "expected LABEL=VALUE"),
         (["m1", "--for", "soon", "--reason", "x"], "--for"),
@@ -330,6 +342,8 @@ def test_the_cli(live: LiveServer, url: str) -> None:
         (["m1", "--reason", "x"], "--for DURATION or --until"),
         (["m1", "--for", "1h"], "reason"),
         (["nope", "--for", "1h", "--reason", "x"], "no node named 'nope'"),
+        (["m1", "--for", "1h", "--reason", "x", "--by", "b" * 300], "created_by"),
+        (["m1", "--for", "1h", "--reason", "y" * 5000], "at most 1024"),
     ):
         failed = runner.invoke(cli, ["maintenance", "start", *args, "--database-url", url])
         assert failed.exit_code != 0, args

@@ -127,6 +127,9 @@ def test_a_failing_hook_is_retried(db_url: str, tmp_path: Path) -> None:
         ("/bin/x {host}", "unknown placeholder {host}"),
         ('/bin/x "{hostname}', "not a command line"),
         ("/bin/x {hostname", "write {{ and }} for braces"),
+        ("/bin/x {hostname:d}", "has a conversion or format"),
+        ("/bin/x {hostname!r}", "has a conversion or format"),
+        ("/bin/x {reason:{actor}}", "has a conversion or format"),
     ],
 )
 def test_a_bad_hook_stops_start_up_naming_the_variable(
@@ -144,3 +147,31 @@ def test_placeholders_are_filled_per_word() -> None:
     assert hook.command(
         words, hostname="n1", slurm_node="n1", k8s_node="n1", reason="a b", actor="me"
     ) == ["/opt/reset", "--gpu-host", "n1", "--note", "by me: a b", "{x}"]
+
+
+@pytest.mark.parametrize(
+    ("script", "words"),
+    [
+        ("echo no shebang\n", []),  # OSError: Exec format error
+        ("#!/bin/sh\nprintf 'caf\\351'\nexit 0\n", []),  # output not UTF-8
+        ("#!/bin/sh\nexit 0\n", ["x" * 300_000]),  # argument list too long
+    ],
+)
+def test_a_hook_that_cannot_start_is_retried_never_stuck(
+    db_url: str, tmp_path: Path, script: str, words: list[str]
+) -> None:
+    path = tmp_path / "odd-hook"
+    path.write_text(script)
+    path.chmod(0o755)
+    command = " ".join([str(path), *words])
+    for live in _serve(db_url, tmp_path, command):
+        _move(live, "quarantined")
+        _move(live, "remediating")
+        with session_factory(db_url) as factory:
+            ActionWorker(factory).run_once()
+        (action,) = _actions(live)
+        assert action["attempts"] == 1 and action["status"] in ("succeeded", "pending")
+        if action["status"] == "pending":  # could not start: retried later, with the reason
+            assert action["returncode"] is None and "could not start" in action["output"]
+        else:
+            assert action["output"] == "caf\ufffd"
