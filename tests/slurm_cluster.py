@@ -17,10 +17,11 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -211,3 +212,28 @@ def slurm_cluster(root: Path, *, gpus: int = 0) -> Iterator[SlurmCluster]:
             except subprocess.TimeoutExpired:
                 daemon.kill()
                 daemon.wait(timeout=5)
+
+
+def cluster_for_test(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, gpus: int = 0
+) -> Iterator[SlurmCluster]:
+    """A test's cluster under ``tmp_path`` (for a fixture to ``yield from``), with
+    ``SLURM_CONF`` set so the server's commands reach it."""
+    with slurm_cluster(tmp_path / "slurm", gpus=gpus) as running:
+        monkeypatch.setenv("SLURM_CONF", str(running.conf))
+        yield running
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout_s: float = 30) -> Any:
+    """``check()``'s first true value, asked every 0.2 s.
+
+    Raises:
+        AssertionError: none within ``timeout_s``, naming ``what`` was waited for.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")

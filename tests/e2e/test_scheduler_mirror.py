@@ -30,7 +30,7 @@ from tests.conftest import make_settings
 from tests.dbs import session_factory
 from tests.factories import batch, create_token
 from tests.live_server import LiveServer
-from tests.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.slurm_cluster import SlurmCluster, cluster_for_test
 
 MIRRORED = "fleetwatch: mirrored Kubernetes cordon"
 
@@ -112,9 +112,7 @@ class FakeNodes:
 
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path / "slurm") as running:
-        monkeypatch.setenv("SLURM_CONF", str(running.conf))
-        yield running
+    yield from cluster_for_test(tmp_path, monkeypatch)
 
 
 def _slurm(cluster: SlurmCluster) -> SlurmNode:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from html import unescape
 from pathlib import Path
@@ -28,25 +28,13 @@ from tests.dbs import session_factory
 from tests.factories import batch, create_token, xid_batch
 from tests.kube_api import FakeApi, write_kubeconfig
 from tests.live_server import LiveServer
-from tests.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.slurm_cluster import SlurmCluster, cluster_for_test, wait_until
 
 
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlurmCluster]:
     """A one-node Slurm cluster; the server's commands reach it through SLURM_CONF."""
-    with slurm_cluster(tmp_path / "slurm") as running:
-        monkeypatch.setenv("SLURM_CONF", str(running.conf))
-        yield running
-
-
-def _until(check: Callable[[], Any], what: str, timeout_s: float = 30) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    yield from cluster_for_test(tmp_path, monkeypatch)
 
 
 def _node(cluster: SlurmCluster) -> SlurmNode:
@@ -72,7 +60,7 @@ def test_quarantine_drains_the_slurm_node_and_resume_returns_it(
         assert post_batch(live.url, token, batch(cluster.node)).status_code == 200
         running = cluster.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 300")
         running = running.strip()
-        _until(lambda: _job_state(cluster, running) == "RUNNING", "the first job to run")
+        wait_until(lambda: _job_state(cluster, running) == "RUNNING", "the first job to run")
 
         lifecycle = f"{live.url}/api/v1/nodes/{cluster.node}/lifecycle"
         made = httpx.post(
@@ -82,7 +70,7 @@ def test_quarantine_drains_the_slurm_node_and_resume_returns_it(
         )
         assert made.status_code == 200, made.text
         # Run by the worker the commit woke (its timer is 30 s away).
-        done = _until(
+        done = wait_until(
             lambda: [
                 a
                 for a in httpx.get(lifecycle).json()["actions"]
@@ -113,8 +101,8 @@ def test_quarantine_drains_the_slurm_node_and_resume_returns_it(
             lifecycle, json={"to_state": "in_service", "reason": "GPU reseated"}, timeout=10
         )
         assert back.status_code == 200, back.text
-        _until(lambda: not _node(cluster).drained, "the node to leave DRAIN", timeout_s=20)
-        _until(
+        wait_until(lambda: not _node(cluster).drained, "the node to leave DRAIN", timeout_s=20)
+        wait_until(
             lambda: _job_state(cluster, waiting) in ("RUNNING", "COMPLETING", ""),
             "the waiting job to start",
         )
@@ -160,13 +148,13 @@ def test_a_fault_under_a_running_job_is_one_click_from_a_drain(
         job = cluster.run(
             "sbatch", "--parsable", "-J", "llm-pretrain", "-o", "/dev/null", "--wrap", "sleep 300"
         ).strip()
-        _until(lambda: _job_state(cluster, job) == "RUNNING", "the job to run")
+        wait_until(lambda: _job_state(cluster, job) == "RUNNING", "the job to run")
 
         fault = xid_batch(cluster.node, datetime.now(UTC), xid=79)
         assert post_batch(live.url, token, fault).status_code == 200
         (incident,) = httpx.get(f"{live.url}/api/v1/incidents").json()
         detail_url = f"{live.url}/api/v1/incidents/{incident['id']}"
-        detail = _until(
+        detail = wait_until(
             lambda: (d := httpx.get(detail_url).json())["jobs_captured_at"] and d,
             "the incident's jobs to be captured",
         )
@@ -193,14 +181,14 @@ def test_a_fault_under_a_running_job_is_one_click_from_a_drain(
         assert clicked.status_code == 303
         reason = fields["reason"]
         assert reason.startswith(f"incident #{incident['id']}: Xid 79 on GPU 0")
-        node = _until(lambda: (n := _node(cluster)).drained and n, "the drain")
+        node = wait_until(lambda: (n := _node(cluster)).drained and n, "the drain")
         assert node.reason == f"fleetwatch: {reason}"[:200]
 
         lifecycle = f"{live.url}/api/v1/nodes/{cluster.node}/lifecycle"
         assert httpx.post(
             lifecycle, json={"to_state": "in_service", "reason": "GPU 0 reset, DCGM diag passed"}
         ).is_success
-        _until(lambda: not _node(cluster).drained, "the resume")
+        wait_until(lambda: not _node(cluster).drained, "the resume")
         body = httpx.get(lifecycle).json()
         assert [(t["from_state"], t["to_state"], t["cause"]) for t in body["transitions"]] == [
             ("quarantined", "in_service", "person"),
@@ -232,7 +220,7 @@ def test_a_node_in_slurm_and_kubernetes_has_the_jobs_of_both_captured(
         job = cluster.run(
             "sbatch", "--parsable", "-J", "llm-pretrain", "-o", "/dev/null", "--wrap", "sleep 300"
         ).strip()
-        _until(lambda: _job_state(cluster, job) == "RUNNING", "the job to run")
+        wait_until(lambda: _job_state(cluster, job) == "RUNNING", "the job to run")
         at = datetime.now(UTC)
         api.pods = [
             {

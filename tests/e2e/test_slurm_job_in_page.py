@@ -23,14 +23,12 @@ from tests.dbs import wipe
 from tests.e2e.test_notify_demo import serve
 from tests.factories import batch, create_token, xid_batch
 from tests.notify_helpers import receiver, wipe_notify
-from tests.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.slurm_cluster import SlurmCluster, cluster_for_test
 
 
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path / "slurm") as running:
-        monkeypatch.setenv("SLURM_CONF", str(running.conf))
-        yield running
+    yield from cluster_for_test(tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -8,11 +8,9 @@ so and shows what the capture kept."""
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,26 +19,14 @@ from tests.app.helpers import post_batch
 from tests.conftest import make_settings
 from tests.factories import batch, create_token, gpu, iso
 from tests.live_server import LiveServer, free_port
-from tests.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.slurm_cluster import SlurmCluster, cluster_for_test, wait_until
 
 
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlurmCluster]:
     """A one-node Slurm cluster with 4 GPUs; the server's commands reach it through
     SLURM_CONF."""
-    with slurm_cluster(tmp_path / "slurm", gpus=4) as running:
-        monkeypatch.setenv("SLURM_CONF", str(running.conf))
-        yield running
-
-
-def _until(check: Callable[[], Any], what: str, timeout_s: float = 30) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    yield from cluster_for_test(tmp_path, monkeypatch, gpus=4)
 
 
 def _unreachable(cluster: SlurmCluster, root: Path) -> Path:
@@ -80,7 +66,7 @@ def test_a_jobs_page_lists_its_gpus_and_the_xid_during_it(
             "--wrap",
             "sleep 300",
         ).strip()
-        _until(
+        wait_until(
             lambda: cluster.run("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING",
             "the job to run",
         )
@@ -120,10 +106,10 @@ def test_a_jobs_page_lists_its_gpus_and_the_xid_during_it(
 
         # The capture (the server's job, every second) links the incident to the job's page.
         incident_url = f"{live.url}/incidents/{incident['id']}"
-        _until(lambda: f'href="/jobs/slurm/{job}"' in httpx.get(incident_url).text, "capture")
+        wait_until(lambda: f'href="/jobs/slurm/{job}"' in httpx.get(incident_url).text, "capture")
 
         cluster.run("scancel", job)
-        ended = _until(
+        ended = wait_until(
             lambda: (a := httpx.get(api, timeout=30).json())["ended_at"] and a, "the end"
         )
         assert ended["state"] in ("CANCELLED", "COMPLETING") and ended["until"] == ended["ended_at"]
