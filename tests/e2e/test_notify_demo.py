@@ -34,14 +34,14 @@ from tests.notify_helpers import receiver, wipe_notify
 SECRET_PATH = "/hook/e2e-SECRET-path"
 
 
-def demo_settings(url: str, tmp_path: Path) -> Iterator[Settings]:
-    """Settings for a server whose jobs evaluate every second and mark nodes stale after 5 s,
-    with webhooks to loopback allowed; the database wiped after."""
+def demo_settings(url: str, tmp_path: Path, *, stale_after_s: float = 5) -> Iterator[Settings]:
+    """Settings for a server whose jobs evaluate every second and mark nodes stale after
+    ``stale_after_s`` (5 s), with webhooks to loopback allowed; the database wiped after."""
     yield make_settings(
         url,
         tmp_path,
         alert_eval_interval_s=1,
-        stale_after_s=5,
+        stale_after_s=stale_after_s,
         notify_allow_hosts=["127.0.0.1"],
     )
     wipe_notify(url)
