@@ -3,7 +3,9 @@ too, so a Slurm ``HealthCheckProgram``, a job prolog or any script can gate on i
 
 Exit codes (:data:`EXIT_CODES`): 0 healthy, 1 degraded, 2 unhealthy, 3 unknown (stale, never
 seen), 4 no such node, 5 no answer (server unreachable, a server error, a refused request, a
-bad option: "cannot tell", never mistaken for a state).
+bad option: "cannot tell", never mistaken for a state), 6 out of service: a healthy or
+degraded node taken out of service in its lifecycle (quarantined, remediating, validating,
+rma), so a gate that lets 0 and 1 through never sends a job to a node being repaired.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from urllib.parse import quote
 import typer
 from typer.core import TyperCommand
 
-from app.client_cli.http import HttpError
+from app.client_cli.http import Api, HttpError
 from app.client_cli.options import (
     DEFAULT_SERVER,
     JsonOpt,
@@ -30,6 +32,9 @@ from app.client_cli.output import COLOURS, age, echo, print_json
 EXIT_CODES = {"healthy": 0, "degraded": 1, "unhealthy": 2, "unknown": 3}
 EXIT_NOT_FOUND = 4
 EXIT_NO_ANSWER = 5
+EXIT_OUT_OF_SERVICE = 6
+#: The health states an out-of-service lifecycle overrides: 2 and 3 already stop a gate.
+_FIT_STATES = frozenset({"healthy", "degraded"})
 #: click's usage error (bad or missing option), taken from typer's own ``BadParameter``:
 #: recent typer releases carry their own copy of click, older ones use click itself.
 _UsageError: type[Exception] = next(
@@ -81,7 +86,8 @@ def health(
     """A node's health and reasons; the exit code tells the state (0 healthy).
 
     Exit 0 healthy, 1 degraded, 2 unhealthy, 3 unknown (stale or never seen), 4 node not
-    found, 5 server unreachable, server error or bad option. --json: GET
+    found, 5 server unreachable, server error or bad option, 6 healthy or degraded but out of
+    service (quarantined, remediating, validating, rma). --json: GET
     /api/v1/nodes/{hostname}/health as it is.
     """
     hostname = node.strip() or socket.gethostname()
@@ -95,15 +101,30 @@ def health(
                 raise
             typer.echo(f"fleetwatch: {exc}", err=True)
             raise typer.Exit(EXIT_NOT_FOUND) from None
-    state = body.get("state") if isinstance(body, dict) else None
-    if state not in EXIT_CODES:
-        typer.echo(f"fleetwatch: the server gave no health state for {hostname}", err=True)
-        raise typer.Exit(EXIT_NO_ANSWER)
+        state = body.get("state") if isinstance(body, dict) else None
+        if state not in EXIT_CODES:
+            typer.echo(f"fleetwatch: the server gave no health state for {hostname}", err=True)
+            raise typer.Exit(EXIT_NO_ANSWER)
+        service = _lifecycle_state(api, hostname) if state in _FIT_STATES else "in_service"
+    code = EXIT_CODES[state] if service == "in_service" else EXIT_OUT_OF_SERVICE
     if json_:
         print_json(body)
     else:
         shown = typer.style(state, fg=COLOURS[state])
-        echo(f"{body['hostname']}: {shown}")
+        out = "" if service == "in_service" else f" (out of service: {service})"
+        echo(f"{body['hostname']}: {shown}{out}")
         for line in reason_lines(body.get("reasons", []), now=datetime.now(UTC)):
             echo(line)
-    raise typer.Exit(EXIT_CODES[state])
+    raise typer.Exit(code)
+
+
+def _lifecycle_state(api: Api, hostname: str) -> str:
+    """The node's lifecycle state (``in_service``, ``quarantined`` …) from GET
+    /api/v1/nodes/{hostname}/lifecycle; exits :data:`EXIT_NO_ANSWER` where the answer has none
+    (a gate must not read "cannot tell" as "in service")."""
+    body = api.get(f"/nodes/{quote(hostname, safe='')}/lifecycle")
+    state = body.get("state") if isinstance(body, dict) else None
+    if not isinstance(state, str):
+        typer.echo(f"fleetwatch: the server gave no lifecycle state for {hostname}", err=True)
+        raise typer.Exit(EXIT_NO_ANSWER)
+    return state

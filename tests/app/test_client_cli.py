@@ -321,6 +321,39 @@ def test_health_without_node_asks_for_this_machine(fleet: str, db_url: str) -> N
     assert result.stdout.splitlines()[0] == f"{socket.gethostname()}: unknown"
 
 
+@pytest.mark.parametrize(("hostname", "state", "code"), [("gpu-ok", 0, 6), ("gpu-warm", 1, 6)])
+def test_health_of_a_fit_node_out_of_service_exits_6(
+    fleet: str, hostname: str, state: int, code: int
+) -> None:
+    before = run(fleet, "health", "--node", hostname)
+    moved = httpx.post(
+        f"{fleet}/api/v1/nodes/{hostname}/lifecycle",
+        json={"to_state": "quarantined", "reason": "burn-in", "actor": "alice"},
+        timeout=30,
+    )
+    assert moved.status_code == 200, moved.text
+
+    after = run(fleet, "health", "--node", hostname)
+
+    assert before.exit_code == state
+    assert after.exit_code == code, after.output
+    assert after.stdout.splitlines()[0].endswith("(out of service: quarantined)")
+
+
+def test_health_of_an_unhealthy_node_out_of_service_stays_2(fleet: str) -> None:
+    moved = httpx.post(
+        f"{fleet}/api/v1/nodes/gpu-bad/lifecycle",
+        json={"to_state": "quarantined", "reason": "Xid 79", "actor": "alice"},
+        timeout=30,
+    )
+    assert moved.status_code == 200, moved.text
+
+    result = run(fleet, "health", "--node", "gpu-bad")
+
+    assert result.exit_code == 2
+    assert result.stdout.splitlines()[0] == "gpu-bad: unhealthy"
+
+
 def test_health_of_an_unknown_node_exits_4(fleet: str) -> None:
     result = run(fleet, "health", "--node", "nobody")
 
