@@ -121,7 +121,7 @@ def overview_context(
         context.update(
             health=health,
             counts=fleet_counts(rows),
-            row_head=ROWS.bound(filters, label_columns),
+            row_head=ROWS.bound(filters, label_columns, marks),
             **_table_page(rows, filters.page),
         )
         return context

@@ -76,3 +76,35 @@ def test_the_table_view_is_filtered_and_bad_values_refused(fleet: LiveServer) ->
     assert partial.headers["HX-Push-Url"] == "/?service=in"
     bad = httpx.get(f"{fleet.url}/", params={"service": "gone"})
     assert bad.status_code == 400 and "service" in bad.text
+
+
+def _row_marks(html: str) -> dict[str, str]:
+    """Hostname → the service mark after its name in the table ('' where none)."""
+    rows = re.findall(
+        r'<th scope="row"><a href="/nodes/([^"#]+)">[^<]*</a>(?: <span class="row-svc '
+        r'[^"]*" title="[^"]*">([^<]*)<)?',
+        html,
+    )
+    return dict(rows)
+
+
+def test_the_table_view_marks_rows_as_the_tiles_do(fleet: LiveServer) -> None:
+    table = httpx.get(f"{fleet.url}/", params={"view": "table"}).text
+
+    assert _row_marks(table) == {"s1": "Q", "s2": "M", "s3": "", "s4": "Q+M"}
+    assert re.search(r'class="row-svc svc-out" title="Quarantined since [^"]*: Xid 79', table)
+    assert 'class="row-svc svc-maintenance" title="In maintenance until' in table
+
+
+def test_a_cached_table_row_follows_its_node_back_into_service(fleet: LiveServer) -> None:
+    before = httpx.get(f"{fleet.url}/", params={"view": "table"}).text
+    back = httpx.post(
+        f"{fleet.url}/api/v1/nodes/s1/lifecycle",
+        json={"to_state": "in_service", "reason": "GPU 2 replaced"},
+    )
+    assert back.status_code == 200, back.text
+
+    after = httpx.get(f"{fleet.url}/", params={"view": "table"}).text
+
+    assert _row_marks(before)["s1"] == "Q"
+    assert _row_marks(after)["s1"] == ""
