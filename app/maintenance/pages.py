@@ -28,9 +28,26 @@ router = APIRouter(include_in_schema=False)
 ENDED_SHOWN = 100
 
 
+#: The shared silence editor's messages that speak of silences and alerts, as a maintenance
+#: form says them.
+_WORDING = {
+    "who creates this silence (required)": "who puts the nodes in maintenance (required)",
+    "at least one matcher (e.g. alertname = gpu-hot)": (
+        "at least one matcher (e.g. hostname = gpu-07, or rack = r12)"
+    ),
+}
+
+
 def _page(
-    request: Request, session: Session, form: SilenceForm, *, status_code: int = 200
+    request: Request,
+    session: Session,
+    form: SilenceForm,
+    *,
+    status_code: int = 200,
+    back: str = "",
 ) -> HTMLResponse:
+    """The page; ``back``: where a corrected form returns (the node page that sent it), kept
+    in the re-rendered form."""
     now = utcnow()
     windows = service.listing(session, include_ended=True, now=now)
     current = sorted(
@@ -54,6 +71,7 @@ def _page(
             ],
             "now": now,
             "would_cover": would_cover,
+            "back": back_path(back, ""),
         },
         status_code,
     )
@@ -84,10 +102,12 @@ def create_window(
     typed = SilenceForm.from_form(form)
     typed.comment = form.one("reason")
     typed = validate_silence(typed, zone=viewer_tz(request), now=utcnow())
+    typed.errors.update({k: _WORDING.get(v, v) for k, v in typed.errors.items()})
     if not typed.comment.strip():
         typed.errors["comment"] = "say why the nodes are in maintenance (required)"
+    back = form.one("back")
     if typed.errors or typed.starts_at is None or typed.ends_at is None:
-        return _page(request, session, typed, status_code=422)
+        return _page(request, session, typed, status_code=422, back=back)
     try:
         service.create(
             session,
@@ -101,9 +121,9 @@ def create_window(
         field, _, message = exc.detail.partition(": ")
         key = {"reason": "comment", "ends_at": "ends", "starts_at": "starts"}.get(field, field)
         typed.errors[key] = message or exc.detail
-        return _page(request, session, typed, status_code=422)
+        return _page(request, session, typed, status_code=422, back=back)
     alerts_service.refresh_silenced(session)
-    return _back(request, form.one("back"))
+    return _back(request, back)
 
 
 @router.post("/maintenance/{window_id}/end", response_model=None)

@@ -282,6 +282,31 @@ def test_the_page_and_the_node_page_forms(live: LiveServer, url: str) -> None:
     assert 'id="maintenance-duration-error"' in bad.text
     assert 'id="maintenance-reason-error"' in bad.text
     assert 'id="maintenance-created_by-error"' in bad.text
+    assert "who puts the nodes in maintenance (required)" in bad.text
+    assert "silence" not in bad.text.split('id="new-window-heading"')[1].split("</section>")[0]
+    # A node page's form with an error comes back with its way home kept (an outside one not).
+    from_node = {"matcher_name": "hostname", "matcher_value": "m1", "duration": "2h"}
+    again = httpx.post(
+        f"{live.url}/maintenance",
+        data={**from_node, "reason": "", "created_by": "carol", "back": "/nodes/m1#maintenance"},
+    )
+    assert again.status_code == 422
+    assert '<input type="hidden" name="back" value="/nodes/m1#maintenance">' in again.text
+    fixed = httpx.post(
+        f"{live.url}/maintenance",
+        data={**from_node, "reason": "PSU", "created_by": "carol", "back": "/nodes/m1#maintenance"},
+    )
+    assert fixed.status_code == 303 and fixed.headers["location"] == "/nodes/m1#maintenance"
+    evil = httpx.post(
+        f"{live.url}/maintenance",
+        data={**from_node, "reason": "", "created_by": "c", "back": "https://evil.example/"},
+    )
+    assert evil.status_code == 422 and 'name="back"' not in evil.text
+    m1 = [
+        w["id"] for w in httpx.get(f"{live.url}/api/v1/maintenance").json() if w["id"] != window_id
+    ]
+    assert len(m1) == 1
+    assert httpx.post(f"{live.url}/maintenance/{m1[0]}/end").status_code == 303
     no_node = httpx.post(
         f"{live.url}/maintenance",
         data={
