@@ -94,7 +94,8 @@ def check_readiness(engine: Engine) -> Readiness:
             conn.execute(text("SELECT 1"))
             current = tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
     except SQLAlchemyError as exc:
-        first_line = (str(exc.orig) if getattr(exc, "orig", None) else str(exc)).strip()
+        orig = getattr(exc, "orig", None)  # the driver's own error, without SQLAlchemy's notes
+        first_line = str(orig if orig is not None else exc).strip()
         first_line = first_line.splitlines()[0] if first_line else ""
         return Readiness(
             "database",
