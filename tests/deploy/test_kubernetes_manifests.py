@@ -18,13 +18,13 @@ import yaml
 
 from app.config import load_settings
 from tests.deploy.commands import agent_args, fleetwatch_error
+from tests.deploy.dockerfile_stages import IMAGE_UID
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBE = ROOT / "deploy" / "kubernetes"
 #: The oldest schema kubernetes-validate ships that we promise (1.29 is the oldest minor still
 #: under a cloud's extended support at the time of writing) and its newest.
 VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
-IMAGE_UID = 10001  # USER of the Dockerfile's server stage (tests/deploy/test_docker.py)
 
 
 def load(name: str) -> list[dict[str, Any]]:
