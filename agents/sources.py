@@ -65,6 +65,14 @@ def choose_collector(kind: str, paths: SourcePaths) -> tuple[Collector, str]:
     return NoGpuCollector(reason), reason + ": reporting storage, network and kernel events only"
 
 
+def mount_table_pid(paths: SourcePaths) -> str:
+    """Whose mount table (``<procfs>/<pid>/mountinfo`` and ``mountstats``) the agent reads:
+    its own (``self``) when it measures ``/``; PID 1's, the host's init, when ``--rootfs`` names
+    another root (an agent in a container with the host's ``/`` and ``/proc`` mounted reads the
+    host's mounts, not its container's, as node_exporter does with ``--path.rootfs``)."""
+    return "self" if paths.rootfs == Path("/") else "1"
+
+
 def host_sources(collector: Collector, paths: SourcePaths) -> list[HostSource]:
     """Storage (diskstats, mounts, NFS), InfiniBand ports and NIC topology, and the kernel log.
 
@@ -81,7 +89,9 @@ def host_sources(collector: Collector, paths: SourcePaths) -> list[HostSource]:
             return []
 
     sources: list[HostSource] = list(
-        storage_and_network_sources(paths.procfs, paths.sysfs, paths.rootfs)
+        storage_and_network_sources(
+            paths.procfs, paths.sysfs, paths.rootfs, pid=mount_table_pid(paths)
+        )
     )
     sources.append(InfinibandTopology(paths.sysfs, gpu_bus_ids))
     sources.append(KmsgSource(paths.kmsg, procfs=paths.procfs))

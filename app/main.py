@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app import __version__, wakeups
+from app import __version__, probes, wakeups
 from app.alerts import pages as alert_pages
 from app.alerts import router as alerts_router
 from app.alerts import rule_reach
@@ -324,6 +324,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.add_middleware(NulInUrlMiddleware)  # outermost
 
     app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
+    app.include_router(probes.router)
     app.include_router(ingest_router.router)
     app.include_router(fleet_router.router)
     for feature in (storage_router, nic_router, nvlink_router, topology_router, health_router):
@@ -386,9 +387,5 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
             swagger_css_url=f"/static/vendor/swagger-ui-{SWAGGER_UI_VERSION}.css",
             swagger_favicon_url="/static/favicon.svg",
         )
-
-    @app.get("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
-        return {"status": "ok", "version": __version__}
 
     return app
