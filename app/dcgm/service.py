@@ -131,13 +131,14 @@ def store_scrape(
     node = session.get_one(Node, node.id, with_for_update={"key_share": True})
     pushed_since = received_at - timedelta(seconds=policy.stale_after_s)
     if (
-        node.collector not in (None, COLLECTOR)
+        node.collector != COLLECTOR
         and node.last_seen_at is not None
         and node.last_seen_at >= pushed_since
     ):
+        collector = node.collector or "not said"
         raise NotStored(
-            f"node {node.hostname} is pushed by an agent (collector {node.collector}); a node "
-            "is either pushed or pulled, so this scrape is not stored"
+            f"node {node.hostname} is pushed by an agent (collector {collector}); a node is "
+            "either pushed or pulled, so this scrape is not stored"
         )
     events, xid_state = xid.events(
         translation.xids, endpoint.xid_state, at=scraped_at, url=target.url
@@ -171,7 +172,14 @@ def store_scrape(
     endpoint.gpu_count = len(translation.gpus)
     endpoint.series_total = translation.series_total
     endpoint.series_stored = translation.series_stored
-    endpoint.skipped = translation.skipped
+    endpoint.skipped = translation.skipped + [
+        {
+            "series": f"GPU {conflict.uuid}",
+            "reason": f"node {conflict.node} reports this GPU: not taken over (docs/ingest.md)",
+            "count": 1,
+        }
+        for conflict in sorted(result.gpu_conflicts, key=lambda c: c.uuid)
+    ]
     endpoint.blanks = translation.blanks
     endpoint.workloads = translation.workloads
     endpoint.xid_state = xid_state
