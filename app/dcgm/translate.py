@@ -26,6 +26,7 @@ _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 _MAX_SKIPPED = 200
 _MAX_INT = 2**31 - 1
+_XIDS = frozenset({fields.XID_LAST, *fields.XID_COUNTS})
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,10 @@ class _Reader:
         self.skipped[(name, reason)] += 1
 
     def read(self, series: Series) -> None:
+        if not series.name.startswith(("DCGM_FI_", "DCGM_EXP_")):
+            # Another exporter's series on the same page: not a GPU's, whatever its labels.
+            self.skip(series, fields.UNKNOWN)
+            return
         host = _host_label(series.labels)
         if (
             host is not None
@@ -172,9 +177,10 @@ class _Reader:
             self._sample_value(series, sample_field, gpu, instance)
         elif name == fields.FB_TOTAL:
             self._fb_total(series, gpu, instance)
-        elif name == fields.XID_LAST or name in fields.XID_COUNTS:
+        elif name in _XIDS:
             self._xid(series, gpu, instance)
         else:
+            # Not stored, though its labels list the GPU, its MIG instance and its pod.
             self.skip(series, fields.NOT_TAKEN.get(name, fields.UNKNOWN))
 
     def _blank(self, series: Series, kind: fields.Kind) -> bool:
