@@ -116,3 +116,14 @@ def test_the_capture_server_serves_the_file_as_it_is_now(tmp_path: Path) -> None
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_docs_mapping_table_lists_exactly_the_fields_taken() -> None:
+    from app.config import PROJECT_ROOT
+    from app.dcgm import fields
+
+    text = (PROJECT_ROOT / "docs" / "dcgm-pull.md").read_text()
+    table = text.split("## Field mapping", 1)[1].split("### Not taken", 1)[0]
+    documented = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `DCGM_")}
+    taken = {f.dcgm for f in fields.SAMPLE_FIELDS} | {fields.FB_TOTAL, fields.XID_LAST}
+    assert documented == taken | fields.XID_COUNTS
