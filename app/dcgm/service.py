@@ -119,8 +119,9 @@ def store_scrape(
     """Store a translated scrape of ``target`` as its node's batch and record the outcome.
 
     Raises:
-        NotStored: the node name is not a host name, or the node is pushed by an agent (a
-            node is either pushed or pulled: two sources would fight over its inventory), or
+        NotStored: the node name is not a host name, the node is retired, or it is pushed by
+            an agent (a node is either pushed or pulled: two sources would fight over its
+            inventory), or
             the translation is not a valid batch (a bug: the message says where).
     """
     endpoint = get_or_create_endpoint(session, url=target.url)
@@ -129,6 +130,13 @@ def store_scrape(
     except ValueError as exc:
         raise NotStored(str(exc)) from None
     node = session.get_one(Node, node.id, with_for_update={"key_share": True})
+    if node.retired_at is not None:
+        # A pushed batch brings a retired node back (a new token was issued for it); a scrape
+        # would do so every interval, undoing the operator's decision behind their back.
+        raise NotStored(
+            f"node {node.hostname} is retired: remove this endpoint from the configuration, "
+            "or return the node (fleetwatch node return) to scrape it again"
+        )
     pushed_since = received_at - timedelta(seconds=policy.stale_after_s)
     if (
         node.collector != COLLECTOR

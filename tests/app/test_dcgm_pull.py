@@ -208,3 +208,17 @@ def test_scrapes_over_http_store_the_good_endpoints_and_record_the_bad(db_url: s
         }
         for n in (1, 2, 3, 4)
     ]
+
+
+def test_a_retired_pulled_node_stays_retired(db_url: str) -> None:
+    from app.fleet import retire
+
+    text = capture("h100-8gpu-eks-idle-sampled.prom")
+    target = Target(url="http://10.0.0.1:9400/metrics")
+    store(db_url, text, target=target)
+    with session_factory(db_url) as factory, session_scope(factory) as session:
+        retire.retire(session, hostname="ip-10-0-0-1.ec2.internal", reason="decommissioned")
+    with pytest.raises(dcgm_service.NotStored, match="is retired: remove this endpoint"):
+        store(db_url, text, target=target, at=NOW + timedelta(seconds=30))
+    [node] = rows(db_url, Node)
+    assert node.retired_at is not None
