@@ -356,6 +356,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
     app.include_router(ingest_router.router)
     app.include_router(dcgm_router.router)
+    app.include_router(dcgm_router.pages)
     app.include_router(fleet_router.router)
     for feature in (storage_router, nic_router, nvlink_router, topology_router, health_router):
         app.include_router(feature.router)
