@@ -27,6 +27,16 @@ from app.dcgm.translate import Translation, translate
 from app.health.rules import rules_from_settings
 
 log = logging.getLogger(__name__)
+_THREAD_PREFIX = "dcgm-pull"
+
+
+def _not_a_scrape(record: logging.LogRecord) -> bool:
+    """httpx logs every request at INFO: one line per endpoint per round would bury the log
+    (500 endpoints every 30 s). Failures are logged here, once each, instead."""
+    return not record.threadName.startswith(_THREAD_PREFIX)
+
+
+logging.getLogger("httpx").addFilter(_not_a_scrape)
 
 #: Called after a scrape is committed: (node id, stored scrape), to wake health and alerts.
 OnStored = Callable[[int, dcgm_service.Stored], None]
@@ -103,7 +113,7 @@ def run_once(
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     with (
         httpx.Client(timeout=timeout_s, limits=limits, follow_redirects=True) as client,
-        ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="dcgm-pull") as pool,
+        ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=_THREAD_PREFIX) as pool,
     ):
         fetched = list(pool.map(lambda t: _read(client, t), targets))
     for target, (got, translation) in zip(targets, fetched, strict=True):
