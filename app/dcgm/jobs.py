@@ -33,7 +33,7 @@ _THREAD_PREFIX = "dcgm-pull"
 def _not_a_scrape(record: logging.LogRecord) -> bool:
     """httpx logs every request at INFO: one line per endpoint per round would bury the log
     (500 endpoints every 30 s). Failures are logged here, once each, instead."""
-    return not record.threadName.startswith(_THREAD_PREFIX)
+    return not (record.threadName or "").startswith(_THREAD_PREFIX)
 
 
 logging.getLogger("httpx").addFilter(_not_a_scrape)
