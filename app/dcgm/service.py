@@ -148,9 +148,10 @@ def store_scrape(
             f"node {node.hostname} is pushed by an agent (collector {collector}); a node is "
             "either pushed or pulled, so this scrape is not stored"
         )
-    events, xid_state = xid.events(
-        translation.xids, endpoint.xid_state, at=scraped_at, url=target.url
-    )
+    state = endpoint.xid_state
+    if state is None:
+        state = _inherited_xid_state(session, node_id=node.id, endpoint_id=endpoint.id)
+    events, xid_state = xid.events(translation.xids, state, at=scraped_at, url=target.url)
     batch_id = f"dcgm-{endpoint.id}-{int(scraped_at.timestamp() * 1000)}"
     document = batch_document(translation, batch_id=batch_id, scraped_at=scraped_at, events=events)
     try:
@@ -194,6 +195,26 @@ def store_scrape(
     endpoint.events_raised = (endpoint.events_raised or 0) + result.events_stored
     session.flush()
     return Stored(endpoint=endpoint, node_id=node.id, batch=batch, result=result)
+
+
+def _inherited_xid_state(
+    session: Session, *, node_id: int, endpoint_id: int
+) -> dict[str, Any] | None:
+    """The Xid state of the node's most recently stored other endpoint: a dcgm-exporter pod
+    restarted under a new IP (a regenerated targets file) is a new URL for the same GPUs, whose
+    last Xid must not be raised again."""
+    stmt = (
+        select(DcgmEndpoint.xid_state)
+        .where(
+            DcgmEndpoint.node_id == node_id,
+            DcgmEndpoint.id != endpoint_id,
+            DcgmEndpoint.xid_state.is_not(None),
+        )
+        .order_by(DcgmEndpoint.last_success_at.desc())
+        .limit(1)
+    )
+    state: dict[str, Any] | None = session.scalars(stmt).first()
+    return state
 
 
 def record_failure(

@@ -222,3 +222,22 @@ def test_a_retired_pulled_node_stays_retired(db_url: str) -> None:
         store(db_url, text, target=target, at=NOW + timedelta(seconds=30))
     [node] = rows(db_url, Node)
     assert node.retired_at is not None
+
+
+def test_an_exporter_back_under_a_new_url_does_not_raise_the_same_xid_again(db_url: str) -> None:
+    text = capture("a100-mig-1g5gb-gpu-and-gi-metrics.prom").replace(
+        'Hostname="gpu-host-01"} 0\n', 'Hostname="gpu-host-01"} 79\n'
+    )
+    assert (
+        store(db_url, text, target=Target(url="http://10.42.0.7:9400/metrics")).result.events_stored
+        == 1
+    )
+    # The pod restarted: a new IP in the regenerated targets file, the same node and GPUs.
+    moved = store(
+        db_url,
+        text,
+        target=Target(url="http://10.42.0.9:9400/metrics"),
+        at=NOW + timedelta(seconds=30),
+    )
+    assert moved.result.events_stored == 0
+    assert len(rows(db_url, NodeEvent)) == 1
