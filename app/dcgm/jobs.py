@@ -124,7 +124,12 @@ def _read(client: httpx.Client, target: Target) -> tuple[Fetched, Translation | 
     got = fetch(client, target.url)
     if got.text is None:
         return got, None
-    return got, translate(parse(got.text), target=target, scraped_at=got.at)
+    try:
+        return got, translate(parse(got.text), target=target, scraped_at=got.at)
+    except Exception as exc:  # a bug: one page must not take the round with it
+        log.exception("dcgm pull: reading the page of %s failed", target.url)
+        error = f"reading the page failed: {type(exc).__name__}: {exc}"
+        return Fetched(None, error, got.at, got.duration_s), None
 
 
 def _store(

@@ -241,3 +241,25 @@ def test_an_exporter_back_under_a_new_url_does_not_raise_the_same_xid_again(db_u
     )
     assert moved.result.events_stored == 0
     assert len(rows(db_url, NodeEvent)) == 1
+
+
+def test_a_page_that_breaks_the_reader_is_recorded_and_the_round_goes_on(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.dcgm import jobs
+
+    real = jobs.translate
+
+    def fussy(parsed: Any, *, target: Target, scraped_at: datetime) -> Any:
+        if target.url.endswith("/bad"):
+            raise RuntimeError("a reader bug")
+        return real(parsed, target=target, scraped_at=scraped_at)
+
+    monkeypatch.setattr(jobs, "translate", fussy)
+    good = capture("t400-injected-xid42-count-window.prom")
+    with exporter({"/bad": good, "/good": good}) as stub, session_factory(db_url) as factory:
+        targets = [Target(url=f"{stub.url}/bad"), Target(url=f"{stub.url}/good")]
+        run_once(targets, factory, policy=POLICY, timeout_s=5)
+    endpoints = {e.url.rsplit("/", 1)[1]: e for e in rows(db_url, DcgmEndpoint)}
+    assert endpoints["bad"].last_error == "reading the page failed: RuntimeError: a reader bug"
+    assert (endpoints["good"].last_error, endpoints["good"].hostname) == (None, "workstation")
