@@ -150,3 +150,36 @@ def test_fleetwatchs_own_metrics_read_back_to_the_values_pushed(
     # Fleetwatch's own series beside the DCGM ones are skipped by name, nothing else.
     assert {s["reason"] for s in t.skipped} == {fields.UNKNOWN}
     assert all(s["series"].startswith("fleetwatch_") for s in t.skipped)
+
+
+def test_a_pulled_xid_79_makes_the_node_unhealthy_like_a_pushed_one(
+    db_url: str, tmp_path: Path
+) -> None:
+    idle = fixture_path("dcgm-exporter/h100-8gpu-eks-idle-sampled.prom").read_text()
+    host = "ip-10-0-0-1.ec2.internal"
+    xid_line = (
+        'DCGM_FI_DEV_XID_ERRORS{gpu="3",UUID="GPU-00000000-0000-0000-0000-000000000004",'
+        f'pci_bus_id="00000000:86:00.0",Hostname="{host}"}} '
+    )
+    with exporter({"/metrics": idle + xid_line + "0\n"}) as stub:
+        settings = make_settings(
+            db_url, tmp_path, dcgm_endpoints=f"{stub.url}/metrics", dcgm_scrape_interval_s=1
+        )
+        server = LiveServer(settings, run_jobs=True)
+        server.start()
+        try:
+
+            def health() -> dict[str, Any]:
+                got = httpx.get(f"{server.url}/api/v1/nodes/{host}/health", timeout=30)
+                body: dict[str, Any] = got.json() if got.status_code == 200 else {}
+                return body
+
+            assert wait_until(lambda: health().get("state") == "healthy", timeout_s=30)
+            stub.pages["/metrics"] = idle + xid_line + "79\n"
+            assert wait_until(lambda: health().get("state") == "unhealthy", timeout_s=30)
+            reasons = [(r["code"], r["gpu_index"]) for r in health()["reasons"]]
+            listed = endpoints(server)["endpoints"][0]
+        finally:
+            server.stop()
+    assert ("xid_79", 3) in reasons, reasons
+    assert listed["events_raised"] == 1
