@@ -173,6 +173,16 @@ MIG_VALUE = (
 )
 
 
+_BY_DESIGN = frozenset({*NOT_TAKEN.values(), UNKNOWN, MIG_VALUE})
+
+
+def by_design(reason: str) -> bool:
+    """Whether a skip ``reason`` is Fleetwatch's choice (a field it does not map, a MIG
+    instance's per-GPU value, a stand-in beaten by the field it stands in for) rather than a
+    problem with the page."""
+    return reason in _BY_DESIGN or reason.endswith("is served and taken instead")
+
+
 def check_table() -> None:
     """Every sample field names a catalog metric (run by the tests).
 

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import __version__
-from app.dcgm import xid
+from app.dcgm import fields, xid
 from app.dcgm.models import DcgmEndpoint
 from app.dcgm.targets import Target
 from app.dcgm.translate import Translation
@@ -82,13 +82,16 @@ def batch_document(
 ) -> dict[str, Any]:
     """The ingest batch (payload schema version 1, ``docs/ingest.md``) of a translated scrape.
 
-    Series skipped are summed up in ``collection.errors`` (one entry per series name and
-    reason), so the node's page says what its exporter served that Fleetwatch did not take.
+    Series skipped for a problem (a line that does not parse, a series without a GPU, another
+    host's, a conflicting value) are summed up in ``collection.errors``, one entry per series
+    name and reason, so the node's page says a value may be missing and why; the fields left
+    out by design (:data:`app.dcgm.fields.NOT_TAKEN` …) are listed on the endpoint only.
     """
     errors = [
         {"source": COLLECTOR, "message": f"{s['series']} ×{s['count']} skipped: {s['reason']}"}
-        for s in translation.skipped[:100]
-    ]
+        for s in translation.skipped
+        if not fields.by_design(s["reason"])
+    ][:100]
     return {
         "schema_version": 1,
         "batch_id": batch_id,

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from app.db import session_scope
+from app.dcgm import fields
 from app.dcgm import service as dcgm_service
 from app.dcgm.jobs import run_once
 from app.dcgm.models import DcgmEndpoint
@@ -68,6 +69,13 @@ def test_every_capture_round_trips_into_nodes_gpus_and_samples(db_url: str, name
     assert node.collector == "dcgm-exporter"
     assert node.driver_version == translation.driver_version
     assert node.last_seen_at == NOW
+    # Only problems reach the node's collection errors; fields left out by design do not.
+    problems = [s for s in translation.skipped if not fields.by_design(s["reason"])]
+    assert [e["message"] for e in node.collection_errors] == [
+        f"{s['series']} ×{s['count']} skipped: {s['reason']}" for s in problems
+    ]
+    if name.startswith("a100-mig"):
+        assert problems == [] and len(translation.skipped) == 5
     gpus = {g.uuid: g for g in rows(db_url, Gpu)}
     assert len(gpus) == len(translation.gpus)
     for sent in translation.gpus:
