@@ -152,11 +152,13 @@ class _Reader:
         self._value(series, gpu, instance)
 
     def _workload(self, series: Series, gpu: _Gpu, instance: int | None) -> None:
-        pod = series.labels.get("pod")
+        labels = series.labels
+        # dcgm-exporter's --use-old-namespace writes pod_name, pod_namespace, container_name.
+        pod = labels.get("pod") or labels.get("pod_name")
         if not pod:
             return
-        namespace = series.labels.get("namespace") or None
-        container = series.labels.get("container") or None
+        namespace = labels.get("namespace") or labels.get("pod_namespace") or None
+        container = labels.get("container") or labels.get("container_name") or None
         key = (gpu.uuid, instance, namespace, pod, container)
         self.workloads.setdefault(
             key,

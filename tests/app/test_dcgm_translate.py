@@ -389,3 +389,10 @@ def test_the_field_table_names_catalog_metrics_and_no_field_twice() -> None:
     names = [f.dcgm for f in fields.SAMPLE_FIELDS]
     assert len(names) == len(set(names))
     assert not set(names) & set(fields.NOT_TAKEN)
+
+
+def test_the_old_kubernetes_label_names_are_read_too() -> None:
+    t = read_text(
+        f'DCGM_FI_DEV_GPU_TEMP{{{LABELS},pod_name="p",pod_namespace="ns",container_name="c"}} 41\n'
+    )
+    assert [(w["namespace"], w["pod"], w["container"]) for w in t.workloads] == [("ns", "p", "c")]
