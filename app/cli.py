@@ -439,6 +439,16 @@ def demo(
     webhook_secret: Annotated[
         str | None, typer.Option(help="HMAC-SHA256 key signing the webhook's requests")
     ] = None,
+    pull_dcgm: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pull-dcgm",
+            metavar="URL",
+            help="also scrape this dcgm-exporter /metrics URL (repeatable): its node shows "
+            "beside the simulated ones (docs/dcgm-pull.md; python -m app.dcgm.serve FILE "
+            "serves a capture)",
+        ),
+    ] = None,
 ) -> None:
     """Migrate, serve, and run a simulated fleet pushing over real HTTP. Ctrl-C stops all."""
     import os
@@ -457,6 +467,20 @@ def demo(
         # The user named this receiver: let it be local (the SSRF guard still covers others).
         allow = [*settings.notify_allow_hosts, host_name]
         settings = settings.model_copy(update={"notify_allow_hosts": allow})
+    if pull_dcgm:
+        from app.dcgm.targets import TargetsError, check_url
+
+        try:
+            urls = [check_url(u) for u in pull_dcgm]
+        except TargetsError as exc:
+            typer.echo(f"fleetwatch: --pull-dcgm: {exc}", err=True)
+            raise typer.Exit(2) from None
+        # Scraped as often as the simulated agents push, so the pulled node is never stale.
+        interval_set = os.environ.get("FLEETWATCH_DCGM_SCRAPE_INTERVAL_S")
+        update: dict[str, object] = {"dcgm_endpoints": [*settings.dcgm_endpoints, *urls]}
+        if not interval_set:
+            update["dcgm_scrape_interval_s"] = 5.0
+        settings = settings.model_copy(update=update)
     _prepare_sqlite_dir(settings)
     raise typer.Exit(
         run_demo(

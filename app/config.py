@@ -253,6 +253,20 @@ class Settings(BaseSettings):
         "at most 16; docs/metrics.md)",
     )
 
+    dcgm_endpoints: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="dcgm-exporter /metrics URLs to scrape (pull mode, docs/dcgm-pull.md), "
+        "separated by commas or a JSON list",
+    )
+    dcgm_endpoints_file: Path | None = Field(
+        default=None,
+        description="a Prometheus file_sd-style JSON or YAML file of dcgm-exporter targets, "
+        "read again before each round of scrapes (docs/dcgm-pull.md)",
+    )
+    dcgm_scrape_interval_s: float = Field(default=30.0, ge=1, le=3600)
+    dcgm_scrape_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    dcgm_scrape_concurrency: int = Field(default=16, ge=1, le=256)
+
     # Environment variables and config files hold what a person types: plain lists, key=value
     # pairs and yes/no as well as JSON (app.config_values).
     @field_validator(
@@ -272,6 +286,26 @@ class Settings(BaseSettings):
     def _read_metrics_labels(cls, value: Any) -> Any:
         default = cls.model_fields["metrics_node_labels"].get_default(call_default_factory=True)
         return config_values.plain_list(value, blank=default)
+
+    @field_validator("dcgm_endpoints", mode="before")
+    @classmethod
+    def _read_dcgm_endpoints(cls, value: Any) -> Any:
+        return config_values.plain_list(value, blank=[])
+
+    @field_validator("dcgm_endpoints_file", mode="before")
+    @classmethod
+    def _blank_file_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("dcgm_endpoints")
+    @classmethod
+    def _check_dcgm_endpoints(cls, value: list[str]) -> list[str]:
+        from app.dcgm.targets import TargetsError, check_url
+
+        try:
+            return [check_url(url) for url in value]
+        except TargetsError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("notify_rate_limits", mode="before")
     @classmethod

@@ -51,6 +51,9 @@ FORMS: dict[str, str] = {
     "data_dir": "the path of a folder",
     "runbooks_dir": "the path of a folder",
     "host": "an address to listen on (e.g. 0.0.0.0)",
+    "dcgm_endpoints": "dcgm-exporter URLs separated by commas (e.g. "
+    "http://gpu-node-01:9400/metrics) or a JSON list",
+    "dcgm_endpoints_file": "the path of a JSON or YAML file of file_sd target groups",
 }
 
 _UNITS = {"_s": "seconds", "_days": "days", "_bytes": "bytes", "_pct": "percent"}

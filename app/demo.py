@@ -253,8 +253,13 @@ def run_demo(
                 url, fleet_file, work_dir, interval_s=interval_s, random_faults=random_faults
             )
         )
+        pulled = "".join(
+            f"  pulling dcgm-exporter {endpoint} (status: {url}/api/v1/dcgm/endpoints)\n"
+            for endpoint in settings.dcgm_endpoints
+        )
         print(
             f"\nFleetwatch demo: {nodes} simulated nodes ({shape}) pushing to {url}\n"
+            f"{pulled}"
             f"  open {url}/  (API docs: {url}/docs)   database: {settings.effective_database_url}\n"
             "  Ctrl-C stops everything.\n",
             flush=True,

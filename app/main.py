@@ -25,10 +25,12 @@ from app.alerts import pages as alert_pages
 from app.alerts import router as alerts_router
 from app.alerts import rule_reach
 from app.alerts.scheduler import AlertEvaluator
-from app.alerts.triggers import AlertingHealthRefresher
+from app.alerts.triggers import AlertingHealthRefresher, batch_wakes_alerts
 from app.config import PROJECT_ROOT, Settings, get_settings
 from app.csrf import OriginCheckMiddleware
 from app.db import make_engine, make_session_factory, session_scope
+from app.dcgm import router as dcgm_router
+from app.dcgm.jobs import ScrapeJob
 from app.errors import FleetwatchError
 from app.exporter import router as metrics_router
 from app.fleet import pages as fleet_pages
@@ -81,6 +83,21 @@ from app.workloads import router as workloads_router
 log = logging.getLogger(__name__)
 
 SWAGGER_UI_VERSION = "5.17.14"
+
+
+def _pulled_waker(app: FastAPI) -> Callable[[int, Any], None]:
+    """After a pulled batch is committed, what ``POST /api/v1/ingest`` does after a pushed
+    one: the health refresher and (for an event or a GPU not ok) the alert evaluator wake."""
+
+    def wake(node_id: int, stored: Any) -> None:
+        refresher = getattr(app.state, "health_refresher", None)
+        if refresher is not None:
+            refresher.wake()
+        evaluator = getattr(app.state, "alert_evaluator", None)
+        if evaluator is not None and batch_wakes_alerts(stored.batch, stored.result):
+            evaluator.wake([node_id])
+
+    return wake
 
 
 class SchemaNotMigrated(RuntimeError):
@@ -279,6 +296,19 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     "FLEETWATCH_MIRROR_CORDONS is on but Slurm and Kubernetes are not both "
                     "managed (FLEETWATCH_SLURM_SCONTROL, FLEETWATCH_KUBECONFIG): nothing to mirror"
                 )
+            if settings.dcgm_endpoints or settings.dcgm_endpoints_file is not None:
+                app.state.dcgm_job = ScrapeJob(
+                    settings, app.state.session_factory, on_stored=_pulled_waker(app)
+                )
+                scheduler.add_job(
+                    once_per_database(engine, "dcgm-pull", app.state.dcgm_job.job),
+                    "interval",
+                    seconds=settings.dcgm_scrape_interval_s,
+                    id="dcgm-pull",
+                    next_run_time=datetime.now(UTC),  # a pulled node shows at once
+                    coalesce=True,
+                    max_instances=1,
+                )
             if wake_ups and engine.dialect.name == "postgresql":
                 app.state.pg_listener = wakeups.PgListener(wakeups.libpq_url(engine), wake_ups)
                 app.state.pg_listener.start()
@@ -326,6 +356,8 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
     app.include_router(probes.router)
     app.include_router(ingest_router.router)
+    app.include_router(dcgm_router.router)
+    app.include_router(dcgm_router.pages)
     app.include_router(fleet_router.router)
     for feature in (storage_router, nic_router, nvlink_router, topology_router, health_router):
         app.include_router(feature.router)

@@ -9,6 +9,7 @@ from app.alerts.models import (
     Runbook,
 )
 from app.auth.models import NodeToken
+from app.dcgm.models import DcgmEndpoint
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
 from app.health.models import NodeHealthState
@@ -30,6 +31,7 @@ __all__ = [
     "AlertSilence",
     "AutomationDecision",
     "CircuitBreaker",
+    "DcgmEndpoint",
     "Gpu",
     "Incident",
     "IncidentEvent",

@@ -78,6 +78,7 @@ def database_at(backend: str, revision: str, tmp_path: Path) -> Iterator[str]:
 
 
 TABLES = (
+    "dcgm_endpoint",  # its node_id is SET NULL, not cascaded, on SQLite
     "node_event",
     "gpu_sample",
     "ingest_batch",
