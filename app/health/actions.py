@@ -261,13 +261,19 @@ def ends_jobs(xid: int) -> bool:
     return xid in XID_ACTIONS and xid not in NOT_JOB_FATAL
 
 
-def bursts(times: Iterable[datetime], quiet_s: float) -> int:
+def bursts(times: Iterable[datetime], quiet_s: float, max_s: float | None = None) -> int:
     """How many bursts ``times`` (any order) make: a gap longer than ``quiet_s`` seconds
-    starts a new one. 0 for no times."""
-    count, last = 0, None
+    starts a new one, and so does a time more than ``max_s`` seconds after its burst's first
+    (a storm that never pauses is not one burst forever; ``None``: no limit). 0 for no
+    times."""
+    count, last, start = 0, None, None
     for at in sorted(times):
-        if last is None or (at - last).total_seconds() > quiet_s:
+        new = last is None or (at - last).total_seconds() > quiet_s
+        if not new and max_s is not None and start is not None:
+            new = (at - start).total_seconds() > max_s
+        if new:
             count += 1
+            start = at
         last = at
     return count
 

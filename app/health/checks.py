@@ -186,7 +186,7 @@ def events(
     hours = rules.event_window_s / 3600
     tested = duration(rules.self_test_window_s)
     for (gpu_id, xid, test), times in sorted(xids.items(), key=lambda kv: kv[1][0]):
-        bursts = actions.bursts(times, rules.burst_quiet_s)
+        bursts = actions.bursts(times, rules.burst_quiet_s, rules.burst_max_s)
         state = rules.xid_state(xid, bursts=bursts)
         if state is None:
             continue

@@ -113,6 +113,10 @@ class HealthRules:
     escalation_window_s: float = 7 * 86400.0
     #: Events closer than this are one burst (NVIDIA Fleet Intelligence: 3 minutes).
     burst_quiet_s: float = 180.0
+    #: A burst (and an incident, :mod:`app.incidents`) spans at most this long
+    #: (``FLEETWATCH_INCIDENT_MAX_S``): a storm that never pauses is a new one after it, so
+    #: its repeats escalate and count as repeat offences.
+    burst_max_s: float = 3600.0
     #: An ACTIVE IB port whose link went down this many times within ``ib_flap_window_s``
     #: (its link_downed_count) is flapping.
     ib_flap_downs: int = 2
@@ -168,4 +172,5 @@ def rules_from_settings(settings: Settings) -> HealthRules:
         nfs_rtt_s=settings.health_nfs_rtt_s,
         escalate_after=settings.health_escalate_after,
         escalation_window_s=settings.health_escalation_window_s,
+        burst_max_s=settings.incident_max_s,
     )

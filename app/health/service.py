@@ -84,7 +84,7 @@ def _action(
     gpu = next((g.gpu for g in view.gpus if g.gpu.id == gpu_id), None)
     return actions.suggest(
         code,
-        occurrences=actions.bursts(times, rules.burst_quiet_s),
+        occurrences=actions.bursts(times, rules.burst_quiet_s, rules.burst_max_s),
         escalate_after=rules.escalate_after,
         window_s=rules.escalation_window_s,
         message=message,

@@ -4,7 +4,10 @@
 events is stored: it takes the node's fault events (Xid and lost-GPU events) not examined yet
 and, oldest first, adds each to the node's incident it falls within the quiet period of, or
 opens one. An event that causes no health finding (an application Xid such as 13 or 31, per
-the Xid lists in force) joins an incident around it but opens none.
+the Xid lists in force) joins an incident around it but opens none. An incident spans at most
+``rules.burst_max_s`` (``FLEETWATCH_INCIDENT_MAX_S``, 1 hour): an event that would stretch it
+further opens the next one, so a storm that never pauses for the quiet period becomes one
+incident per hour, each counted by the repeat-offender rules, instead of one incident forever.
 """
 
 from __future__ import annotations
@@ -102,16 +105,19 @@ def absorb(
             .order_by(Incident.opened_at)
         )
     )
+    longest = timedelta(seconds=rules.burst_max_s)
     joined = 0
     links = []
     for event in pending:
+        at = event.occurred_at
         incident = next(
             (
                 i
                 for i in reversed(open_ones)
                 # A self-test fault is an incident of its own, never part of a real one.
                 if bool(i.test) == bool(event.test)
-                and i.opened_at - quiet <= event.occurred_at <= i.last_event_at + quiet
+                and i.opened_at - quiet <= at <= i.last_event_at + quiet
+                and max(i.last_event_at, at) - min(i.opened_at, at) <= longest
             ),
             None,
         )

@@ -253,3 +253,13 @@ def test_an_escalation_names_its_gpu() -> None:
     assert actions.gpu_words(None, None, "0000:3b:00.0") == "the GPU at PCI 0000:3b:00.0"
     assert actions.gpu_words(None, "GPU-1", None) == "GPU-1"
     assert actions.gpu_words(2, None, None) == "GPU 2"
+
+
+def test_a_burst_longer_than_the_longest_span_is_cut() -> None:
+    """A line every 2 minutes for 150 minutes: one burst without a limit, three with one of
+    an hour (FLEETWATCH_INCIDENT_MAX_S)."""
+    storm = [T0 + timedelta(seconds=s) for s in range(0, 9000, 120)]
+    assert actions.bursts(storm, 180) == 1
+    assert actions.bursts(storm, 180, 3600) == 3
+    hour = [T0 + timedelta(seconds=s) for s in range(0, 3601, 120)]  # 3,600 s: still one
+    assert actions.bursts(hour, 180, 3600) == 1
