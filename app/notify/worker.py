@@ -39,8 +39,9 @@ from sqlalchemy.orm import Session, aliased, sessionmaker
 from app.alerts import inhibition
 from app.alerts.models import AlertInstance
 from app.db import session_scope, utcnow
+from app.notify import incident_messages
 from app.notify.ack_links import AckSigner
-from app.notify.channels.base import ChannelConfig, ChannelKind, Outcome
+from app.notify.channels.base import ChannelConfig, ChannelKind, EditingKind, Outcome
 from app.notify.channels.registry import get_kind
 from app.notify.models import NotifyChannel, NotifyDelivery
 from app.notify.notices import group_of
@@ -83,6 +84,8 @@ class WorkerOptions:
     #: about a node whose incident opened this recently waits for the capture, to name the
     #: jobs hit; 0: never waits.
     hold_for_jobs_s: float = 0.0
+    #: ``incident_quiet_s``: when an incident closes (its message then says so).
+    incident_quiet_s: float = 180.0
 
     @property
     def lease_s(self) -> float:
@@ -103,6 +106,11 @@ class Batch:
     is_test: bool
     claimed: set[int] = field(default_factory=set)
     done: set[int] = field(default_factory=set)
+    #: Set for one incident's rows on a channel that edits messages: the incident's message
+    #: is posted or edited (:mod:`app.notify.incident_messages`); ``kinds`` are the rows'.
+    incident_id: int | None = None
+    kinds: list[str] = field(default_factory=list)
+    incident: incident_messages.IncidentBatch | None = None
 
 
 class DeliveryWorker:
@@ -183,6 +191,7 @@ class DeliveryWorker:
             )
         }
         reposted = {c.id for c in channels.values() if c.kind == "alertmanager"}
+        editing = {c.id for c in channels.values() if self._edits(c.kind)}
         # A message sent before keeps its parts: muting applies before the first send only.
         muted = self._muted(session, [r for r in rows if r.message_id is None], reposted)
         batches: dict[tuple[int, str], Batch] = {}
@@ -208,6 +217,26 @@ class DeliveryWorker:
                 batch.claimed.add(row.id)
                 batches.setdefault((row.channel_id, f"message:{row.message_id}"), batch)
                 continue
+            if row.incident_id is not None and row.channel_id in editing:
+                # One message per incident: every due row of it, whatever its kind, never
+                # grouped with another incident's (message_id stays unset: a retry is
+                # claimed with the incident's other due rows).
+                batch = batches.setdefault(
+                    (row.channel_id, f"incident:{row.incident_id}"),
+                    Batch(
+                        row.channel_id,
+                        row.group_key,
+                        [],
+                        [],
+                        False,
+                        incident_id=row.incident_id,
+                    ),
+                )
+                batch.row_ids.append(row.id)
+                batch.payloads.append(row.payload)
+                batch.kinds.append(row.kind)
+                batch.claimed.add(row.id)
+                continue
             if row.kind == "test":
                 key = f"test:{row.id}"
             elif row.kind == "resolved":
@@ -224,7 +253,57 @@ class DeliveryWorker:
             row.message_id = batch.row_ids[0]
         found = list(batches.values())
         self._name_jobs(session, found)
-        return found
+        self._prepare_incidents(session, found, now=now, report=report)
+        for batch in found:
+            if batch.incident is None and not batch.is_test:
+                batch.payloads = incident_messages.with_firing_counts(
+                    session,
+                    channel_id=batch.channel_id,
+                    row_ids=batch.row_ids,
+                    payloads=batch.payloads,
+                )
+        return [b for b in found if b.row_ids]
+
+    def _edits(self, kind_name: str) -> bool:
+        try:
+            return isinstance(self.kinds(kind_name), EditingKind)
+        except (KeyError, ValueError):
+            return False
+
+    def _prepare_incidents(
+        self, session: Session, batches: list[Batch], *, now: datetime, report: TickReport
+    ) -> None:
+        """Read what each incident batch's message shows. An incident pruned since: its alert
+        rows go out as plain notices, its ``incident`` rows (nothing left to tell) are
+        suppressed."""
+        for batch in batches:
+            if batch.incident_id is None:
+                continue
+            claimed = list(zip(batch.row_ids, batch.kinds, batch.payloads, strict=True))
+            batch.incident = incident_messages.prepare(
+                session,
+                channel_id=batch.channel_id,
+                incident_id=batch.incident_id,
+                claimed=claimed,
+                quiet_s=self.options.incident_quiet_s,
+                now=now,
+            )
+            if batch.incident is not None:
+                continue
+            batch.incident_id = None
+            gone = [i for i, k in enumerate(batch.kinds) if k == "incident"]
+            for row in session.scalars(
+                select(NotifyDelivery).where(
+                    NotifyDelivery.id.in_([batch.row_ids[i] for i in gone])
+                )
+            ):
+                row.status, row.last_error = "suppressed", "its incident no longer exists"
+                report.suppressed += 1
+                batch.claimed.discard(row.id)
+            keep = [i for i in range(len(batch.row_ids)) if i not in gone]
+            batch.row_ids = [batch.row_ids[i] for i in keep]
+            batch.payloads = [batch.payloads[i] for i in keep]
+            batch.kinds = [batch.kinds[i] for i in keep]
 
     def _held(self, session: Session, rows: list[NotifyDelivery], now: datetime) -> set[int]:
         """First firing rows, never sent, about a node whose incident's jobs are being
@@ -341,6 +420,30 @@ class DeliveryWorker:
             return SendResult(Outcome(ok=False, detail=str(exc), broken=True), None, 0.0)
         except (KeyError, ValueError) as exc:
             return SendResult(Outcome(ok=False, detail=str(exc), broken=True), None, 0.0)
+        pacing = Pacing(
+            self.pacer,
+            pace,
+            max_wait_s=self.options.max_pace_wait_s,
+            budget_s=self.options.lease_s / 2,
+        )
+        if batch.incident is not None and isinstance(kind, EditingKind):
+            group = incident_messages.group_for(
+                batch.incident,
+                receiver=channel.name,
+                external_url=self.options.external_url,
+                signer=self.signer,
+                now=now,
+            )
+            return incident_messages.send(
+                self.client,
+                kind,
+                group,
+                config,
+                batch.incident,
+                row_ids=batch.row_ids,
+                allow_hosts=self.options.allow_hosts,
+                pacing=pacing,
+            )
         group = group_of(
             batch.payloads,
             group_key=batch.group_key,
@@ -349,12 +452,6 @@ class DeliveryWorker:
             signer=self.signer,
             is_test=batch.is_test,
             sent_at=now,
-        )
-        pacing = Pacing(
-            self.pacer,
-            pace,
-            max_wait_s=self.options.max_pace_wait_s,
-            budget_s=self.options.lease_s / 2,
         )
         return send_group(
             self.client,
@@ -384,6 +481,10 @@ class DeliveryWorker:
             policy=self.policy,
             report=report,
         )
+        if batch.incident is not None and outcome.ok:
+            incident_messages.remember(
+                session, channel_id=batch.channel_id, batch=batch.incident, now=now
+            )
         broken = [p.outcome for p in result.parts if p.outcome and p.outcome.broken]
         if outcome.broken or broken:
             detail = broken[0].detail if broken else outcome.detail
