@@ -120,6 +120,11 @@ def alert(notice: AlertNotice) -> dict[str, Any]:
 
 
 def _extra(notice: AlertNotice) -> dict[str, Any]:
+    incident = (
+        {"incident_id": notice.incident_id, "incident_url": notice.incident_url}
+        if notice.incident_id is not None
+        else {}
+    )
     return {
         "alert_id": notice.alert_id,
         "fingerprint": notice.fingerprint,
@@ -131,8 +136,7 @@ def _extra(notice: AlertNotice) -> dict[str, Any]:
         "entity_url": notice.entity_url,
         "ack_url": notice.ack_url,
         "runbook_url": notice.runbook_url,
-        "incident_id": notice.incident_id,
-        "incident_url": notice.incident_url,
+        **incident,
     }
 
 
