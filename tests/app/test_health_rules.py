@@ -150,6 +150,9 @@ def test_xid_92_once_is_watched_and_in_two_bursts_degrades_with_an_escalation(
         2,
     )
     assert f"on GPU 1 ({gpus[1]['uuid']}, PCI {gpus[1]['pci_bus_id']})" in action["text"]
+    # The node's own list (what a node-scoped alert's {suggested_action} reads) names it too.
+    [listed] = [r for r in health["reasons"] if r["code"] == "xid_92"]
+    assert listed["action"]["text"] == action["text"]
 
 
 def test_a_gpu_missing_from_the_inventory_makes_the_node_unhealthy(
