@@ -381,3 +381,25 @@ def with_firing_counts(
         )
         out.append({**payload, "incident_firing": others})
     return out
+
+
+def busy(session: Session, *, rows: list[NotifyDelivery], now: datetime) -> set[tuple[int, int]]:
+    """(channel id, incident id) of ``rows`` whose incident has rows leased by another worker
+    now (being sent): left for a later tick, so two workers never post one incident's message
+    twice. One statement; none for rows of no incident."""
+    pairs: set[tuple[int, int]] = set()
+    for row in rows:
+        if row.incident_id is not None:
+            pairs.add((row.channel_id, row.incident_id))
+    if not pairs:
+        return set()
+    found = session.execute(
+        select(NotifyDelivery.channel_id, NotifyDelivery.incident_id)
+        .where(
+            NotifyDelivery.incident_id.in_(sorted({i for _, i in pairs})),
+            NotifyDelivery.status == "queued",
+            NotifyDelivery.leased_until > now,
+        )
+        .distinct()
+    )
+    return {(c, i) for c, i in found if i is not None and (c, i) in pairs}

@@ -182,7 +182,8 @@ class DeliveryWorker:
         messages = self._messages(session, rows)
         rows = [r for r in rows if r.message_id is None or r.message_id in messages]
         held = self._held(session, rows, now)
-        rows = [r for r in rows if r.id not in held]
+        busy = incident_messages.busy(session, rows=rows, now=now)
+        rows = [r for r in rows if r.id not in held and (r.channel_id, r.incident_id) not in busy]
         report.claimed = len(rows)
         channels = {
             c.id: c

@@ -333,3 +333,32 @@ def test_pagerduty_and_alertmanager_group_an_incident_by_its_key(env: Env) -> No
     assert events[0]["payload"]["custom_details"]["incident"] == (
         f"https://fleet.example/incidents/{incident_id}"
     )
+
+
+def test_an_incident_being_sent_by_another_worker_waits_for_it(env: Env) -> None:
+    """A row of the incident leased by another worker (mid-send): this worker leaves the
+    incident's other rows queued, so the message is never posted twice; once the lease is
+    over they go out in one message."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        add_channel(env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL})
+        open_incident(env)
+        for index in (1, 3):
+            env.alerts.transition(
+                "gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(index)
+            )
+        with session_scope(env.factory) as session:
+            first = session.scalars(select(NotifyDelivery).order_by(NotifyDelivery.id)).first()
+            assert first is not None
+            first.leased_until = utcnow() + timedelta(minutes=1)
+        worker = make_worker(env)
+        worker.run_once()
+        assert api.requests == []
+        assert [(k, s) for k, s, _ in deliveries(env)] == [("firing", "queued")] * 2
+        with session_scope(env.factory) as session:
+            for row in session.scalars(select(NotifyDelivery)):
+                row.leased_until = None  # the other worker's lease ran out
+        drain(env, worker)
+        worker.close()
+    [post] = api.requests
+    assert "2 alerts firing" in post.json()["text"]
