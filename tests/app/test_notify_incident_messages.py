@@ -229,6 +229,13 @@ def test_slack_posts_one_message_per_incident_and_edits_it_with_a_thread_of_chan
     assert {i for _, _, i in deliveries(env)} == {incident_id}
     stored = message_of(env, incident_id)
     assert stored.updates == 4 and stored.closed_told_at is not None
+    with session_scope(env.factory) as session:
+        log = [
+            service.delivery_out(r)
+            for r in service.list_deliveries(session, channel_id=stored.channel_id)
+        ]
+    closed = log[0]  # newest first: the close, told with its incident
+    assert (closed.kind, closed.alert_id, closed.incident_id) == ("incident", None, incident_id)
 
 
 def test_a_slack_message_that_cannot_be_edited_is_posted_anew(env: Env) -> None:
