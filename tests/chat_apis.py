@@ -35,6 +35,8 @@ class SlackApi:
         self.token = token
         self.messages: dict[str, dict[str, Any]] = {}
         self.replies: dict[str, list[str]] = {}
+        #: Answers given, in order, to the next chat.update calls instead of the real one.
+        self.update_failures: list[Answer] = []
         self._next = 1503435956
 
     def delete(self, ts: str) -> None:
@@ -59,6 +61,8 @@ class SlackApi:
             message = {"type": "message", "text": body.get("text", ""), "ts": ts}
             return _answer(200, {"ok": True, "channel": channel, "ts": ts, "message": message})
         if got.path == "/api/chat.update":
+            if self.update_failures:
+                return self.update_failures.pop(0)
             ts = body.get("ts")
             if ts not in self.messages:
                 return _answer(200, {"ok": False, "error": "message_not_found"})

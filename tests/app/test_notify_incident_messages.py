@@ -29,7 +29,7 @@ from app.notify.worker import DeliveryWorker
 from tests.app.test_notify_delivery import make_worker
 from tests.chat_apis import DiscordApi, SlackApi
 from tests.conftest import make_settings
-from tests.notify_helpers import Alerts, receiver, wipe_notify
+from tests.notify_helpers import Alerts, Answer, receiver, wipe_notify
 
 TOKEN = "xoxb-1234-5678-TOPSECRETtoken"
 CHANNEL = "C0123ABCD"
@@ -369,3 +369,43 @@ def test_an_incident_being_sent_by_another_worker_waits_for_it(env: Env) -> None
         worker.close()
     [post] = api.requests
     assert "2 alerts firing" in post.json()["text"]
+
+
+def test_a_failed_slack_edit_is_retried_as_an_edit_or_posted_anew_when_refused_for_good(
+    env: Env,
+) -> None:
+    """A 500 (or ``ratelimited``) retries the edit: still one message; an edit Slack refuses
+    for good (``invalid_blocks``) is posted as a new message: the change is never lost."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        add_channel(env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL})
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        [first] = slack.messages
+        slack.update_failures = [
+            Answer(500, b"upstream error"),
+            Answer(200, b'{"ok": false, "error": "ratelimited"}', {}),
+        ]
+        env.alerts.transition("gpu-xid", "node-a", "firing", from_state="pending", extra=gpu(3))
+        drain(env, worker)
+        assert list(slack.messages) == [first]
+        assert "2 alerts firing" in slack.messages[first]["text"]
+        slack.update_failures = [Answer(200, b'{"ok": false, "error": "invalid_blocks"}', {})]
+        env.alerts.transition("gpu-xid", "node-a", "resolved", extra=gpu(3))
+        drain(env, worker)
+        worker.close()
+    paths = [r.path for r in api.requests]
+    assert paths == [
+        "/api/chat.postMessage",
+        "/api/chat.update",  # 500
+        "/api/chat.update",  # ratelimited
+        "/api/chat.update",
+        "/api/chat.postMessage",  # the thread reply
+        "/api/chat.update",  # invalid_blocks: refused for good
+        "/api/chat.postMessage",  # posted anew
+    ]
+    second = next(ts for ts in slack.messages if ts != first)
+    assert message_of(env, incident_id).ref == {"channel": CHANNEL, "ts": second}
+    assert [s for _, s, _ in deliveries(env)] == ["delivered"] * 3
