@@ -14,16 +14,16 @@ An edit that the service refuses because the message is gone or can no longer be
 refuses for good for any other reason than a broken channel, is posted as a new message, whose
 reference replaces the old one: a change is never lost. A retryable failure retries the edit.
 
-:func:`enqueue_changes` (the notification job, every few seconds) queues an ``incident`` row for
-each message whose incident closed (its quiet period passed), or whose GPUs, Xids, state or
-job-fatal flag changed without a new alert, so the message says it.
+:func:`app.notify.incident_rows.enqueue_changes` (with the repeat scan, every 15 s) queues an
+``incident`` row for each message whose incident closed (its quiet period passed), or whose
+GPUs, Xids, state or job-fatal flag changed without a new alert, so the message says it.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -31,6 +31,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.incidents import service as incidents_service
+from app.notify.batches import Batch
 from app.notify.channels import common
 from app.notify.channels.base import (
     ChannelConfig,
@@ -39,14 +40,12 @@ from app.notify.channels.base import (
     NoticeGroup,
     Outcome,
 )
-from app.notify.models import NotifyChannel, NotifyDelivery, NotifyIncidentMessage
+from app.notify.incident_rows import CLOSED, digest, with_firing_counts
+from app.notify.models import NotifyDelivery, NotifyIncidentMessage
 from app.notify.notices import notice_of
 from app.notify.sender import Pacing, PartResult, SendResult, send_one
 
 log = logging.getLogger(__name__)
-
-CLOSED = "closed"
-CHANGED = "changed"
 
 
 @dataclass
@@ -61,15 +60,6 @@ class IncidentBatch:
     payloads: list[dict[str, Any]]
     changes: list[str]
     posted: dict[str, str] | None = None
-
-
-def digest(row: incidents_service.IncidentRow) -> str:
-    """What a message tells of its incident beyond its alerts: ``gpus=1,3 xids=79,154
-    state=unhealthy fatal=1`` (compared to find changes)."""
-    i = row.incident
-    gpus = ",".join(str(g) for g in i.gpu_indexes)
-    xids = ",".join(str(x) for x in i.xids)
-    return f"gpus={gpus} xids={xids} state={i.state} fatal={int(bool(i.job_fatal))}"[:512]
 
 
 def change_line(payload: dict[str, Any], kind: str, row: incidents_service.IncidentRow) -> str:
@@ -280,126 +270,44 @@ def remember(
         message.closed_told_at = now
 
 
-def enqueue_changes(session: Session, *, now: datetime, quiet_s: float, deadline_s: float) -> int:
-    """Queue an ``incident`` row for each message (of an enabled, working channel) whose
-    incident closed, or changed beyond its alerts, since it was last told; returns how many.
-    A message whose incident was pruned is left alone from then on."""
-    messages = list(
-        session.scalars(
-            select(NotifyIncidentMessage)
-            .join(NotifyChannel, NotifyChannel.id == NotifyIncidentMessage.channel_id)
-            .where(
-                NotifyIncidentMessage.closed_told_at.is_(None),
-                NotifyChannel.enabled,
-                NotifyChannel.broken.is_(False),
+def prepare_batches(
+    session: Session, batches: list[Batch], *, quiet_s: float, now: datetime
+) -> int:
+    """While claiming: read what each incident batch's message shows (:func:`prepare`), and
+    count, for the other batches, the alerts of their incidents still firing
+    (:func:`with_firing_counts`). An incident pruned since: its alert rows go out as plain
+    notices, its ``incident`` rows (nothing left to tell) are suppressed. Returns how many
+    rows were suppressed."""
+    suppressed = 0
+    for batch in batches:
+        if batch.incident_id is None:
+            continue
+        claimed = list(zip(batch.row_ids, batch.kinds, batch.payloads, strict=True))
+        batch.incident = prepare(
+            session,
+            channel_id=batch.channel_id,
+            incident_id=batch.incident_id,
+            claimed=claimed,
+            quiet_s=quiet_s,
+            now=now,
+        )
+        if batch.incident is not None:
+            continue
+        batch.incident_id = None
+        gone = [i for i, k in enumerate(batch.kinds) if k == "incident"]
+        for row in session.scalars(
+            select(NotifyDelivery).where(NotifyDelivery.id.in_([batch.row_ids[i] for i in gone]))
+        ):
+            row.status, row.last_error = "suppressed", "its incident no longer exists"
+            batch.claimed.discard(row.id)
+            suppressed += 1
+        keep = [i for i in range(len(batch.row_ids)) if i not in gone]
+        batch.row_ids = [batch.row_ids[i] for i in keep]
+        batch.payloads = [batch.payloads[i] for i in keep]
+        batch.kinds = [batch.kinds[i] for i in keep]
+    for batch in batches:
+        if batch.incident is None and not batch.is_test:
+            batch.payloads = with_firing_counts(
+                session, channel_id=batch.channel_id, row_ids=batch.row_ids, payloads=batch.payloads
             )
-        )
-    )
-    if not messages:
-        return 0
-    rows = incidents_service.incidents_by_id(
-        session, ids={m.incident_id for m in messages}, quiet_s=quiet_s, now=now
-    )
-    queued = 0
-    for message in messages:
-        row = rows.get(message.incident_id)
-        if row is None:
-            message.closed_told_at = now
-            continue
-        if row.open and digest(row) == message.seen:
-            continue
-        waiting = session.scalar(
-            select(NotifyDelivery.id)
-            .where(
-                NotifyDelivery.incident_id == message.incident_id,
-                NotifyDelivery.channel_id == message.channel_id,
-                NotifyDelivery.kind == "incident",
-                NotifyDelivery.status == "queued",
-            )
-            .limit(1)
-        )
-        if waiting is not None:
-            continue
-        status = CHANGED if row.open else CLOSED
-        session.add(
-            NotifyDelivery(
-                channel_id=message.channel_id,
-                route_id=None,
-                group_key=f"incident:{message.incident_id}",
-                instance_id=None,
-                event_id=None,
-                kind="incident",
-                status="queued",
-                payload={"incident_id": message.incident_id, "status": status},
-                attempts=0,
-                not_before=now,
-                deadline_at=now + timedelta(seconds=deadline_s),
-                created_at=now,
-                incident_id=message.incident_id,
-            )
-        )
-        message.seen = digest(row)
-        if not row.open:
-            message.closed_told_at = now
-        queued += 1
-    session.flush()
-    return queued
-
-
-def with_firing_counts(
-    session: Session, *, channel_id: int, row_ids: list[int], payloads: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """``payloads`` (rows ``row_ids``, being sent to a channel that cannot edit) with
-    ``incident_firing`` on each of an incident: how many other alerts of it the channel was
-    last told fire (delivered rows, and these), so PagerDuty resolves the incident's alert
-    only with its last alert. One statement; payloads of no incident are returned as given."""
-    incidents = {p["incident_id"] for p in payloads if isinstance(p.get("incident_id"), int)}
-    if not incidents:
-        return payloads
-    latest: dict[int, dict[int, bool]] = {i: {} for i in incidents}
-    for incident_id, instance_id, payload in session.execute(
-        select(NotifyDelivery.incident_id, NotifyDelivery.instance_id, NotifyDelivery.payload)
-        .where(
-            NotifyDelivery.incident_id.in_(sorted(incidents)),
-            NotifyDelivery.channel_id == channel_id,
-            NotifyDelivery.instance_id.is_not(None),
-            or_(NotifyDelivery.status == "delivered", NotifyDelivery.id.in_(row_ids)),
-        )
-        .order_by(NotifyDelivery.id)
-    ):
-        latest[incident_id][instance_id] = payload.get("status") == "firing"
-    out = []
-    for payload in payloads:
-        incident_id = payload.get("incident_id")
-        if not isinstance(incident_id, int):
-            out.append(payload)
-            continue
-        others = sum(
-            firing
-            for instance_id, firing in latest[incident_id].items()
-            if instance_id != payload.get("alert_id")
-        )
-        out.append({**payload, "incident_firing": others})
-    return out
-
-
-def busy(session: Session, *, rows: list[NotifyDelivery], now: datetime) -> set[tuple[int, int]]:
-    """(channel id, incident id) of ``rows`` whose incident has rows leased by another worker
-    now (being sent): left for a later tick, so two workers never post one incident's message
-    twice. One statement; none for rows of no incident."""
-    pairs: set[tuple[int, int]] = set()
-    for row in rows:
-        if row.incident_id is not None:
-            pairs.add((row.channel_id, row.incident_id))
-    if not pairs:
-        return set()
-    found = session.execute(
-        select(NotifyDelivery.channel_id, NotifyDelivery.incident_id)
-        .where(
-            NotifyDelivery.incident_id.in_(sorted({i for _, i in pairs})),
-            NotifyDelivery.status == "queued",
-            NotifyDelivery.leased_until > now,
-        )
-        .distinct()
-    )
-    return {(c, i) for c, i in found if i is not None and (c, i) in pairs}
+    return suppressed

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db import session_scope, utcnow
 from app.notify.ack_links import AckSigner
-from app.notify.incident_messages import enqueue_changes
+from app.notify.incident_rows import enqueue_changes
 from app.notify.outbox import enqueue_repeats
 from app.notify.secrets import SecretBox, install_log_redaction, secret_key
 from app.notify.worker import DeliveryWorker, TickReport, WorkerOptions

@@ -28,9 +28,8 @@ import logging
 import random
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 import httpx
 from sqlalchemy import exists, or_, select, update
@@ -39,8 +38,9 @@ from sqlalchemy.orm import Session, aliased, sessionmaker
 from app.alerts import inhibition
 from app.alerts.models import AlertInstance
 from app.db import session_scope, utcnow
-from app.notify import incident_messages
+from app.notify import incident_messages, incident_rows
 from app.notify.ack_links import AckSigner
+from app.notify.batches import Batch
 from app.notify.channels.base import ChannelConfig, ChannelKind, EditingKind, Outcome
 from app.notify.channels.registry import get_kind
 from app.notify.models import NotifyChannel, NotifyDelivery
@@ -91,26 +91,6 @@ class WorkerOptions:
     def lease_s(self) -> float:
         """How long a claim holds rows: room for a few timed-out requests."""
         return max(60.0, self.timeout_s * 6)
-
-
-@dataclass
-class Batch:
-    """One message (copied out of the claim transaction): all its rows in notice order
-    (``row_ids``, ``payloads``), those claimed now (``claimed``) and the indexes of rows no
-    longer waiting (``done``: their parts are not sent again)."""
-
-    channel_id: int
-    group_key: str
-    row_ids: list[int]
-    payloads: list[dict[str, Any]]
-    is_test: bool
-    claimed: set[int] = field(default_factory=set)
-    done: set[int] = field(default_factory=set)
-    #: Set for one incident's rows on a channel that edits messages: the incident's message
-    #: is posted or edited (:mod:`app.notify.incident_messages`); ``kinds`` are the rows'.
-    incident_id: int | None = None
-    kinds: list[str] = field(default_factory=list)
-    incident: incident_messages.IncidentBatch | None = None
 
 
 class DeliveryWorker:
@@ -182,7 +162,7 @@ class DeliveryWorker:
         messages = self._messages(session, rows)
         rows = [r for r in rows if r.message_id is None or r.message_id in messages]
         held = self._held(session, rows, now)
-        busy = incident_messages.busy(session, rows=rows, now=now)
+        busy = incident_rows.busy(session, rows=rows, now=now)
         rows = [r for r in rows if r.id not in held and (r.channel_id, r.incident_id) not in busy]
         report.claimed = len(rows)
         channels = {
@@ -254,15 +234,9 @@ class DeliveryWorker:
             row.message_id = batch.row_ids[0]
         found = list(batches.values())
         self._name_jobs(session, found)
-        self._prepare_incidents(session, found, now=now, report=report)
-        for batch in found:
-            if batch.incident is None and not batch.is_test:
-                batch.payloads = incident_messages.with_firing_counts(
-                    session,
-                    channel_id=batch.channel_id,
-                    row_ids=batch.row_ids,
-                    payloads=batch.payloads,
-                )
+        report.suppressed += incident_messages.prepare_batches(
+            session, found, quiet_s=self.options.incident_quiet_s, now=now
+        )
         return [b for b in found if b.row_ids]
 
     def _edits(self, kind_name: str) -> bool:
@@ -270,41 +244,6 @@ class DeliveryWorker:
             return isinstance(self.kinds(kind_name), EditingKind)
         except (KeyError, ValueError):
             return False
-
-    def _prepare_incidents(
-        self, session: Session, batches: list[Batch], *, now: datetime, report: TickReport
-    ) -> None:
-        """Read what each incident batch's message shows. An incident pruned since: its alert
-        rows go out as plain notices, its ``incident`` rows (nothing left to tell) are
-        suppressed."""
-        for batch in batches:
-            if batch.incident_id is None:
-                continue
-            claimed = list(zip(batch.row_ids, batch.kinds, batch.payloads, strict=True))
-            batch.incident = incident_messages.prepare(
-                session,
-                channel_id=batch.channel_id,
-                incident_id=batch.incident_id,
-                claimed=claimed,
-                quiet_s=self.options.incident_quiet_s,
-                now=now,
-            )
-            if batch.incident is not None:
-                continue
-            batch.incident_id = None
-            gone = [i for i, k in enumerate(batch.kinds) if k == "incident"]
-            for row in session.scalars(
-                select(NotifyDelivery).where(
-                    NotifyDelivery.id.in_([batch.row_ids[i] for i in gone])
-                )
-            ):
-                row.status, row.last_error = "suppressed", "its incident no longer exists"
-                report.suppressed += 1
-                batch.claimed.discard(row.id)
-            keep = [i for i in range(len(batch.row_ids)) if i not in gone]
-            batch.row_ids = [batch.row_ids[i] for i in keep]
-            batch.payloads = [batch.payloads[i] for i in keep]
-            batch.kinds = [batch.kinds[i] for i in keep]
 
     def _held(self, session: Session, rows: list[NotifyDelivery], now: datetime) -> set[int]:
         """First firing rows, never sent, about a node whose incident's jobs are being

@@ -21,7 +21,7 @@ from app.db import make_engine, make_session_factory, session_scope, utcnow
 from app.fleet.models import Node
 from app.incidents.models import Incident
 from app.notify import service
-from app.notify.incident_messages import enqueue_changes
+from app.notify.incident_rows import enqueue_changes
 from app.notify.models import NotifyDelivery, NotifyIncidentMessage
 from app.notify.schemas import ChannelIn, RouteIn
 from app.notify.secrets import SecretBox
