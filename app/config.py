@@ -172,6 +172,13 @@ class Settings(BaseSettings):
         description="a node's fault events closer than this are one incident; it closes "
         "after this long without one",
     )
+    incident_max_s: float = Field(
+        default=3600.0,
+        ge=60,
+        le=7 * 86400,
+        description="an incident (and an escalation burst) spans at most this long: a storm "
+        "that never pauses is a new incident after it, so repeats are counted and escalate",
+    )
     health_escalation_window_s: float = Field(
         default=7 * 86400.0,
         gt=0,
@@ -434,6 +441,16 @@ class Settings(BaseSettings):
                 f" FLEETWATCH_HEALTH_ESCALATION_WINDOW_S ({self.health_escalation_window_s:g} s),"
                 " over which repeated faults are counted from the stored events: keep events at"
                 f" least {self.health_escalation_window_s / 86400:g} days or shorten the window"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_incident_span(self) -> Settings:
+        if self.incident_max_s < self.incident_quiet_s:
+            raise ValueError(
+                f"FLEETWATCH_INCIDENT_MAX_S ({self.incident_max_s:g} s) is shorter than"
+                f" FLEETWATCH_INCIDENT_QUIET_S ({self.incident_quiet_s:g} s): an incident must"
+                " be allowed to last at least one quiet period"
             )
         return self
 

@@ -17,7 +17,13 @@ from app.incidents.models import Incident, IncidentEvent
 from app.ingest.models import IngestBatch
 from app.lifecycle.models import LifecycleTransition, NodeLifecycle
 from app.maintenance.models import MaintenanceWindow
-from app.notify.models import NotifyChannel, NotifyDelivery, NotifyDestination, NotifyRoute
+from app.notify.models import (
+    NotifyChannel,
+    NotifyDelivery,
+    NotifyDestination,
+    NotifyIncidentMessage,
+    NotifyRoute,
+)
 from app.remediation.models import AutomationDecision, CircuitBreaker, NodeAction
 from app.series import models as series_models  # every sample table
 from app.topology.models import TopologyChange, TopologyDriftState, TopologySnapshot
@@ -48,6 +54,7 @@ __all__ = [
     "NotifyChannel",
     "NotifyDelivery",
     "NotifyDestination",
+    "NotifyIncidentMessage",
     "NotifyRoute",
     "Runbook",
     "TopologyChange",

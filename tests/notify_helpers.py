@@ -34,6 +34,7 @@ class Received:
     body: bytes
     at: float
     status: int = 0
+    method: str = "POST"
 
     def json(self) -> Any:
         """The body parsed as JSON."""
@@ -49,9 +50,11 @@ class Receiver:
         script: list[Answer] | None = None,
         port: int = 0,
         respond: Callable[[float], Answer] | None = None,
+        serve: Callable[[Received], Answer] | None = None,
     ) -> None:
         self.script = list(script or [Answer()])
         self.respond = respond
+        self.serve = serve
         self.requests: list[Received] = []
         self._lock = threading.Lock()
         owner = self
@@ -61,12 +64,17 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with owner._lock:
                     at = time.monotonic()
-                    if owner.respond is not None:
+                    got = Received(self.path, dict(self.headers), body, at, 0, self.command)
+                    if owner.serve is not None:
+                        answer = owner.serve(got)
+                    elif owner.respond is not None:
                         answer = owner.respond(at)
                     else:
                         answer = owner.script.pop(0) if len(owner.script) > 1 else owner.script[0]
                     owner.requests.append(
-                        Received(self.path, dict(self.headers), body, at, answer.status)
+                        Received(
+                            self.path, dict(self.headers), body, at, answer.status, self.command
+                        )
                     )
                 if answer.delay_s:
                     time.sleep(answer.delay_s)
@@ -79,6 +87,8 @@ class Receiver:
                     self.wfile.write(answer.body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
+
+            do_PATCH = do_POST
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -139,9 +149,11 @@ def receiver(
     script: list[Answer] | None = None,
     port: int = 0,
     respond: Callable[[float], Answer] | None = None,
+    serve: Callable[[Received], Answer] | None = None,
 ) -> Iterator[Receiver]:
-    """A started :class:`Receiver`, stopped on exit."""
-    r = Receiver(script, port, respond).start()
+    """A started :class:`Receiver`, stopped on exit; ``serve`` answers each request from what
+    it holds (a fake service API), else ``respond`` from the time, else the ``script``."""
+    r = Receiver(script, port, respond, serve).start()
     try:
         yield r
     finally:

@@ -92,7 +92,13 @@ XID_ACTIONS: dict[int, XidAction] = {
     13: XidAction("RESTART_APP", "restart_app", "graphics engine exception: debug the job"),
     31: XidAction("RESTART_APP", "restart_app", "GPU memory page fault: debug the job"),
     43: XidAction("RESTART_APP", "restart_app", "GPU stopped processing: restart the job"),
-    45: XidAction("IGNORE", "watch", "preemptive cleanup after an earlier fault: see that one"),
+    45: XidAction(
+        "WORKFLOW_XID_45",
+        "watch",
+        "preemptive cleanup of the GPU's channels after an earlier Xid or a killed "
+        "application: no repair of its own; follow the Xid it came with",
+        counted=False,
+    ),
     48: XidAction(
         "RESET_GPU",
         "reset_gpu",
@@ -121,7 +127,13 @@ XID_ACTIONS: dict[int, XidAction] = {
         "reboot_node",
         "fallen off the bus: drain the node and power-cycle it (a GPU reset cannot reach it)",
     ),
-    92: XidAction("IGNORE", "watch", "high single-bit ECC rate: watch the ECC counters"),
+    92: XidAction(
+        "IGNORE",
+        "watch",
+        "high single-bit ECC error rate, corrected by the GPU: watch the ECC counters; "
+        "repeated, it escalates (catalog investigatory action: CONTACT_SUPPORT)",
+        escalate_after=1,
+    ),
     94: XidAction(
         "RESTART_APP",
         "restart_app",
@@ -236,9 +248,10 @@ REASON_ACTIONS: dict[str, tuple[str, str]] = {
 COUNTED = frozenset({reasons.GPU_LOST})
 
 
-#: Catalog Xids that leave the running jobs alone: a row remapping recorded for the next reset
-#: (63), a high single-bit ECC rate (92).
-NOT_JOB_FATAL = frozenset({63, 92})
+#: Catalog Xids that leave the running jobs alone: the cleanup after an earlier error or a
+#: killed application (45: the job was already ending), a row remapping recorded for the next
+#: reset (63), a high single-bit ECC rate (92).
+NOT_JOB_FATAL = frozenset({45, 63, 92})
 
 
 def ends_jobs(xid: int) -> bool:
@@ -248,13 +261,19 @@ def ends_jobs(xid: int) -> bool:
     return xid in XID_ACTIONS and xid not in NOT_JOB_FATAL
 
 
-def bursts(times: Iterable[datetime], quiet_s: float) -> int:
+def bursts(times: Iterable[datetime], quiet_s: float, max_s: float | None = None) -> int:
     """How many bursts ``times`` (any order) make: a gap longer than ``quiet_s`` seconds
-    starts a new one. 0 for no times."""
-    count, last = 0, None
+    starts a new one, and so does a time more than ``max_s`` seconds after its burst's first
+    (a storm that never pauses is not one burst forever; ``None``: no limit). 0 for no
+    times."""
+    count, last, start = 0, None, None
     for at in sorted(times):
-        if last is None or (at - last).total_seconds() > quiet_s:
+        new = last is None or (at - last).total_seconds() > quiet_s
+        if not new and max_s is not None and start is not None:
+            new = (at - start).total_seconds() > max_s
+        if new:
             count += 1
+            start = at
         last = at
     return count
 
@@ -280,15 +299,21 @@ def suggest(
     escalate_after: int = 2,
     window_s: float = 7 * 86400,
     message: str | None = None,
+    gpu: str | None = None,
 ) -> ActionOut:
     """The suggested action of a reason ``code`` (``xid_<n>`` included).
 
     ``occurrences`` are its bursts on the same GPU within the escalation window (the current
     one included; 0 when not counted); ``escalate_after`` earlier bursts (each presumably
-    repaired) escalate a lesser action to ``inspect_hardware``. ``message`` is the newest event's
-    text (Xid 154's recovery action). Unknown codes get ``investigate``.
+    repaired) escalate a lesser action to ``inspect_hardware``. A catalog Xid whose entry sets
+    its own ``escalate_after`` escalates from ``watch`` too (Xid 92: a high single-bit ECC
+    rate again and again is memory wearing out). ``message`` is the newest event's text
+    (Xid 154's recovery action). ``gpu`` names the GPU the bursts were counted on
+    (:func:`gpu_words`: ``GPU 3 (GPU-8f…, PCI 0000:3b:00.0)``), so the escalation's text says
+    which GPU wherever it is shown, a node's alert included. Unknown codes get ``investigate``.
     """
     escalate: int | None = escalate_after
+    from_watch = False
     source = FLEETWATCH
     if code.startswith("xid_") and code[4:].isdigit():
         xid = int(code[4:])
@@ -297,6 +322,7 @@ def suggest(
         source = f"{CATALOG}: {entry.bucket}" if entry.bucket else f"{FLEETWATCH}: {NOT_LISTED}"
         if entry.escalate_after is not None:
             escalate = min(escalate_after, entry.escalate_after)
+            from_watch = True
         if not entry.counted:
             escalate = None
         found = recovery_action(message) if xid == 154 else None
@@ -312,15 +338,19 @@ def suggest(
         action, text = "investigate", TITLES["investigate"][0].lower() + TITLES["investigate"][1:]
     earlier = max(occurrences - 1, 0)
     escalates = escalate is not None and earlier >= escalate
-    if escalates and 1 <= RANK[action] < RANK["inspect_hardware"]:
+    lowest = 0 if from_watch else 1
+    if escalates and lowest <= RANK[action] < RANK["inspect_hardware"]:
+        where = gpu or "the same GPU"
+        seen = f"seen in {occurrences} separate bursts within {_span(window_s)} on {where}"
+        why = (
+            "it keeps coming back"
+            if action == "watch"
+            else f"the {REPAIRS.get(action, 'repair')} it asks for does not hold"
+        )
         return ActionOut(
             code="inspect_hardware",
             title=TITLES["inspect_hardware"],
-            text=(
-                f"seen in {occurrences} separate bursts within {_span(window_s)} on this GPU:"
-                f" the {REPAIRS.get(action, 'repair')} it asks for does not hold; drain for"
-                " dcgmi diag -r 3, then RMA or NVIDIA support"
-            ),
+            text=f"{seen}: {why}; drain for dcgmi diag -r 3, then RMA or NVIDIA support",
             source=f"{source}, escalated by {FLEETWATCH}",
             escalated_from=action,
             occurrences=occurrences,
@@ -332,6 +362,17 @@ def suggest(
         source=source,
         occurrences=occurrences or None,
     )
+
+
+def gpu_words(index: int | None, uuid: str | None, pci_bus_id: str | None) -> str:
+    """A GPU as an action's text names it: ``GPU 3 (GPU-8f…, PCI 0000:3b:00.0)``, with what
+    is known (``GPU 3``, ``the GPU at PCI 0000:3b:00.0``)."""
+    known = [w for w in (uuid, f"PCI {pci_bus_id}" if pci_bus_id else None) if w]
+    if index is not None:
+        return f"GPU {index}" + (f" ({', '.join(known)})" if known else "")
+    if uuid:
+        return uuid + (f" (PCI {pci_bus_id})" if pci_bus_id else "")
+    return f"the GPU at PCI {pci_bus_id}" if pci_bus_id else "the same GPU"
 
 
 def _span(seconds: float) -> str:

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from app.alerts.template_values import duration
 from app.fleet.service import GpuView, NodeView, never_listed
-from app.health import reasons
+from app.health import actions, reasons
 from app.health.evidence import Evidence
 from app.health.rules import (
     LOST_EVENT_KINDS,
@@ -186,7 +186,8 @@ def events(
     hours = rules.event_window_s / 3600
     tested = duration(rules.self_test_window_s)
     for (gpu_id, xid, test), times in sorted(xids.items(), key=lambda kv: kv[1][0]):
-        state = rules.xid_state(xid)
+        bursts = actions.bursts(times, rules.burst_quiet_s, rules.burst_max_s)
+        state = rules.xid_state(xid, bursts=bursts)
         if state is None:
             continue
         meaning = xid_text(xid) or "not in the health table"
@@ -197,6 +198,8 @@ def events(
             )
         else:
             text = f"Xid {xid} ({meaning}) ×{len(times)} in the last {hours:g} h"
+            if xid in rules.xid_watched and xid not in rules.xid_degraded | rules.xid_unhealthy:
+                text += f", in {bursts} separate bursts"
         reason = _reason(view, "events-heading", state, reasons.xid_code(xid), text, since=times[0])
         reason.test = test
         found[gpu_id].append(reason)

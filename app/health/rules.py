@@ -60,6 +60,18 @@ XID_IGNORED: dict[int, str] = {
     13: "graphics engine exception (application)",
     31: "GPU memory page fault (application)",
     43: "GPU stopped processing (application)",
+    # The catalog's ROBUST_CHANNEL_PREEMPTIVE_REMOVAL (bucket WORKFLOW_XID_45: follow the Xid
+    # it comes with): the driver tearing down channels after an earlier error, or because the
+    # application was killed (Ctrl-C, SIGKILL, a GPU reset). Never a fault of its own.
+    45: "preemptive cleanup after an earlier error or a killed application",
+}
+#: Xids that are informational once and a finding when repeated: Degraded when they come in
+#: at least ``xid_watch_bursts`` separate bursts on one GPU within the event window. Xid 92,
+#: EXCESSIVE_SBE_INTERRUPTS (catalog: immediate action IGNORE, investigatory action
+#: CONTACT_SUPPORT): the corrected single-bit ECC rate is high; once is noise the hardware
+#: corrected, again and again is memory wearing out.
+XID_WATCHED: dict[int, str] = {
+    92: "high single-bit ECC error rate",
 }
 
 #: ``clocks_event_reasons`` bits (NVML): thermal = SW thermal 0x20, HW thermal 0x40, HW slowdown
@@ -87,6 +99,10 @@ class HealthRules:
     xid_unhealthy: frozenset[int]
     xid_degraded: frozenset[int]
     xid_ignored: frozenset[int]
+    xid_watched: frozenset[int] = frozenset(XID_WATCHED)
+    #: Separate bursts (``burst_quiet_s`` apart) within the event window that make a watched
+    #: Xid a finding.
+    xid_watch_bursts: int = 2
     stale_after_s: float = 120.0
     event_window_s: float = 86400.0
     throttle_window_s: float = 60.0
@@ -97,6 +113,10 @@ class HealthRules:
     escalation_window_s: float = 7 * 86400.0
     #: Events closer than this are one burst (NVIDIA Fleet Intelligence: 3 minutes).
     burst_quiet_s: float = 180.0
+    #: A burst (and an incident, :mod:`app.incidents`) spans at most this long
+    #: (``FLEETWATCH_INCIDENT_MAX_S``): a storm that never pauses is a new one after it, so
+    #: its repeats escalate and count as repeat offences.
+    burst_max_s: float = 3600.0
     #: An ACTIVE IB port whose link went down this many times within ``ib_flap_window_s``
     #: (its link_downed_count) is flapping.
     ib_flap_downs: int = 2
@@ -105,22 +125,26 @@ class HealthRules:
     #: itself, and its alerts resolve.
     self_test_window_s: float = 900.0
 
-    def xid_state(self, xid: int) -> State | None:
-        """The state an Xid causes; None for an ignored (application) Xid. The lists are read
-        Unhealthy, Degraded, ignored, so moving an Xid to a more severe list is enough to
-        override it. An Xid in no list is Degraded: an unclassified fault is never healthy."""
+    def xid_state(self, xid: int, *, bursts: int = 1) -> State | None:
+        """The state an Xid seen in ``bursts`` separate bursts (on one GPU, within the event
+        window) causes; None for an ignored Xid, and for a watched one seen in fewer than
+        ``xid_watch_bursts`` bursts. The lists are read Unhealthy, Degraded, ignored, watched,
+        so moving an Xid to a more severe list is enough to override it. An Xid in no list is
+        Degraded: an unclassified fault is never healthy."""
         if xid in self.xid_unhealthy:
             return State.UNHEALTHY
         if xid in self.xid_degraded:
             return State.DEGRADED
         if xid in self.xid_ignored:
             return None
+        if xid in self.xid_watched:
+            return State.DEGRADED if bursts >= self.xid_watch_bursts else None
         return State.DEGRADED
 
 
 def xid_text(xid: int) -> str:
     """The catalog's short meaning of ``xid`` (empty when the table does not list it)."""
-    return {**XID_DEGRADED, **XID_UNHEALTHY, **XID_IGNORED}.get(xid, "")
+    return {**XID_WATCHED, **XID_DEGRADED, **XID_UNHEALTHY, **XID_IGNORED}.get(xid, "")
 
 
 DEFAULT_RULES = HealthRules(
@@ -148,4 +172,5 @@ def rules_from_settings(settings: Settings) -> HealthRules:
         nfs_rtt_s=settings.health_nfs_rtt_s,
         escalate_after=settings.health_escalate_after,
         escalation_window_s=settings.health_escalation_window_s,
+        burst_max_s=settings.incident_max_s,
     )

@@ -80,12 +80,19 @@ def _action(
             readable = message is None or actions.recovery_action(event.message) is not None
             if event.xid == 154 and event.gpu_id == gpu_id and readable:
                 message = event.message
+    # The view's GPU may be a row of the fleet read without every column (no PCI address).
+    gpu = next((g.gpu for g in view.gpus if g.gpu.id == gpu_id), None)
     return actions.suggest(
         code,
-        occurrences=actions.bursts(times, rules.burst_quiet_s),
+        occurrences=actions.bursts(times, rules.burst_quiet_s, rules.burst_max_s),
         escalate_after=rules.escalate_after,
         window_s=rules.escalation_window_s,
         message=message,
+        gpu=(
+            actions.gpu_words(gpu.index, gpu.uuid, getattr(gpu, "pci_bus_id", None))
+            if gpu is not None
+            else None
+        ),
     )
 
 

@@ -4,7 +4,10 @@
 events is stored: it takes the node's fault events (Xid and lost-GPU events) not examined yet
 and, oldest first, adds each to the node's incident it falls within the quiet period of, or
 opens one. An event that causes no health finding (an application Xid such as 13 or 31, per
-the Xid lists in force) joins an incident around it but opens none.
+the Xid lists in force) joins an incident around it but opens none. An incident spans at most
+``rules.burst_max_s`` (``FLEETWATCH_INCIDENT_MAX_S``, 1 hour): an event that would stretch it
+further opens the next one, so a storm that never pauses for the quiet period becomes one
+incident per hour, each counted by the repeat-offender rules, instead of one incident forever.
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ from app.health import actions, reasons
 from app.health.rules import LOST_EVENT_KINDS, SEVERITY, HealthRules, State
 from app.incidents.models import Incident, IncidentEvent
 
+#: The quiet period when a caller has no settings at hand (``FLEETWATCH_INCIDENT_QUIET_S``).
+DEFAULT_QUIET_S = 180.0
+#: Alerts of the node that turn pending or firing up to this long after the incident closes
+#: are still its own (a rule's ``for`` and evaluation interval delay them).
+ALERT_LAG = timedelta(minutes=5)
 #: How far back :func:`absorb` looks for events not examined yet (a batch replayed from an
 #: agent's spool after a day-long outage still groups what it brings).
 LOOKBACK = timedelta(days=1)
@@ -102,16 +110,19 @@ def absorb(
             .order_by(Incident.opened_at)
         )
     )
+    longest = timedelta(seconds=rules.burst_max_s)
     joined = 0
     links = []
     for event in pending:
+        at = event.occurred_at
         incident = next(
             (
                 i
                 for i in reversed(open_ones)
                 # A self-test fault is an incident of its own, never part of a real one.
                 if bool(i.test) == bool(event.test)
-                and i.opened_at - quiet <= event.occurred_at <= i.last_event_at + quiet
+                and i.opened_at - quiet <= at <= i.last_event_at + quiet
+                and max(i.last_event_at, at) - min(i.opened_at, at) <= longest
             ),
             None,
         )
@@ -278,3 +289,51 @@ def incidents_between(
             .order_by(Incident.opened_at, Incident.id)
         )
     ]
+
+
+def incidents_of_alerts(
+    session: Session,
+    *,
+    keys: set[tuple[str, bool]],
+    at: datetime,
+    quiet_s: float = DEFAULT_QUIET_S,
+) -> dict[tuple[str, bool], int]:
+    """For alerts of nodes that fired at ``at``, keyed ``(hostname, test)``: the id of the
+    node's incident they belong to (the latest whose span, from one quiet period before its
+    first event to :data:`ALERT_LAG` after it closes, holds ``at``; a self-test alert to a
+    self-test incident, a real one to a real one), as the incident page lists the alerts it
+    caused. Keys without such an incident are left out. One statement."""
+    if not keys:
+        return {}
+    quiet = timedelta(seconds=quiet_s)
+    rows = session.execute(
+        select(Node.hostname, Incident.test, Incident.id)
+        .join(Node, Node.id == Incident.node_id)
+        .where(
+            Node.hostname.in_(sorted({h for h, _ in keys})),
+            Incident.opened_at <= at + quiet,
+            Incident.last_event_at >= at - quiet - ALERT_LAG,
+        )
+        .order_by(Incident.opened_at, Incident.id)
+    )
+    found: dict[tuple[str, bool], int] = {}
+    for hostname, test, incident_id in rows:
+        key = (hostname, bool(test))
+        if key in keys:
+            found[key] = incident_id  # the latest wins
+    return found
+
+
+def incidents_by_id(
+    session: Session, *, ids: set[int], quiet_s: float, now: datetime
+) -> dict[int, IncidentRow]:
+    """The incidents of ``ids`` that still exist, with their hostnames and whether each is
+    open at ``now``. One statement."""
+    if not ids:
+        return {}
+    rows = session.execute(
+        select(Incident, Node.hostname)
+        .join(Node, Node.id == Incident.node_id)
+        .where(Incident.id.in_(sorted(ids)))
+    )
+    return {i.id: _row(i, h, quiet_s, now) for i, h in rows}

@@ -22,7 +22,7 @@ from app.workloads import service as workloads
 
 #: Alerts that turn active this long after an incident's last event still count as its own
 #: (an alert's ``for`` and the evaluation interval lag the event).
-ALERT_LAG = timedelta(minutes=5)
+ALERT_LAG = service.ALERT_LAG
 
 
 def incident_out(row: service.IncidentRow) -> IncidentOut:

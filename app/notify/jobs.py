@@ -1,6 +1,7 @@
 """Scheduled work of notifications: the delivery worker every ``notify_worker_interval_s`` and
-the repeat scan every ``REPEAT_SCAN_S``; started from the app's lifespan
-(:func:`app.main.create_app`), errors logged, never raised into the scheduler.
+the repeat scan (with the incident messages' changes and closes) every ``REPEAT_SCAN_S``;
+started from the app's lifespan (:func:`app.main.create_app`), errors logged, never raised into
+the scheduler.
 
 Between ticks the worker is woken by the commit of outbox rows (:meth:`NotifyJobs.wake`: an
 in-process signal from :func:`app.wakeups.signal_on_commit`, and on Postgres the ``NOTIFY`` on
@@ -16,8 +17,9 @@ import time
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
-from app.db import session_scope
+from app.db import session_scope, utcnow
 from app.notify.ack_links import AckSigner
+from app.notify.incident_rows import enqueue_changes
 from app.notify.outbox import enqueue_repeats
 from app.notify.secrets import SecretBox, install_log_redaction, secret_key
 from app.notify.worker import DeliveryWorker, TickReport, WorkerOptions
@@ -55,6 +57,7 @@ def worker_options(settings: Settings) -> WorkerOptions:
         max_pace_wait_s=settings.notify_max_pace_wait_s,
         last_try_margin_s=settings.notify_last_try_margin_s,
         hold_for_jobs_s=hold_for_jobs_s(settings),
+        incident_quiet_s=settings.incident_quiet_s,
     )
 
 
@@ -74,6 +77,7 @@ class NotifyJobs:
         install_log_redaction()
         self.factory = factory
         self.deadline_s = settings.notify_deadline_s
+        self.incident_quiet_s = settings.incident_quiet_s
         self.worker = DeliveryWorker(
             factory,
             box=SecretBox.from_settings(settings),
@@ -91,6 +95,12 @@ class NotifyJobs:
                 self._last_repeat = time.monotonic()
                 with session_scope(self.factory) as session:
                     enqueue_repeats(session, deadline_s=self.deadline_s)
+                    enqueue_changes(
+                        session,
+                        now=utcnow(),
+                        quiet_s=self.incident_quiet_s,
+                        deadline_s=self.deadline_s,
+                    )
             return self.worker.run_once()
 
     def job(self) -> None:

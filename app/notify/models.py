@@ -21,13 +21,15 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, UTCDateTime
 
 #: Delivery kinds and statuses (``suppressed``: silenced or acknowledged before it was sent).
-DELIVERY_KINDS = ("firing", "resolved", "repeat", "test")
+#: ``incident``: no alert, a change of the incident itself (it closed) told to its message.
+DELIVERY_KINDS = ("firing", "resolved", "repeat", "test", "incident")
 DELIVERY_STATUSES = ("queued", "delivered", "failed", "suppressed")
 
 
@@ -95,6 +97,7 @@ class NotifyDelivery(Base):
         Index("ix_notify_delivery_instance_id_channel_id", "instance_id", "channel_id"),
         Index("ix_notify_delivery_channel_id_created_at", "channel_id", "created_at"),
         Index("ix_notify_delivery_message_id", "message_id"),
+        Index("ix_notify_delivery_incident_id_channel_id", "incident_id", "channel_id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -121,6 +124,31 @@ class NotifyDelivery(Base):
     part: Mapped[int | None] = mapped_column(Integer)
     parts: Mapped[int | None] = mapped_column(Integer)
     truncated: Mapped[str | None] = mapped_column(Text)
+    #: The incident (:mod:`app.incidents`) the alert belongs to, None when none: every notice
+    #: of one incident goes to one message where the channel can edit it.
+    incident_id: Mapped[int | None] = mapped_column(Integer)
+
+
+class NotifyIncidentMessage(Base):
+    """The message posted for one incident on one channel that can edit it: ``ref`` is what
+    the service answered the post with (Slack ``{"channel", "ts"}``, Discord ``{"id"}``), so
+    later changes of the incident update that message. ``updates`` counts the edits;
+    ``closed_told_at`` is when the incident's close was queued for it (None: not yet)."""
+
+    __tablename__ = "notify_incident_message"
+    __table_args__ = (UniqueConstraint("channel_id", "incident_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    channel_id: Mapped[int] = mapped_column(ForeignKey("notify_channel.id", ondelete="CASCADE"))
+    incident_id: Mapped[int] = mapped_column(ForeignKey("incident.id", ondelete="CASCADE"))
+    ref: Mapped[dict[str, Any]] = mapped_column(JSON)
+    posted_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updates: Mapped[int] = mapped_column(Integer, default=0)
+    #: What of the incident the message last told (:func:`app.notify.incident_messages.digest`):
+    #: a change of it (a new GPU or Xid, a worse state) is told even without a new alert.
+    seen: Mapped[str] = mapped_column(String(512))
+    closed_told_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class NotifyDestination(Base):

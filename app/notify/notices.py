@@ -47,6 +47,7 @@ def notice_of(
     ack_url = None
     if status == "firing" and signer is not None and alert_id > 0:
         ack_url = signer.url(base, alert_id=alert_id, fingerprint=payload["fingerprint"])
+    incident_id = _incident(payload.get("incident_id"))
     starts_at = _time(payload.get("starts_at"))
     assert starts_at is not None, "a notice payload always has starts_at"
     return AlertNotice(
@@ -66,7 +67,14 @@ def notice_of(
         ack_url=ack_url,
         runbook_url=runbook_url,
         jobs_hit=jobs_hit,
+        incident_id=incident_id,
+        incident_url=f"{base}/incidents/{incident_id}" if incident_id is not None else None,
+        incident_firing=_incident(payload.get("incident_firing")),
     )
+
+
+def _incident(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def group_of(

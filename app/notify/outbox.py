@@ -8,6 +8,12 @@ transitions send nothing. :func:`enqueue_repeats` re-queues alerts still firing,
 silenced nor acknowledged, every ``repeat_interval_s``; to an Alertmanager channel every firing
 alert not silenced is re-posted at least every third of its ``resolve_timeout_s``, so it never
 shows resolved there while it fires.
+
+Each row carries its alert's incident (:func:`app.incidents.service.incidents_of_alerts`: the
+node's incident around the firing; a resolve or repeat keeps the incident of the alert's
+firing row), so a channel that edits messages tells one incident in one message
+(:mod:`app.notify.incident_messages`) and the others group by it (PagerDuty's ``dedup_key``,
+the ``incident`` label).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from sqlalchemy.orm import Session
 from app import wakeups
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
 from app.db import utcnow
+from app.incidents import service as incidents_service
 from app.notify.channels.alertmanager import repost_interval_s
 from app.notify.models import NotifyChannel, NotifyDelivery, NotifyRoute
 
@@ -70,9 +77,10 @@ def payload_of(
     *,
     status: str,
     route: NotifyRoute,
+    incident_id: int | None = None,
 ) -> dict[str, Any]:
     """The notice to send, frozen at queue time (JSON): what :func:`app.notify.notices` turns
-    into an :class:`~app.notify.channels.base.AlertNotice`."""
+    into an :class:`~app.notify.channels.base.AlertNotice`; ``incident_id`` its incident."""
     labels = dict(event.labels if event is not None else inst.labels)
     spec = rule.spec or {}
     return {
@@ -91,6 +99,7 @@ def payload_of(
         "runbook_url": spec.get("runbook_url"),
         "runbook": spec.get("runbook"),
         "group_labels": group_labels(route, labels),
+        "incident_id": incident_id,
     }
 
 
@@ -122,10 +131,11 @@ def _group_not_before(
     return waiting if waiting is not None else now + timedelta(seconds=wait_s)
 
 
-def _told_firing(session: Session, *, instance_id: int, channel_id: int) -> bool:
-    """Whether the channel's latest (not suppressed) row for the alert says it fires."""
-    latest = session.scalar(
-        select(NotifyDelivery.kind)
+def _told_firing(session: Session, *, instance_id: int, channel_id: int) -> tuple[bool, int | None]:
+    """Whether the channel's latest (not suppressed) row for the alert says it fires, and the
+    incident that row belongs to (its resolve goes to the same incident message)."""
+    latest = session.execute(
+        select(NotifyDelivery.kind, NotifyDelivery.incident_id)
         .where(
             NotifyDelivery.instance_id == instance_id,
             NotifyDelivery.channel_id == channel_id,
@@ -133,8 +143,21 @@ def _told_firing(session: Session, *, instance_id: int, channel_id: int) -> bool
         )
         .order_by(NotifyDelivery.id.desc())
         .limit(1)
-    )
-    return latest in ("firing", "repeat")
+    ).first()
+    if latest is None:
+        return False, None
+    return latest.kind in ("firing", "repeat"), latest.incident_id
+
+
+def _incidents(session: Session, events: list[tuple[AlertEvent, str]], at: datetime) -> Any:
+    """(hostname, test) → the incident id of the firing events' nodes at ``at``
+    (:func:`app.incidents.service.incidents_of_alerts`): one statement for all of them."""
+    keys = {
+        (str(e.labels["hostname"]), str(e.labels.get("test")) == "true")
+        for e, status in events
+        if status == "firing" and (e.labels or {}).get("hostname")
+    }
+    return incidents_service.incidents_of_alerts(session, keys=keys, at=at)
 
 
 def enqueue_events(
@@ -168,18 +191,25 @@ def enqueue_events(
         )
     }
     waits: dict[tuple[int, str], datetime] = {}
+    incidents = _incidents(session, wanted, at)
     queued = 0
     for event, status in wanted:
         inst = instances.get(event.instance_id)
         if inst is None:
             continue
+        labels = event.labels or {}
+        incident_id = incidents.get(
+            (str(labels.get("hostname")), str(labels.get("test")) == "true")
+        )
         for route, channel in routes:
             if not route_matches(route, labels=event.labels, severity=event.severity):
                 continue
-            if status == "resolved" and not _told_firing(
-                session, instance_id=inst.id, channel_id=channel.id
-            ):
-                continue
+            if status == "resolved":
+                told, incident_id = _told_firing(
+                    session, instance_id=inst.id, channel_id=channel.id
+                )
+                if not told:
+                    continue
             key = group_key(route, event.labels)
             if status == "resolved":
                 not_before = now
@@ -198,11 +228,14 @@ def enqueue_events(
                     event_id=event.id,
                     kind=status,
                     status="queued",
-                    payload=payload_of(event, inst, rule, status=status, route=route),
+                    payload=payload_of(
+                        event, inst, rule, status=status, route=route, incident_id=incident_id
+                    ),
                     attempts=0,
                     not_before=not_before,
                     deadline_at=now + timedelta(seconds=deadline_s),
                     created_at=now,
+                    incident_id=incident_id,
                 )
             )
             queued += 1
@@ -268,7 +301,12 @@ def enqueue_repeats(
             continue
         if _has_queued(session, instance_id=inst.id, channel_id=route.channel_id):
             continue
-        session.add(_repeat_row(route, inst, rule, at=queued_at, deadline_s=deadline_s))
+        _, incident_id = _told_firing(session, instance_id=inst.id, channel_id=route.channel_id)
+        session.add(
+            _repeat_row(
+                route, inst, rule, at=queued_at, deadline_s=deadline_s, incident_id=incident_id
+            )
+        )
         queued += 1
     session.flush()
     return queued + _enqueue_unheard(session, deadline_s=deadline_s)
@@ -311,9 +349,16 @@ def _enqueue_unheard(session: Session, *, deadline_s: float) -> int:
 
 
 def _repeat_row(
-    route: NotifyRoute, inst: AlertInstance, rule: AlertRule, *, at: datetime, deadline_s: float
+    route: NotifyRoute,
+    inst: AlertInstance,
+    rule: AlertRule,
+    *,
+    at: datetime,
+    deadline_s: float,
+    incident_id: int | None = None,
 ) -> NotifyDelivery:
-    """A queued ``repeat`` row of the firing ``inst`` on ``route``, due at ``at``."""
+    """A queued ``repeat`` row of the firing ``inst`` on ``route``, due at ``at``, of
+    ``incident_id`` (the incident its first page belonged to)."""
     return NotifyDelivery(
         channel_id=route.channel_id,
         route_id=route.id,
@@ -321,11 +366,12 @@ def _repeat_row(
         instance_id=inst.id,
         kind="repeat",
         status="queued",
-        payload=payload_of(None, inst, rule, status="firing", route=route),
+        payload=payload_of(None, inst, rule, status="firing", route=route, incident_id=incident_id),
         attempts=0,
         not_before=at,
         deadline_at=at + timedelta(seconds=deadline_s),
         created_at=at,
+        incident_id=incident_id,
     )
 
 

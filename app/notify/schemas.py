@@ -178,3 +178,6 @@ class DeliveryOut(BaseModel):
     part: int | None = None
     parts: int | None = None
     truncated: str | None = None
+    incident_id: int | None = Field(
+        default=None, description="the incident the row's alert belongs to (its chat message)"
+    )

@@ -52,6 +52,9 @@ class PartResult:
     latency_ms: float = 0.0
     held_until: datetime | None = None
     skipped: bool = False
+    #: The service's answer (its first 64 KiB): what an incident message's post is read back
+    #: from (the message's reference).
+    answer: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,45 @@ def _send_part(
         return failed(detail, retryable=True, waited_ms=waited_ms)
     waited_ms = (time.perf_counter() - started) * 1000
     outcome = kind.interpret(response.status_code, response.headers, response.content)
-    return PartResult(part, parts, covers, outcome, response.status_code, waited_ms)
+    return PartResult(
+        part,
+        parts,
+        covers,
+        outcome,
+        response.status_code,
+        waited_ms,
+        answer=response.content[:65536],
+    )
+
+
+def send_one(
+    client: httpx.Client,
+    kind: ChannelKind,
+    request: OutboundRequest,
+    config: ChannelConfig,
+    *,
+    row_ids: Sequence[int],
+    allow_hosts: Sequence[str],
+    pacing: Pacing | None = None,
+) -> PartResult:
+    """One request carrying all of ``row_ids`` (an incident message's post, edit or thread
+    reply), paced, through the SSRF guard, its detail redacted; a 429 or ``Retry-After``
+    holds the destination as :func:`send_group` does. ``outcome`` is ``None`` when the pace
+    held it back (until ``held_until``). Never raises for network trouble."""
+    covers = tuple(range(len(row_ids)))
+    key = destination_key(kind, config) if pacing else ""
+    if pacing is not None:
+        held = _wait_for_slot(pacing, key, max_wait_s=pacing.max_wait_s)
+        if held is not None:
+            return PartResult(1, 1, covers, None, held_until=held)
+    result = _send_part(client, kind, request, 1, 1, covers, row_ids, allow_hosts)
+    result = _cleaned(result, (config.url, config.secret))
+    outcome = result.outcome
+    throttled = outcome is not None and (result.status_code == 429 or outcome.retry_after_s)
+    if pacing is not None and outcome is not None and not outcome.ok and throttled:
+        held = pacing.pacer.hold(key, seconds=outcome.retry_after_s)
+        result = replace(result, held_until=held)
+    return result
 
 
 def _cleaned(result: PartResult, secrets_: tuple[str | None, ...]) -> PartResult:

@@ -222,6 +222,7 @@ def delivery_out(row: NotifyDelivery) -> DeliveryOut:
         part=row.part,
         parts=row.parts,
         truncated=row.truncated,
+        incident_id=row.incident_id,
     )
 
 

@@ -32,6 +32,13 @@ class KindForm:
 
 KIND_FORMS: dict[str, KindForm] = {
     "slack": KindForm("Slack", "Incoming webhook URL (https://hooks.slack.com/services/…)"),
+    "slack_app": KindForm(
+        "Slack app (one message per incident, edited in place)",
+        "Empty: Slack's Web API (https://slack.com/api)",
+        secret_label="Bot token (xoxb-…, scope chat:write)",
+        secret_required=True,
+        options=(("channel", "Channel ID", "C0123ABCD (the channel's details; not its name)"),),
+    ),
     "teams": KindForm("Microsoft Teams", "The Workflows webhook's HTTP POST URL"),
     "discord": KindForm("Discord", "https://discord.com/api/webhooks/<id>/<token>"),
     "pagerduty": KindForm(

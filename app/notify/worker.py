@@ -28,9 +28,8 @@ import logging
 import random
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 import httpx
 from sqlalchemy import exists, or_, select, update
@@ -39,8 +38,10 @@ from sqlalchemy.orm import Session, aliased, sessionmaker
 from app.alerts import inhibition
 from app.alerts.models import AlertInstance
 from app.db import session_scope, utcnow
+from app.notify import incident_messages, incident_rows
 from app.notify.ack_links import AckSigner
-from app.notify.channels.base import ChannelConfig, ChannelKind, Outcome
+from app.notify.batches import Batch
+from app.notify.channels.base import ChannelConfig, ChannelKind, EditingKind, Outcome
 from app.notify.channels.registry import get_kind
 from app.notify.models import NotifyChannel, NotifyDelivery
 from app.notify.notices import group_of
@@ -83,26 +84,13 @@ class WorkerOptions:
     #: about a node whose incident opened this recently waits for the capture, to name the
     #: jobs hit; 0: never waits.
     hold_for_jobs_s: float = 0.0
+    #: ``incident_quiet_s``: when an incident closes (its message then says so).
+    incident_quiet_s: float = 180.0
 
     @property
     def lease_s(self) -> float:
         """How long a claim holds rows: room for a few timed-out requests."""
         return max(60.0, self.timeout_s * 6)
-
-
-@dataclass
-class Batch:
-    """One message (copied out of the claim transaction): all its rows in notice order
-    (``row_ids``, ``payloads``), those claimed now (``claimed``) and the indexes of rows no
-    longer waiting (``done``: their parts are not sent again)."""
-
-    channel_id: int
-    group_key: str
-    row_ids: list[int]
-    payloads: list[dict[str, Any]]
-    is_test: bool
-    claimed: set[int] = field(default_factory=set)
-    done: set[int] = field(default_factory=set)
 
 
 class DeliveryWorker:
@@ -174,7 +162,8 @@ class DeliveryWorker:
         messages = self._messages(session, rows)
         rows = [r for r in rows if r.message_id is None or r.message_id in messages]
         held = self._held(session, rows, now)
-        rows = [r for r in rows if r.id not in held]
+        busy = incident_rows.busy(session, rows=rows, now=now)
+        rows = [r for r in rows if r.id not in held and (r.channel_id, r.incident_id) not in busy]
         report.claimed = len(rows)
         channels = {
             c.id: c
@@ -183,6 +172,7 @@ class DeliveryWorker:
             )
         }
         reposted = {c.id for c in channels.values() if c.kind == "alertmanager"}
+        editing = {c.id for c in channels.values() if self._edits(c.kind)}
         # A message sent before keeps its parts: muting applies before the first send only.
         muted = self._muted(session, [r for r in rows if r.message_id is None], reposted)
         batches: dict[tuple[int, str], Batch] = {}
@@ -208,6 +198,26 @@ class DeliveryWorker:
                 batch.claimed.add(row.id)
                 batches.setdefault((row.channel_id, f"message:{row.message_id}"), batch)
                 continue
+            if row.incident_id is not None and row.channel_id in editing:
+                # One message per incident: every due row of it, whatever its kind, never
+                # grouped with another incident's (message_id stays unset: a retry is
+                # claimed with the incident's other due rows).
+                batch = batches.setdefault(
+                    (row.channel_id, f"incident:{row.incident_id}"),
+                    Batch(
+                        row.channel_id,
+                        row.group_key,
+                        [],
+                        [],
+                        False,
+                        incident_id=row.incident_id,
+                    ),
+                )
+                batch.row_ids.append(row.id)
+                batch.payloads.append(row.payload)
+                batch.kinds.append(row.kind)
+                batch.claimed.add(row.id)
+                continue
             if row.kind == "test":
                 key = f"test:{row.id}"
             elif row.kind == "resolved":
@@ -224,7 +234,16 @@ class DeliveryWorker:
             row.message_id = batch.row_ids[0]
         found = list(batches.values())
         self._name_jobs(session, found)
-        return found
+        report.suppressed += incident_messages.prepare_batches(
+            session, found, quiet_s=self.options.incident_quiet_s, now=now
+        )
+        return [b for b in found if b.row_ids]
+
+    def _edits(self, kind_name: str) -> bool:
+        try:
+            return isinstance(self.kinds(kind_name), EditingKind)
+        except (KeyError, ValueError):
+            return False
 
     def _held(self, session: Session, rows: list[NotifyDelivery], now: datetime) -> set[int]:
         """First firing rows, never sent, about a node whose incident's jobs are being
@@ -341,6 +360,30 @@ class DeliveryWorker:
             return SendResult(Outcome(ok=False, detail=str(exc), broken=True), None, 0.0)
         except (KeyError, ValueError) as exc:
             return SendResult(Outcome(ok=False, detail=str(exc), broken=True), None, 0.0)
+        pacing = Pacing(
+            self.pacer,
+            pace,
+            max_wait_s=self.options.max_pace_wait_s,
+            budget_s=self.options.lease_s / 2,
+        )
+        if batch.incident is not None and isinstance(kind, EditingKind):
+            group = incident_messages.group_for(
+                batch.incident,
+                receiver=channel.name,
+                external_url=self.options.external_url,
+                signer=self.signer,
+                now=now,
+            )
+            return incident_messages.send(
+                self.client,
+                kind,
+                group,
+                config,
+                batch.incident,
+                row_ids=batch.row_ids,
+                allow_hosts=self.options.allow_hosts,
+                pacing=pacing,
+            )
         group = group_of(
             batch.payloads,
             group_key=batch.group_key,
@@ -349,12 +392,6 @@ class DeliveryWorker:
             signer=self.signer,
             is_test=batch.is_test,
             sent_at=now,
-        )
-        pacing = Pacing(
-            self.pacer,
-            pace,
-            max_wait_s=self.options.max_pace_wait_s,
-            budget_s=self.options.lease_s / 2,
         )
         return send_group(
             self.client,
@@ -384,6 +421,10 @@ class DeliveryWorker:
             policy=self.policy,
             report=report,
         )
+        if batch.incident is not None and outcome.ok:
+            incident_messages.remember(
+                session, channel_id=batch.channel_id, batch=batch.incident, now=now
+            )
         broken = [p.outcome for p in result.parts if p.outcome and p.outcome.broken]
         if outcome.broken or broken:
             detail = broken[0].detail if broken else outcome.detail

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.config import SettingsError, load_settings
+from app.health.rules import rules_from_settings
 
 
 def test_the_default_database_is_a_sqlite_file_in_the_data_dir(
@@ -74,6 +75,19 @@ def test_an_unknown_key_in_the_config_file_is_refused(
     monkeypatch.setenv("FLEETWATCH_CONFIG_FILE", str(config))
     with pytest.raises(SettingsError, match="PROT"):
         load_settings()
+
+
+def test_an_incident_longest_span_under_its_quiet_period_stops_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLEETWATCH_INCIDENT_QUIET_S", "600")
+    monkeypatch.setenv("FLEETWATCH_INCIDENT_MAX_S", "300")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert "FLEETWATCH_INCIDENT_MAX_S (300 s) is shorter than" in str(err.value)
+    monkeypatch.setenv("FLEETWATCH_INCIDENT_MAX_S", "1800")
+    settings = load_settings()
+    assert rules_from_settings(settings).burst_max_s == 1800
 
 
 def test_an_event_retention_shorter_than_the_escalation_window_stops_start_up_naming_both(

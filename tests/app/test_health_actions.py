@@ -11,7 +11,7 @@ import pytest
 
 from agents.kernel.xid import parse_kernel_log
 from app.health import actions, reasons
-from app.health.rules import XID_DEGRADED, XID_IGNORED, XID_UNHEALTHY
+from app.health.rules import XID_DEGRADED, XID_IGNORED, XID_UNHEALTHY, XID_WATCHED
 from tests.shared_fixtures import fixture_path
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -27,7 +27,7 @@ def test_every_health_reason_has_an_action_of_the_vocabulary() -> None:
 
 
 def test_every_xid_of_the_health_lists_has_a_catalog_entry() -> None:
-    for xid in (*XID_UNHEALTHY, *XID_DEGRADED, *XID_IGNORED):
+    for xid in (*XID_UNHEALTHY, *XID_DEGRADED, *XID_IGNORED, *XID_WATCHED):
         assert xid in actions.XID_ACTIONS, xid
         assert actions.suggest(reasons.xid_code(xid)).source.startswith("NVIDIA Xid catalog: ")
 
@@ -228,3 +228,38 @@ def test_a_rule_carries_the_action_of_the_reasons_it_names() -> None:
     assert carried([], unmet) == ""  # not met: not looked up
     on_gpu = met._replace(labels={"hostname": "n1", "gpu_uuid": "GPU-1"})
     assert "GPU left the inventory" in carried([], on_gpu)  # the GPU's own reasons only
+
+
+def test_xid_45_and_92_agree_with_the_catalog() -> None:
+    """Xid 45 (WORKFLOW_XID_45) never escalates and ends no job of its own; Xid 92 (IGNORE)
+    is watched once and escalates to hardware inspection when it comes back."""
+    cleanup = actions.suggest("xid_45", occurrences=5)
+    assert (cleanup.code, cleanup.source) == ("watch", "NVIDIA Xid catalog: WORKFLOW_XID_45")
+    assert not actions.ends_jobs(45) and not actions.ends_jobs(92)
+    once = actions.suggest("xid_92", occurrences=1)
+    assert (once.code, once.source) == ("watch", "NVIDIA Xid catalog: IGNORE")
+    again = actions.suggest("xid_92", occurrences=2, gpu="GPU 2")
+    assert (again.code, again.escalated_from) == ("inspect_hardware", "watch")
+    assert again.text.startswith("seen in 2 separate bursts within 7 days on GPU 2:")
+    assert "keeps coming back" in again.text
+
+
+def test_an_escalation_names_its_gpu() -> None:
+    words = actions.gpu_words(3, "GPU-8f00", "00000000:3B:00.0")
+    assert words == "GPU 3 (GPU-8f00, PCI 00000000:3B:00.0)"
+    action = actions.suggest("xid_79", occurrences=3, gpu=words)
+    assert "on GPU 3 (GPU-8f00, PCI 00000000:3B:00.0):" in action.text
+    assert "this GPU" not in action.text
+    assert actions.gpu_words(None, None, "0000:3b:00.0") == "the GPU at PCI 0000:3b:00.0"
+    assert actions.gpu_words(None, "GPU-1", None) == "GPU-1"
+    assert actions.gpu_words(2, None, None) == "GPU 2"
+
+
+def test_a_burst_longer_than_the_longest_span_is_cut() -> None:
+    """A line every 2 minutes for 150 minutes: one burst without a limit, three with one of
+    an hour (FLEETWATCH_INCIDENT_MAX_S)."""
+    storm = [T0 + timedelta(seconds=s) for s in range(0, 9000, 120)]
+    assert actions.bursts(storm, 180) == 1
+    assert actions.bursts(storm, 180, 3600) == 3
+    hour = [T0 + timedelta(seconds=s) for s in range(0, 3601, 120)]  # 3,600 s: still one
+    assert actions.bursts(hour, 180, 3600) == 1

@@ -109,6 +109,52 @@ def test_a_gsp_xid_119_makes_the_gpu_degraded(server: LiveServer, db_url: str) -
     assert codes(health) == ["xid_119"]
 
 
+def test_xid_45_preemptive_cleanup_is_an_event_never_a_finding(
+    server: LiveServer, db_url: str
+) -> None:
+    """NVIDIA's catalog: Xid 45 is the cleanup after an earlier error or a killed application
+    (WORKFLOW_XID_45: follow the Xid it came with), so alone it leaves the GPU Healthy."""
+    gpus = [gpu(0)]
+    ingest(server, db_url, batch(gpus=gpus, events=[xid_event(45, gpus[0])] * 3))
+
+    assert node_health(server)["state"] == "healthy"
+
+
+def test_xid_92_once_is_watched_and_in_two_bursts_degrades_with_an_escalation(
+    server: LiveServer, db_url: str
+) -> None:
+    """Xid 92 (high single-bit ECC rate; catalog: IGNORE, investigate CONTACT_SUPPORT): one
+    burst leaves GPU 0 Healthy; two bursts an hour apart on GPU 1 make it Degraded, its
+    action escalated from watch to hardware inspection naming the GPU."""
+    gpus = [gpu(0), gpu(1)]
+    now = datetime.now(UTC)
+    once = [xid_event(92, gpus[0]), xid_event(92, gpus[0])]
+    twice = []
+    for seconds in (3700, 30):
+        event = xid_event(92, gpus[1])
+        event["occurred_at"] = iso(now - timedelta(seconds=seconds))
+        twice.append(event)
+    ingest(server, db_url, batch(gpus=gpus, events=[*once, *twice]))
+
+    health = node_health(server)
+
+    assert health["gpus"][0]["state"] == "healthy"
+    assert health["gpus"][1]["state"] == "degraded"
+    reason = health["gpus"][1]["reasons"][0]
+    assert reason["code"] == "xid_92"
+    assert "in 2 separate bursts" in reason["text"]
+    action = reason["action"]
+    assert (action["code"], action["escalated_from"], action["occurrences"]) == (
+        "inspect_hardware",
+        "watch",
+        2,
+    )
+    assert f"on GPU 1 ({gpus[1]['uuid']}, PCI {gpus[1]['pci_bus_id']})" in action["text"]
+    # The node's own list (what a node-scoped alert's {suggested_action} reads) names it too.
+    [listed] = [r for r in health["reasons"] if r["code"] == "xid_92"]
+    assert listed["action"]["text"] == action["text"]
+
+
 def test_a_gpu_missing_from_the_inventory_makes_the_node_unhealthy(
     server: LiveServer, db_url: str
 ) -> None:

@@ -189,3 +189,37 @@ def test_repeat_offenders_count_incidents_not_lines(server: LiveServer, db_url: 
     assert 'href="/incidents?node=node-a">node-a</a>' in section
     overview = httpx.get(f"{server.url}/", timeout=30).text
     assert 'href="/nodes/node-a/gpus/0">node-a GPU 0</a>' in overview
+
+
+def test_a_storm_that_never_pauses_is_a_new_incident_each_hour_and_escalates(
+    server: LiveServer, db_url: str
+) -> None:
+    """A GSP timeout (Xid 119) logged every 2 minutes for 2.5 hours never leaves the quiet
+    period, but an incident spans at most FLEETWATCH_INCIDENT_MAX_S (1 h): three incidents,
+    each at most an hour long; the GPU is a repeat offender and its action escalates from a
+    GPU reset to hardware inspection (three bursts by the same limit)."""
+    gpus = [gpu(0)]
+    now = datetime.now(UTC)
+    token = create_token(db_url, "node-a")
+    storm = [at(xid_event(119, gpus[0]), now - timedelta(seconds=s)) for s in range(9000, 0, -120)]
+    send(server, token, batch(gpus=gpus, events=storm))
+
+    found = incidents(server)
+    assert len(found) == 3
+    assert sum(i["event_count"] for i in found) == len(storm)
+    for incident in found:
+        span = datetime.fromisoformat(incident["last_event_at"]) - datetime.fromisoformat(
+            incident["opened_at"]
+        )
+        assert span <= timedelta(hours=1)
+    assert [i["open"] for i in found] == [True, False, False]
+    page = httpx.get(f"{server.url}/incidents", timeout=30).text
+    section = page[page.index("Repeat offenders") : page.index('<form class="filters"')]
+    assert 'href="/nodes/node-a/gpus/0">node-a GPU 0</a>' in section
+    health = httpx.get(f"{server.url}/api/v1/nodes/node-a/health", timeout=30).json()
+    action = health["gpus"][0]["reasons"][0]["action"]
+    assert (action["code"], action["escalated_from"], action["occurrences"]) == (
+        "inspect_hardware",
+        "reset_gpu",
+        3,
+    )

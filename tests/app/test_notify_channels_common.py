@@ -135,14 +135,24 @@ def test_severity_words_and_icons_say_the_state_without_colour() -> None:
 
 
 def test_registry_lists_every_kind_by_its_name() -> None:
-    assert sorted(KINDS) == ["alertmanager", "discord", "pagerduty", "slack", "teams", "webhook"]
+    assert sorted(KINDS) == [
+        "alertmanager",
+        "discord",
+        "pagerduty",
+        "slack",
+        "slack_app",
+        "teams",
+        "webhook",
+    ]
+    defaults = {
+        "pagerduty": "https://events.pagerduty.com/v2/enqueue",
+        "slack_app": "https://slack.com/api",
+    }
     for name, kind in KINDS.items():
         assert isinstance(kind, ChannelKind)
         assert kind.kind == name
         assert get_kind(name) is kind
-        assert kind.default_url == (
-            "https://events.pagerduty.com/v2/enqueue" if name == "pagerduty" else None
-        )
+        assert kind.default_url == defaults.get(name)
 
 
 def test_get_kind_names_the_allowed_kinds_for_an_unknown_one() -> None:
@@ -150,7 +160,7 @@ def test_get_kind_names_the_allowed_kinds_for_an_unknown_one() -> None:
         get_kind("email")
     assert str(caught.value) == (
         "kind: unknown channel kind 'email'; "
-        "one of alertmanager, discord, pagerduty, slack, teams, webhook"
+        "one of alertmanager, discord, pagerduty, slack, slack_app, teams, webhook"
     )
     assert isinstance(caught.value, KeyError)
     assert isinstance(caught.value, ValueError)
@@ -168,7 +178,9 @@ def test_no_kind_puts_the_url_or_secret_in_the_outcome(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(KINDS))
 def test_every_kind_sends_every_notice_of_a_group(name: str) -> None:
-    config = ChannelConfig(url="https://hooks.example/x", secret="a" * 32)
+    config = ChannelConfig(
+        url="https://hooks.example/x", secret="a" * 32, options={"channel": "C0123ABCD"}
+    )
     requests = get_kind(name).build(make_group([make_notice(i) for i in range(120)]), config)
     text = b"".join(r.body for r in requests).decode()
     for i in range(120):
@@ -177,7 +189,9 @@ def test_every_kind_sends_every_notice_of_a_group(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(KINDS))
 def test_an_empty_group_makes_no_request(name: str) -> None:
-    config = ChannelConfig(url="https://hooks.example/x", secret="a" * 32)
+    config = ChannelConfig(
+        url="https://hooks.example/x", secret="a" * 32, options={"channel": "C0123ABCD"}
+    )
     assert get_kind(name).build(make_group([]), config) == []
 
 

@@ -195,3 +195,20 @@ def test_interpret_reads_pagerduty_answers(
 def test_interpret_reads_an_http_date_retry_after() -> None:
     outcome = KIND.interpret(429, {"Retry-After": "Sun, 01 Jan 2100 00:00:00 GMT"}, b"")
     assert outcome.retryable and outcome.retry_after_s is not None and outcome.retry_after_s > 1e8
+
+
+def test_an_incident_is_one_dedup_key_resolved_only_with_its_last_alert() -> None:
+    url = "https://fw.example/incidents/7"
+    firing = make_notice(0, incident_id=7, incident_url=url, incident_firing=1)
+    others_fire = make_notice(1, "resolved", incident_id=7, incident_url=url, incident_firing=1)
+    last = make_notice(2, "resolved", incident_id=7, incident_url=url, incident_firing=0)
+    events = bodies(KIND.build(make_group([firing, others_fire, last]), CONFIG))
+    assert [(e["event_action"], e["dedup_key"]) for e in events] == [
+        ("trigger", "fleetwatch/incident/7"),
+        ("trigger", "fleetwatch/incident/7"),
+        ("resolve", "fleetwatch/incident/7"),
+    ]
+    assert events[0]["payload"]["custom_details"]["incident"] == url
+    assert events[0]["payload"]["custom_details"]["incident_alerts_firing"] == 2
+    assert events[1]["payload"]["summary"] == "Resolved: GPU 1 on node-001 is hot"
+    assert events[1]["payload"]["custom_details"]["incident_alerts_firing"] == 1

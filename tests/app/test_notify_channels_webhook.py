@@ -290,3 +290,19 @@ def test_interpret_applies_the_http_rules(
 def test_interpret_reads_an_http_date_retry_after() -> None:
     outcome = KIND.interpret(503, {"Retry-After": "Sun, 01 Jan 2100 00:00:00 GMT"}, b"")
     assert outcome.retryable and outcome.retry_after_s is not None and outcome.retry_after_s > 1e8
+
+
+def test_an_alert_of_an_incident_carries_its_incident_label_and_link() -> None:
+    from app.notify.channels import alertmanager
+
+    notice = make_notice(0, incident_id=7, incident_url="https://fw.example/incidents/7")
+    [body] = bodies(KIND.build(make_group([notice]), CONFIG))
+    [entry] = body["alerts"]
+    assert entry["labels"]["incident"] == "7"
+    assert body["fleetwatch"]["alerts"][0]["incident_url"] == "https://fw.example/incidents/7"
+    posted = alertmanager.postable_alert(notice)
+    assert posted["labels"]["incident"] == "7"  # group_by: [incident] groups one fault
+    assert (
+        "incident"
+        not in bodies(KIND.build(make_group([make_notice(1)]), CONFIG))[0]["alerts"][0]["labels"]
+    )

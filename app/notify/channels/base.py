@@ -55,11 +55,43 @@ class AlertNotice:
     ack_url: str | None = None
     runbook_url: str | None = None
     jobs_hit: tuple[str, ...] = ()
+    #: The incident (:mod:`app.incidents`) the alert belongs to (``None``: none), its page,
+    #: and how many other alerts of it the channel was told fire (set at send time; ``None``:
+    #: not counted).
+    incident_id: int | None = None
+    incident_url: str | None = None
+    incident_firing: int | None = None
 
     @property
     def summary(self) -> str:
         """The ``summary`` annotation, or the rule name when the rule has none."""
         return self.annotations.get("summary") or self.rule_name
+
+
+@dataclass(frozen=True)
+class IncidentCard:
+    """One incident as its chat message tells it (read when the message is built).
+
+    ``gpu_indexes`` and ``xids`` sorted; ``state`` the worst health state its events cause
+    (``unhealthy``, ``degraded``); ``open`` False once ``closes_at`` passed (its quiet period
+    without a new event); ``action_text`` its strongest suggested repair; ``url`` its page;
+    ``test`` a self-test incident. ``changes`` are the lines saying what changed since the
+    message was last posted or updated (a thread reply on Slack), oldest first."""
+
+    id: int
+    hostname: str
+    url: str
+    opened_at: datetime
+    last_event_at: datetime
+    closes_at: datetime
+    open: bool
+    state: str
+    job_fatal: bool
+    gpu_indexes: tuple[int, ...]
+    xids: tuple[int, ...]
+    action_text: str
+    test: bool = False
+    changes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +110,9 @@ class NoticeGroup:
     group_labels: Mapping[str, str] = field(default_factory=dict)
     is_test: bool = False
     sent_at: datetime | None = None
+    #: Set for one incident's message (channels that edit): ``notices`` are then every alert
+    #: of the incident told to the channel, each in its latest state.
+    incident: IncidentCard | None = None
 
     @property
     def status(self) -> NoticeStatus:
@@ -162,6 +197,34 @@ class ChannelKind(ABC):
     def validate(self, config: ChannelConfig) -> None:  # noqa: B027 - optional hook
         """Raise ``ValueError`` naming the wrong setting (``"options.severity_map: …"``); the
         default accepts any config (the URL is checked by the SSRF guard)."""
+
+
+class EditingKind(ChannelKind):
+    """A kind whose service can edit a message it posted (Slack's Web API, Discord
+    webhooks): one message per incident, posted by its first notice and updated by every
+    later change (:mod:`app.notify.incident_messages`)."""
+
+    @abstractmethod
+    def build_post(self, group: NoticeGroup, config: ChannelConfig) -> OutboundRequest:
+        """The request that posts ``group.incident``'s message (its answer carries the
+        message's reference, read by :meth:`message_ref`)."""
+
+    @abstractmethod
+    def build_update(
+        self, group: NoticeGroup, config: ChannelConfig, ref: Mapping[str, str]
+    ) -> list[OutboundRequest]:
+        """The requests that update the message ``ref`` to ``group.incident``'s state: the
+        edit first (whose outcome counts), then optional extras (a thread reply)."""
+
+    @abstractmethod
+    def message_ref(self, body: bytes) -> dict[str, str] | None:
+        """The posted message's reference from a successful post's answer; ``None`` when the
+        answer holds none (the next change then posts a new message)."""
+
+    @abstractmethod
+    def message_gone(self, status_code: int, body: bytes) -> bool:
+        """Whether a failed update means the message cannot be edited any more (deleted, too
+        old, not found): the change is then posted as a new message, never lost."""
 
 
 def default_interpret(status_code: int, headers: Mapping[str, str], body: bytes) -> Outcome:

@@ -7,18 +7,29 @@ mentions from pinging, and markdown in user text is backslash-escaped. Colour sa
 (also said by the title's icon and word). A 429 carries ``retry_after`` (float seconds) in its
 JSON body as well as ``Retry-After``; 404 (Unknown Webhook) and 401 (Invalid Webhook Token)
 mean the webhook is gone.
+
+One message per incident, edited in place (Discord's "Execute Webhook" and "Edit Webhook
+Message", discord.com/developers/docs/resources/webhook): the first page of an incident is
+posted with ``?wait=true``, so Discord answers 200 with the created message object (its
+``id``) instead of 204; each later change of the incident is ``PATCH
+/webhooks/{webhook.id}/{webhook.token}/messages/{message.id}`` with the whole message
+(``embeds`` replaced), answered with the edited message. A 404 whose JSON ``code`` is 10008
+(Unknown Message: the message was deleted) means it cannot be edited: the change is posted as
+a new message; 10015 (Unknown Webhook) is a broken channel as before.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from app.notify.channels import common
+from app.notify.channels import common, incident_text
 from app.notify.channels.base import (
     AlertNotice,
     ChannelConfig,
-    ChannelKind,
+    EditingKind,
     NoticeGroup,
     OutboundRequest,
     Outcome,
@@ -37,6 +48,10 @@ OTHER_COLOUR = 0x9B9B9B
 # (description, field value, label fields) caps per shrink level; level 0 alone fits 6,000.
 _LEVELS = ((1500, 200, 18), (500, 100, 8), (200, 60, 0))
 _MARKDOWN_SPECIALS = "\\*_~`|[]()<"
+#: Discord's JSON error code of a message that no longer exists ("Unknown Message").
+UNKNOWN_MESSAGE = 10008
+INCIDENT_COLOURS = {"unhealthy": COLOURS["critical"], "degraded": COLOURS["warning"]}
+ALERT_LINES = 15
 
 
 def escape(text: str) -> str:
@@ -120,7 +135,49 @@ def notice_embed(group: NoticeGroup, notice: AlertNotice, level: int = 0) -> dic
     return embed
 
 
-class DiscordKind(ChannelKind):
+def with_query(url: str, **params: str) -> str:
+    """``url`` with ``params`` added to its query (a ``thread_id`` already there is kept)."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in params]
+    return urlunsplit(parts._replace(query=urlencode([*query, *params.items()])))
+
+
+def message_url(url: str, message_id: str) -> str:
+    """``<webhook URL>/messages/<id>``, the webhook URL's query kept."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + f"/messages/{message_id}"))
+
+
+def incident_body(group: NoticeGroup) -> dict[str, Any]:
+    """The incident's message (``group.incident`` set): one embed, its title the incident's
+    state, its description the facts and one line per alert in its latest state."""
+    card = group.incident
+    assert card is not None, "an incident message needs its incident"
+    notices = list(group.notices)
+    facts = "\n".join(f"**{name}:** {escape(value)}" for name, value in incident_text.facts(card))
+    lines = [
+        f"[{escape(incident_text.alert_line(n))}]({_link_url(n.dashboard_url)})"
+        for n in notices[:ALERT_LINES]
+    ]
+    if len(notices) > ALERT_LINES:
+        lines.append(f"and {len(notices) - ALERT_LINES} more alerts")
+    description = facts + ("\n\n" + "\n".join(lines) if lines else "")
+    live = incident_text.firing(notices)
+    colour = INCIDENT_COLOURS.get(card.state, OTHER_COLOUR)
+    if not card.open and not live:
+        colour = COLOURS["resolved"]
+    embed = {
+        "title": _text(incident_text.title(card, notices), TITLE_CHARS),
+        "url": card.url,
+        "description": fit(description, DESCRIPTION_CHARS),
+        "color": colour,
+        "footer": {"text": _text(common.first_line(["Fleetwatch", group.receiver]), 200)},
+        "timestamp": common.rfc3339(card.last_event_at),
+    }
+    return {"username": "Fleetwatch", "embeds": [embed], "allowed_mentions": {"parse": []}}
+
+
+class DiscordKind(EditingKind):
     """Discord channel webhook (``https://discord.com/api/webhooks/<id>/<token>``)."""
 
     kind = "discord"
@@ -173,3 +230,44 @@ class DiscordKind(ChannelKind):
         if status_code == 401:
             return Outcome(ok=False, detail=outcome.detail, broken=True)
         return outcome
+
+    def build_post(self, group: NoticeGroup, config: ChannelConfig) -> OutboundRequest:
+        """Execute Webhook with ``?wait=true`` (answered with the message and its ``id``)."""
+        return OutboundRequest(
+            url=with_query(config.url, wait="true"),
+            body=common.json_bytes(incident_body(group)),
+            headers={"Content-Type": "application/json"},
+        )
+
+    def build_update(
+        self, group: NoticeGroup, config: ChannelConfig, ref: Mapping[str, str]
+    ) -> list[OutboundRequest]:
+        """Edit Webhook Message ``ref["id"]`` with the incident's whole message."""
+        body = incident_body(group)
+        del body["username"]  # not a field of an edit
+        return [
+            OutboundRequest(
+                url=message_url(config.url, ref["id"]),
+                body=common.json_bytes(body),
+                headers={"Content-Type": "application/json"},
+                method="PATCH",
+            )
+        ]
+
+    def message_ref(self, body: bytes) -> dict[str, str] | None:
+        """``{"id"}`` of the message object Discord answered with."""
+        parsed = _json(body)
+        found = parsed.get("id")
+        return {"id": str(found)} if isinstance(found, str | int) and str(found) else None
+
+    def message_gone(self, status_code: int, body: bytes) -> bool:
+        """404 with code 10008 (Unknown Message)."""
+        return status_code == 404 and _json(body).get("code") == UNKNOWN_MESSAGE
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(body.decode("utf-8"))
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

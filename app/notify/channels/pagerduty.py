@@ -1,5 +1,10 @@
 """PagerDuty Events API v2: one event per notice (``trigger`` when firing, ``resolve`` when
-resolved), so PagerDuty opens and closes one incident per alert instance.
+resolved), so PagerDuty opens and closes one incident per alert instance — or, for the alerts
+of one Fleetwatch incident, one per incident: their ``dedup_key`` is the incident's, so
+PagerDuty folds every trigger of it into one alert ("Events API v2 … dedup_key: Deduplication
+key for correlating triggers and resolves"), and a resolve is sent only when the last of its
+alerts the channel was told about resolves (before that, a resolved alert is a trigger that
+adds to the incident's log, never a resolve that would close it while others fire).
 
 Fields from PagerDuty's "Send an Alert Event" reference: ``routing_key`` (the integration key,
 ``ChannelConfig.secret``), ``event_action``, ``dedup_key`` (≤255 characters; the same for the
@@ -34,10 +39,13 @@ DEFAULT_SEVERITY = "warning"
 
 
 def dedup_key(notice: AlertNotice) -> str:
-    """``fleetwatch/<fingerprint>/<alert_id>``: stable for one alert instance (its trigger and
+    """``fleetwatch/incident/<id>`` for an alert of an incident; else
+    ``fleetwatch/<fingerprint>/<alert_id>``: stable for one alert instance (its trigger and
     resolve), new when the same rule × entity fires again later. Longer than 255 characters
     → ``fleetwatch/sha256:<hex of the long key>``."""
     key = f"fleetwatch/{notice.fingerprint}/{notice.alert_id}"
+    if notice.incident_id is not None:
+        key = f"fleetwatch/incident/{notice.incident_id}"
     if len(key) <= DEDUP_KEY_CHARS:
         return key
     return "fleetwatch/sha256:" + hashlib.sha256(key.encode()).hexdigest()
@@ -45,7 +53,8 @@ def dedup_key(notice: AlertNotice) -> str:
 
 def event(notice: AlertNotice, routing_key: str) -> dict[str, Any]:
     """The Events API v2 body for one notice."""
-    if notice.status == "resolved":
+    others = notice.incident_firing or 0
+    if notice.status == "resolved" and (notice.incident_id is None or others == 0):
         return {
             "routing_key": routing_key,
             "event_action": "resolve",
@@ -58,6 +67,9 @@ def event(notice: AlertNotice, routing_key: str) -> dict[str, Any]:
     if notice.annotations.get("description"):
         details["description"] = notice.annotations["description"]
     details["entity"] = common.entity_text(notice)
+    if notice.incident_url:
+        details["incident"] = notice.incident_url
+        details["incident_alerts_firing"] = others + (notice.status == "firing")
     if notice.jobs_hit:
         details["jobs_hit"] = list(notice.jobs_hit)
     payload: dict[str, Any] = {

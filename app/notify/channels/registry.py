@@ -10,6 +10,7 @@ from app.notify.channels.base import ChannelKind
 from app.notify.channels.discord import DiscordKind
 from app.notify.channels.pagerduty import PagerDutyKind
 from app.notify.channels.slack import SlackKind
+from app.notify.channels.slack_app import SlackAppKind
 from app.notify.channels.teams import TeamsKind
 from app.notify.channels.webhook import WebhookKind
 
@@ -27,6 +28,7 @@ KINDS: Mapping[str, ChannelKind] = MappingProxyType(
         kind.kind: kind
         for kind in (
             SlackKind(),
+            SlackAppKind(),
             TeamsKind(),
             DiscordKind(),
             PagerDutyKind(),

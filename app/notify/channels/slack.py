@@ -43,7 +43,7 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _link(url: str, label: str) -> str:
+def link(url: str, label: str) -> str:
     """A mrkdwn link ``<url|label>``; ``|`` in the URL is percent-encoded."""
     return f"<{escape(url).replace('|', '%7C')}|{escape(label)}>"
 
@@ -64,7 +64,7 @@ def _header(notice: AlertNotice) -> dict[str, Any]:
 def _section(notice: AlertNotice) -> dict[str, Any]:
     entity = common.entity_text(notice)
     lines = [
-        "*Entity:* " + (_link(notice.entity_url, entity) if notice.entity_url else escape(entity))
+        "*Entity:* " + (link(notice.entity_url, entity) if notice.entity_url else escape(entity))
     ]
     value = common.value_text(notice.value)
     if value is not None:

@@ -92,6 +92,9 @@ def _labels(notice: AlertNotice) -> dict[str, str]:
     labels.setdefault("severity", notice.severity)
     if notice.team:
         labels.setdefault("team", notice.team)
+    if notice.incident_id is not None:
+        # Alertmanager groups by labels: group_by: [incident] puts one fault's alerts together.
+        labels.setdefault("incident", str(notice.incident_id))
     return dict(sorted(labels.items()))
 
 
@@ -117,6 +120,11 @@ def alert(notice: AlertNotice) -> dict[str, Any]:
 
 
 def _extra(notice: AlertNotice) -> dict[str, Any]:
+    incident = (
+        {"incident_id": notice.incident_id, "incident_url": notice.incident_url}
+        if notice.incident_id is not None
+        else {}
+    )
     return {
         "alert_id": notice.alert_id,
         "fingerprint": notice.fingerprint,
@@ -128,6 +136,7 @@ def _extra(notice: AlertNotice) -> dict[str, Any]:
         "entity_url": notice.entity_url,
         "ack_url": notice.ack_url,
         "runbook_url": notice.runbook_url,
+        **incident,
     }
 
 
