@@ -2,7 +2,7 @@
 an incident on a channel that can edit it
 
 Revision ID: 0031
-Revises: 0029
+Revises: 0030
 Create Date: 2026-12-17 10:00:00.000000
 
 ``notify_delivery.incident_id`` is the incident (app.incidents) the row's alert belongs to, so
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0031"
-down_revision: str | None = "0029"
+down_revision: str | None = "0030"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
