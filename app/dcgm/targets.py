@@ -23,7 +23,8 @@ from urllib.parse import urlsplit
 import yaml
 
 _LABEL_KEY = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+#: A node name the fleet takes (app.fleet.service.HOSTNAME_RE: RFC 1123 characters, ≤ 253).
+_HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$")
 MAX_TARGETS = 10_000
 
 
@@ -47,7 +48,10 @@ def check_url(url: str) -> str:
     Raises:
         TargetsError: it is not.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an IPv6 address without its closing bracket
+        raise TargetsError(f"{url!r} is not an http:// or https:// URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise TargetsError(f"{url!r} is not an http:// or https:// URL")
     try:

@@ -51,6 +51,12 @@ def test_a_file_sd_json_file_reads_the_same(tmp_path: Path) -> None:
         ("- targets: ['a:x']\n", "group 1: 'http://a:x/metrics' has a port that is not a number"),
         ("- targets: [a:1]\n- targets: [7]\n", "group 2: a target must be host:port or a URL"),
         ("[1, 2", "neither JSON nor YAML"),
+        # An IPv6 address without its closing bracket: urllib raises a bare ValueError.
+        ("- targets: ['[::1:9400']\n", "group 1: 'http://[::1:9400/metrics' is not an http://"),
+        (
+            f"- targets: [a:1]\n  labels: {{hostname: {'a' * 300}}}\n",
+            f"group 1: hostname '{'a' * 300}' is not a host name",
+        ),
     ],
 )
 def test_a_bad_file_names_the_group_and_entry(tmp_path: Path, text: str, error: str) -> None:
@@ -84,6 +90,8 @@ def test_the_static_setting_takes_plain_or_json_lists_and_names_a_bad_url() -> N
     ]
     with pytest.raises(SettingsError, match="FLEETWATCH_DCGM_ENDPOINTS: 'n1:9400' is not an"):
         load_settings(dcgm_endpoints="n1:9400")
+    with pytest.raises(SettingsError, match="'http://\\[::1:9400/metrics' is not an http://"):
+        load_settings(dcgm_endpoints="http://[::1:9400/metrics")
 
 
 def test_the_demo_refuses_a_pull_url_that_is_not_http(tmp_path: Path) -> None:
