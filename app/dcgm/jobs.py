@@ -116,8 +116,9 @@ def run_once(
         ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=_THREAD_PREFIX) as pool,
     ):
         fetched = list(pool.map(lambda t: _read(client, t), targets))
+    configured = frozenset(t.url for t in targets)
     for target, (got, translation) in zip(targets, fetched, strict=True):
-        _store(target, got, translation, session_factory, policy, on_stored)
+        _store(target, got, translation, session_factory, policy, on_stored, configured)
 
 
 def _read(client: httpx.Client, target: Target) -> tuple[Fetched, Translation | None]:
@@ -139,6 +140,7 @@ def _store(
     session_factory: sessionmaker[Session],
     policy: dcgm_service.IngestPolicy,
     on_stored: OnStored | None,
+    configured: frozenset[str],
 ) -> None:
     error = got.error
     if translation is not None:
@@ -152,6 +154,7 @@ def _store(
                     duration_s=got.duration_s,
                     received_at=utcnow(),
                     policy=policy,
+                    configured_urls=configured,
                 )
                 node_id = stored.node_id
         except dcgm_service.NotStored as exc:

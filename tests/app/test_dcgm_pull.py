@@ -271,3 +271,28 @@ def test_a_page_that_breaks_the_reader_is_recorded_and_the_round_goes_on(
     endpoints = {e.url.rsplit("/", 1)[1]: e for e in rows(db_url, DcgmEndpoint)}
     assert endpoints["bad"].last_error == "reading the page failed: RuntimeError: a reader bug"
     assert (endpoints["good"].last_error, endpoints["good"].hostname) == (None, "workstation")
+
+
+def test_two_endpoints_naming_one_node_do_not_take_turns_with_its_gpus(db_url: str) -> None:
+    # Two exporters whose pages both say Hostname="n1" (a copied NODE_NAME, a pod name reused):
+    # stored in turn, each round would mark the other's GPUs missing and back.
+    def page(gpu_uuid: str) -> str:
+        return f'DCGM_FI_DEV_GPU_TEMP{{gpu="0",UUID="{gpu_uuid}",Hostname="n1"}} 40\n'
+
+    with exporter({"/a": page("GPU-a"), "/b": page("GPU-b")}) as stub:
+        targets = [Target(url=f"{stub.url}/a"), Target(url=f"{stub.url}/b")]
+        with session_factory(db_url) as factory:
+            for _ in range(2):
+                run_once(targets, factory, policy=POLICY, timeout_s=5)
+    assert [(g.uuid, g.state) for g in rows(db_url, Gpu)] == [("GPU-a", "ok")]
+    endpoints = {e.url: e for e in rows(db_url, DcgmEndpoint)}
+    assert endpoints[f"{stub.url}/a"].last_error is None
+    assert endpoints[f"{stub.url}/b"].last_error == (
+        f"node n1 is scraped at {stub.url}/a too: two endpoints name one node; give each "
+        "target its own hostname label (docs/dcgm-pull.md)"
+    )
+    # The first endpoint down, the second takes the node over at the next round.
+    with exporter({"/b": page("GPU-b")}) as stub_b, session_factory(db_url) as factory:
+        moved = [Target(url=f"{stub.url}/a"), Target(url=f"{stub_b.url}/b")]
+        run_once(moved, factory, policy=POLICY, timeout_s=5)
+    assert {g.uuid: g.state for g in rows(db_url, Gpu)}["GPU-b"] == "ok"
