@@ -20,7 +20,7 @@ from app.config import Settings
 from app.db import session_scope, utcnow
 from app.dcgm import service as dcgm_service
 from app.dcgm import targets as dcgm_targets
-from app.dcgm.parse import parse
+from app.dcgm.parse import Parsed, parse
 from app.dcgm.scrape import Fetched, fetch
 from app.dcgm.targets import Target, TargetsError
 from app.dcgm.translate import Translation, translate
@@ -28,6 +28,7 @@ from app.health.rules import rules_from_settings
 
 log = logging.getLogger(__name__)
 _THREAD_PREFIX = "dcgm-pull"
+_DCGM_PREFIXES = ("DCGM_FI_", "DCGM_EXP_")
 
 
 def _not_a_scrape(record: logging.LogRecord) -> bool:
@@ -126,11 +127,32 @@ def _read(client: httpx.Client, target: Target) -> tuple[Fetched, Translation | 
     if got.text is None:
         return got, None
     try:
-        return got, translate(parse(got.text), target=target, scraped_at=got.at)
+        parsed = parse(got.text)
+        if not any(series.name.startswith(_DCGM_PREFIXES) for series in parsed.series):
+            # A proxy's error or login page answered with 200, an empty answer, another
+            # exporter's port: stored, it would be a node named after the URL's host with no
+            # GPUs, beside the real one.
+            return Fetched(None, _no_sample(got.text, parsed), got.at, got.duration_s), None
+        return got, translate(parsed, target=target, scraped_at=got.at)
     except Exception as exc:  # a bug: one page must not take the round with it
         log.exception("dcgm pull: reading the page of %s failed", target.url)
         error = f"reading the page failed: {type(exc).__name__}: {exc}"
         return Fetched(None, error, got.at, got.duration_s), None
+
+
+def _no_sample(text: str, parsed: Parsed) -> str:
+    """Why a page without a single DCGM sample is not a scrape (with its first refused line)."""
+    if parsed.series:
+        return (
+            f"no DCGM_FI_* or DCGM_EXP_* series on the page ({len(parsed.series)} other "
+            "series): is it a dcgm-exporter?"
+        )
+    if not text.strip():
+        return "no Prometheus sample on the page (it is empty)"
+    if parsed.bad_lines:
+        number, why = parsed.bad_lines[0]
+        return f"no Prometheus sample on the page (line {number}: {why})"
+    return "no Prometheus sample on the page"
 
 
 def _store(

@@ -296,3 +296,27 @@ def test_two_endpoints_naming_one_node_do_not_take_turns_with_its_gpus(db_url: s
         moved = [Target(url=f"{stub.url}/a"), Target(url=f"{stub_b.url}/b")]
         run_once(moved, factory, policy=POLICY, timeout_s=5)
     assert {g.uuid: g.state for g in rows(db_url, Gpu)}["GPU-b"] == "ok"
+
+
+def test_a_page_without_a_single_dcgm_sample_is_a_failed_scrape_not_a_node(db_url: str) -> None:
+    # A proxy's error or login page answered with 200, or an empty answer: storing it would
+    # make a node named after the URL's host, with no GPUs, beside the real one.
+    pages: dict[str, str | int] = {
+        "/html": "<html><body><h1>502 Bad Gateway</h1></body></html>\n",
+        "/empty": "",
+        "/comments": "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n",
+        "/node-exporter": "# TYPE node_load1 gauge\nnode_load1 0.5\nnode_load5 0.25\n",
+    }
+    with exporter(pages) as stub, session_factory(db_url) as factory:
+        targets = [Target(url=f"{stub.url}{p}") for p in pages]
+        run_once(targets, factory, policy=POLICY, timeout_s=5)
+    assert rows(db_url, Node) == []
+    errors = {e.url.rsplit("/", 1)[1]: e.last_error for e in rows(db_url, DcgmEndpoint)}
+    assert errors == {
+        "html": "no Prometheus sample on the page (line 1: not Prometheus text: invalid metric "
+        "name:<html><body><h1>502 Bad Gateway</h1></body></html>)",
+        "empty": "no Prometheus sample on the page (it is empty)",
+        "comments": "no Prometheus sample on the page",
+        "node-exporter": "no DCGM_FI_* or DCGM_EXP_* series on the page (2 other series): "
+        "is it a dcgm-exporter?",
+    }
