@@ -22,7 +22,7 @@ from app.dcgm import service as dcgm_service
 from app.dcgm import targets as dcgm_targets
 from app.dcgm.parse import Parsed, parse
 from app.dcgm.scrape import Fetched, fetch
-from app.dcgm.targets import Target, TargetsError
+from app.dcgm.targets import Target, TargetsError, hide_password, shown_url
 from app.dcgm.translate import Translation, translate
 from app.health.rules import rules_from_settings
 
@@ -135,7 +135,7 @@ def _read(client: httpx.Client, target: Target) -> tuple[Fetched, Translation | 
             return Fetched(None, _no_sample(got.text, parsed), got.at, got.duration_s), None
         return got, translate(parsed, target=target, scraped_at=got.at)
     except Exception as exc:  # a bug: one page must not take the round with it
-        log.exception("dcgm pull: reading the page of %s failed", target.url)
+        log.exception("dcgm pull: reading the page of %s failed", shown_url(target.url))
         error = f"reading the page failed: {type(exc).__name__}: {exc}"
         return Fetched(None, error, got.at, got.duration_s), None
 
@@ -182,21 +182,22 @@ def _store(
         except dcgm_service.NotStored as exc:
             error = str(exc)
         except Exception as exc:
-            log.exception("dcgm pull: storing the scrape of %s failed", target.url)
+            log.exception("dcgm pull: storing the scrape of %s failed", shown_url(target.url))
             error = f"storing the scrape failed: {type(exc).__name__}: {exc}"
         else:
             if on_stored is not None:
                 on_stored(node_id, stored)
             return
-    log.warning("dcgm pull: %s: %s", target.url, error)
+    error = hide_password(error or "unknown error", target.url)
+    log.warning("dcgm pull: %s: %s", shown_url(target.url), error)
     try:
         with session_scope(session_factory) as session:
             dcgm_service.record_failure(
                 session,
                 url=target.url,
-                error=error or "unknown error",
+                error=error,
                 scraped_at=got.at,
                 duration_s=got.duration_s,
             )
     except Exception:
-        log.exception("dcgm pull: recording the failure of %s failed", target.url)
+        log.exception("dcgm pull: recording the failure of %s failed", shown_url(target.url))

@@ -12,7 +12,7 @@ from app.db import utcnow
 from app.dcgm import service as dcgm_service
 from app.dcgm.jobs import configured_targets
 from app.dcgm.schemas import EndpointOut, EndpointsOut
-from app.dcgm.targets import TargetsError
+from app.dcgm.targets import TargetsError, shown_url
 
 
 def listing(session: Session, *, settings: Settings, job: Any = None) -> EndpointsOut:
@@ -31,12 +31,12 @@ def listing(session: Session, *, settings: Settings, job: Any = None) -> Endpoin
     for url in sorted(configured | rows.keys()):
         row = rows.get(url)
         if row is None:
-            endpoints.append(EndpointOut(url=url, configured=True))
+            endpoints.append(EndpointOut(url=shown_url(url), configured=True))
             continue
         endpoints.append(
             EndpointOut.model_validate(
                 {
-                    "url": url,
+                    "url": shown_url(url),
                     "configured": url in configured,
                     "hostname": row.hostname,
                     "last_scrape_at": row.last_scrape_at,

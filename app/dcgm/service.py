@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app import __version__
 from app.dcgm import fields, xid
 from app.dcgm.models import DcgmEndpoint
-from app.dcgm.targets import Target
+from app.dcgm.targets import Target, shown_url
 from app.dcgm.translate import Translation
 from app.fleet import service as fleet_service
 from app.fleet.models import Node
@@ -168,13 +168,15 @@ def store_scrape(
     )
     if holder is not None:
         raise NotStored(
-            f"node {node.hostname} is scraped at {holder} too: two endpoints name one node; "
-            "give each target its own hostname label (docs/dcgm-pull.md)"
+            f"node {node.hostname} is scraped at {shown_url(holder)} too: two endpoints name "
+            "one node; give each target its own hostname label (docs/dcgm-pull.md)"
         )
     state = endpoint.xid_state
     if state is None:
         state = _inherited_xid_state(session, node_id=node.id, endpoint_id=endpoint.id)
-    events, xid_state = xid.events(translation.xids, state, at=scraped_at, url=target.url)
+    events, xid_state = xid.events(
+        translation.xids, state, at=scraped_at, url=shown_url(target.url)
+    )
     batch_id = f"dcgm-{endpoint.id}-{int(scraped_at.timestamp() * 1000)}"
     document = batch_document(translation, batch_id=batch_id, scraped_at=scraped_at, events=events)
     try:

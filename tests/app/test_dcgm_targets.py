@@ -135,3 +135,20 @@ def test_the_docs_mapping_table_lists_exactly_the_fields_taken() -> None:
     documented = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `DCGM_")}
     taken = {f.dcgm for f in fields.SAMPLE_FIELDS} | {fields.FB_TOTAL, fields.XID_LAST}
     assert documented == taken | fields.XID_COUNTS
+
+
+def test_a_password_in_a_url_is_hidden_wherever_the_url_is_shown() -> None:
+    from app.dcgm.targets import hide_password, shown_url
+
+    assert shown_url("http://fw:s3cret@gpu-node-01:9400/metrics") == (
+        "http://fw:***@gpu-node-01:9400/metrics"
+    )
+    assert shown_url("https://[::1]:9400/metrics") == "https://[::1]:9400/metrics"
+    assert hide_password(
+        "InvalidURL: s3cret in http://fw:s3cret@h/metrics", "http://fw:s3cret@h/metrics"
+    ) == ("InvalidURL: *** in http://fw:***@h/metrics")
+    with pytest.raises(SettingsError) as caught:
+        load_settings(dcgm_endpoints="http://fw:s3cret@n1:99999/metrics")
+    assert "s3cret" not in str(caught.value) and "'http://fw:***@n1:99999/metrics'" in str(
+        caught.value
+    )
