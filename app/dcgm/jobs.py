@@ -79,16 +79,31 @@ class ScrapeJob:
     on_stored: OnStored | None = None
     #: Why the endpoints file could not be read at the latest run (None: it could).
     targets_error: str | None = None
+    #: The targets of the endpoints file as last read well (None: never read well yet).
+    last_good_file: list[Target] | None = None
 
-    def job(self) -> None:
-        """Scrape every endpoint once; never raises into the scheduler."""
+    def targets(self) -> list[Target]:
+        """The endpoints to scrape now. A file that cannot be read (half-written by the job
+        regenerating it, a typo, gone) keeps the targets it had when last read well, as
+        Prometheus's file_sd does, and the error is kept in :attr:`targets_error`: dropping
+        them would make every pulled node stale, and page, over a configuration slip."""
+        static = dcgm_targets.from_urls(self.settings.dcgm_endpoints)
+        path = self.settings.dcgm_endpoints_file
+        if path is None:
+            self.targets_error = None
+            return static
         try:
-            targets = configured_targets(self.settings)
+            self.last_good_file = dcgm_targets.read_file(path)
             self.targets_error = None
         except TargetsError as exc:
             self.targets_error = str(exc)
-            log.error("dcgm pull: %s; scraping only FLEETWATCH_DCGM_ENDPOINTS", exc)
-            targets = dcgm_targets.from_urls(self.settings.dcgm_endpoints)
+            kept = len(self.last_good_file or [])
+            log.error("dcgm pull: %s; scraping its last good %d target(s)", exc, kept)
+        return dcgm_targets.merge(static, self.last_good_file or [])
+
+    def job(self) -> None:
+        """Scrape every endpoint once; never raises into the scheduler."""
+        targets = self.targets()
         if targets:
             run_once(
                 targets,

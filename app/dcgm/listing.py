@@ -23,7 +23,9 @@ def listing(session: Session, *, settings: Settings, job: Any = None) -> Endpoin
         configured = {t.url for t in configured_targets(settings)}
     except TargetsError as exc:
         targets_error = str(exc)
-        configured = set(settings.dcgm_endpoints)
+        # The job scrapes the file's last good targets meanwhile: they are still configured.
+        kept = (job.last_good_file if job is not None else None) or []
+        configured = set(settings.dcgm_endpoints) | {t.url for t in kept}
     if targets_error is None and job is not None:
         targets_error = job.targets_error
     rows = {row.url: row for row in dcgm_service.list_endpoints(session)}

@@ -6,6 +6,7 @@ recorded, never failing the others."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -320,3 +321,30 @@ def test_a_page_without_a_single_dcgm_sample_is_a_failed_scrape_not_a_node(db_ur
         "node-exporter": "no DCGM_FI_* or DCGM_EXP_* series on the page (2 other series): "
         "is it a dcgm-exporter?",
     }
+
+
+def test_a_targets_file_broken_while_regenerated_keeps_its_last_good_targets(
+    db_url: str, tmp_path: Path
+) -> None:
+    # A job rewriting the file in place (not by rename) leaves it half-written for a moment,
+    # or a typo lands in it: dropping its targets would make every pulled node stale and page.
+    from app.dcgm.jobs import ScrapeJob
+    from app.dcgm.listing import listing
+    from tests.conftest import make_settings
+
+    page = 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a",Hostname="gpu-node-07"} 40\n'
+    sd_file = tmp_path / "dcgm-targets.yaml"
+    with exporter({"/metrics": page}) as stub, session_factory(db_url) as factory:
+        sd_file.write_text(f"- targets: ['{stub.url.removeprefix('http://')}']\n")
+        job = ScrapeJob(make_settings(db_url, tmp_path, dcgm_endpoints_file=str(sd_file)), factory)
+        job.job()
+        sd_file.write_text("- targets: ['half-writ")
+        job.job()
+        with session_scope(factory) as session:
+            listed = listing(session, settings=job.settings, job=job)
+        sd_file.unlink()
+        job.job()
+    assert stub.hits == ["/metrics"] * 3
+    assert job.targets_error is not None and job.targets_error.startswith(f"{sd_file}: ")
+    assert listed.targets_error is not None and "neither JSON nor YAML" in listed.targets_error
+    assert [(e.url, e.configured) for e in listed.endpoints] == [(f"{stub.url}/metrics", True)]
