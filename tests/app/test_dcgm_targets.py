@@ -152,3 +152,18 @@ def test_a_password_in_a_url_is_hidden_wherever_the_url_is_shown() -> None:
     assert "s3cret" not in str(caught.value) and "'http://fw:***@n1:99999/metrics'" in str(
         caught.value
     )
+
+
+def test_the_capture_server_names_a_bad_port_or_a_directory_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.dcgm.serve import main
+
+    capture = tmp_path / "page.prom"
+    capture.write_text("DCGM_FI_DEV_GPU_TEMP 1\n")
+    with pytest.raises(SystemExit) as caught:
+        main([str(capture), "--port", "70000"])
+    assert caught.value.code == 2
+    assert "argument --port: expected a port number 0-65535, got '70000'" in capsys.readouterr().err
+    assert main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"app.dcgm.serve: {tmp_path}: not a file\n"
