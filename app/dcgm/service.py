@@ -139,7 +139,10 @@ def store_scrape(
     try:
         node = fleet_service.get_or_create_node(session, hostname=translation.hostname)
     except ValueError as exc:
-        raise NotStored(str(exc)) from None
+        raise NotStored(
+            f"{exc}: give the target a hostname label, or set NODE_NAME on the exporter for "
+            "its Hostname label (docs/dcgm-pull.md)"
+        ) from None
     node = session.get_one(Node, node.id, with_for_update={"key_share": True})
     if node.retired_at is not None:
         # A pushed batch brings a retired node back (a new token was issued for it); a scrape

@@ -348,3 +348,16 @@ def test_a_targets_file_broken_while_regenerated_keeps_its_last_good_targets(
     assert job.targets_error is not None and job.targets_error.startswith(f"{sd_file}: ")
     assert listed.targets_error is not None and "neither JSON nor YAML" in listed.targets_error
     assert [(e.url, e.configured) for e in listed.endpoints] == [(f"{stub.url}/metrics", True)]
+
+
+def test_a_node_named_by_an_ipv6_url_says_to_give_it_a_hostname(db_url: str) -> None:
+    # No Hostname label on the page and no hostname on the target: the URL's host names the
+    # node, which an IPv6 address cannot.
+    page = 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a"} 40\n'
+    with pytest.raises(dcgm_service.NotStored) as caught:
+        store(db_url, page, target=Target(url="http://[fd00::17]:9400/metrics"))
+    assert str(caught.value) == (
+        "not a valid hostname: 'fd00::17': give the target a hostname label, or set "
+        "NODE_NAME on the exporter for its Hostname label (docs/dcgm-pull.md)"
+    )
+    assert rows(db_url, Node) == []
