@@ -26,6 +26,8 @@ _LABEL_KEY = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: A node name the fleet takes (app.fleet.service.HOSTNAME_RE: RFC 1123 characters, ≤ 253).
 _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$")
 MAX_TARGETS = 10_000
+#: The endpoint table's URL column (app.dcgm.models.DcgmEndpoint.url).
+MAX_URL_CHARS = 2048
 
 
 class TargetsError(ValueError):
@@ -43,11 +45,13 @@ class Target:
 
 
 def check_url(url: str) -> str:
-    """``url`` if it is an ``http(s)://host[:port]/…`` URL.
+    """``url`` if it is an ``http(s)://host[:port]/…`` URL of at most :data:`MAX_URL_CHARS`.
 
     Raises:
         TargetsError: it is not.
     """
+    if len(url) > MAX_URL_CHARS:
+        raise TargetsError(f"{shown_url(url)[:64]!r}… is longer than {MAX_URL_CHARS} characters")
     try:
         parts = urlsplit(url)
     except ValueError:  # an IPv6 address without its closing bracket

@@ -167,3 +167,10 @@ def test_the_capture_server_names_a_bad_port_or_a_directory_without_a_traceback(
     assert "argument --port: expected a port number 0-65535, got '70000'" in capsys.readouterr().err
     assert main([str(tmp_path)]) == 2
     assert capsys.readouterr().err == f"app.dcgm.serve: {tmp_path}: not a file\n"
+
+
+def test_a_url_longer_than_the_endpoint_column_is_refused_up_front() -> None:
+    # Postgres' varchar(2048) would refuse its row at every scrape, its failure unrecorded.
+    long = "http://gpu-node-01:9400/" + "m" * 2048
+    with pytest.raises(SettingsError, match="is longer than 2048 characters"):
+        load_settings(dcgm_endpoints=long)
