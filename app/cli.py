@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -92,7 +92,7 @@ def _require_migrated(settings: Settings, hint: str = "") -> None:
             if not is_up_to_date(engine, url):
                 problem = "is not at the newest schema"
         except SQLAlchemyError as exc:
-            problem = f"cannot be opened ({exc.__class__.__name__}: {str(exc).splitlines()[0]})"
+            _fail_unreachable(settings, exc)
         finally:
             engine.dispose()
     if problem:
@@ -102,6 +102,37 @@ def _require_migrated(settings: Settings, hint: str = "") -> None:
             err=True,
         )
         raise typer.Exit(2)
+
+
+_UNREACHABLE_ADVICE = (
+    "check FLEETWATCH_DATABASE_URL (or --database-url) and that the database server is up"
+)
+
+
+def _fail_unreachable(settings: Settings, exc: Exception) -> NoReturn:
+    """Exit 2 with one line naming the database that cannot be opened and why: a database
+    that is not up yet (a migrate Job started before Postgres) is no reason for a traceback,
+    nor for the advice to migrate."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    typer.echo(
+        f"fleetwatch: database {_display_url(settings)} cannot be opened "
+        f"({exc.__class__.__name__}: {first}): {_UNREACHABLE_ADVICE}",
+        err=True,
+    )
+    raise typer.Exit(2)
+
+
+def _upgrade(settings: Settings) -> None:
+    """Migrate the database to the newest schema; one line, not a traceback, when it cannot
+    be reached."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    from app.migrate import upgrade
+
+    try:
+        upgrade(settings.effective_database_url)
+    except (OperationalError, InterfaceError) as exc:
+        _fail_unreachable(settings, exc)
 
 
 def _fail(message: str) -> None:
@@ -119,11 +150,9 @@ def _is_postgres(settings: Settings) -> bool:
 @cli.command()
 def migrate(database_url: DatabaseOpt = None) -> None:
     """Create or upgrade the database schema to the newest migration."""
-    from app.migrate import upgrade
-
     settings = _settings(database_url=database_url)
     _prepare_sqlite_dir(settings)
-    upgrade(settings.effective_database_url)
+    _upgrade(settings)
     typer.echo(f"database {_display_url(settings)} is at the newest schema")
 
 
@@ -157,7 +186,6 @@ def serve(
     import uvicorn
 
     from app.main import create_app
-    from app.migrate import upgrade
 
     settings = _settings(database_url=database_url, host=host, port=port)
     _prepare_sqlite_dir(settings)
@@ -166,7 +194,7 @@ def serve(
     if workers > 1 and not _is_postgres(settings):
         _fail("--workers needs Postgres: SQLite takes one writing process")
     if migrate_first:
-        upgrade(settings.effective_database_url)
+        _upgrade(settings)
     _require_migrated(settings, hint=" (or 'fleetwatch serve --migrate')")
     if workers == 1:
         uvicorn.run(

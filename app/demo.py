@@ -24,6 +24,7 @@ import uvicorn
 from app.auth import service as auth_service
 from app.config import Settings
 from app.db import make_engine, make_session_factory, session_scope
+from app.dcgm.targets import shown_url
 from app.errors import NotFound
 from app.main import create_app
 from app.migrate import upgrade
@@ -254,7 +255,7 @@ def run_demo(
             )
         )
         pulled = "".join(
-            f"  pulling dcgm-exporter {endpoint} (status: {url}/api/v1/dcgm/endpoints)\n"
+            f"  pulling dcgm-exporter {shown_url(endpoint)} (status: {url}/api/v1/dcgm/endpoints)\n"
             for endpoint in settings.dcgm_endpoints
         )
         print(

@@ -71,13 +71,13 @@ def reason_lines(reasons: list[dict[str, Any]], *, now: datetime) -> list[str]:
 
 def health(
     node: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--node",
             help="the node's hostname as its agent reports it (default: this machine's)",
             show_default=False,
         ),
-    ] = "",
+    ] = None,
     json_: JsonOpt = False,
     server: ServerOpt = DEFAULT_SERVER,
     token: TokenOpt = None,
@@ -90,7 +90,14 @@ def health(
     service (quarantined, remediating, validating, rma). --json: GET
     /api/v1/nodes/{hostname}/health as it is.
     """
-    hostname = node.strip() or socket.gethostname()
+    if node is not None and not node.strip():
+        # `--node "$SLURMD_NODENAME"` with the variable unset: not this machine, quietly.
+        typer.echo(
+            "fleetwatch: --node is empty: give a hostname, or leave --node out for this machine's",
+            err=True,
+        )
+        raise typer.Exit(EXIT_NO_ANSWER)
+    hostname = node.strip() if node is not None else socket.gethostname()
     with connect(server, token, timeout, error_exit=EXIT_NO_ANSWER) as api:
         try:
             body = api.get(f"/nodes/{quote(hostname, safe='')}/health")

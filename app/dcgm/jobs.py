@@ -20,14 +20,15 @@ from app.config import Settings
 from app.db import session_scope, utcnow
 from app.dcgm import service as dcgm_service
 from app.dcgm import targets as dcgm_targets
-from app.dcgm.parse import parse
+from app.dcgm.parse import Parsed, parse
 from app.dcgm.scrape import Fetched, fetch
-from app.dcgm.targets import Target, TargetsError
+from app.dcgm.targets import Target, TargetsError, hide_password, shown_url
 from app.dcgm.translate import Translation, translate
 from app.health.rules import rules_from_settings
 
 log = logging.getLogger(__name__)
 _THREAD_PREFIX = "dcgm-pull"
+_DCGM_PREFIXES = ("DCGM_FI_", "DCGM_EXP_")
 
 
 def _not_a_scrape(record: logging.LogRecord) -> bool:
@@ -78,16 +79,31 @@ class ScrapeJob:
     on_stored: OnStored | None = None
     #: Why the endpoints file could not be read at the latest run (None: it could).
     targets_error: str | None = None
+    #: The targets of the endpoints file as last read well (None: never read well yet).
+    last_good_file: list[Target] | None = None
 
-    def job(self) -> None:
-        """Scrape every endpoint once; never raises into the scheduler."""
+    def targets(self) -> list[Target]:
+        """The endpoints to scrape now. A file that cannot be read (half-written by the job
+        regenerating it, a typo, gone) keeps the targets it had when last read well, as
+        Prometheus's file_sd does, and the error is kept in :attr:`targets_error`: dropping
+        them would make every pulled node stale, and page, over a configuration slip."""
+        static = dcgm_targets.from_urls(self.settings.dcgm_endpoints)
+        path = self.settings.dcgm_endpoints_file
+        if path is None:
+            self.targets_error = None
+            return static
         try:
-            targets = configured_targets(self.settings)
+            self.last_good_file = dcgm_targets.read_file(path)
             self.targets_error = None
         except TargetsError as exc:
             self.targets_error = str(exc)
-            log.error("dcgm pull: %s; scraping only FLEETWATCH_DCGM_ENDPOINTS", exc)
-            targets = dcgm_targets.from_urls(self.settings.dcgm_endpoints)
+            kept = len(self.last_good_file or [])
+            log.error("dcgm pull: %s; scraping its last good %d target(s)", exc, kept)
+        return dcgm_targets.merge(static, self.last_good_file or [])
+
+    def job(self) -> None:
+        """Scrape every endpoint once; never raises into the scheduler."""
+        targets = self.targets()
         if targets:
             run_once(
                 targets,
@@ -116,8 +132,9 @@ def run_once(
         ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=_THREAD_PREFIX) as pool,
     ):
         fetched = list(pool.map(lambda t: _read(client, t), targets))
+    configured = frozenset(t.url for t in targets)
     for target, (got, translation) in zip(targets, fetched, strict=True):
-        _store(target, got, translation, session_factory, policy, on_stored)
+        _store(target, got, translation, session_factory, policy, on_stored, configured)
 
 
 def _read(client: httpx.Client, target: Target) -> tuple[Fetched, Translation | None]:
@@ -125,11 +142,32 @@ def _read(client: httpx.Client, target: Target) -> tuple[Fetched, Translation | 
     if got.text is None:
         return got, None
     try:
-        return got, translate(parse(got.text), target=target, scraped_at=got.at)
+        parsed = parse(got.text)
+        if not any(series.name.startswith(_DCGM_PREFIXES) for series in parsed.series):
+            # A proxy's error or login page answered with 200, an empty answer, another
+            # exporter's port: stored, it would be a node named after the URL's host with no
+            # GPUs, beside the real one.
+            return Fetched(None, _no_sample(got.text, parsed), got.at, got.duration_s), None
+        return got, translate(parsed, target=target, scraped_at=got.at)
     except Exception as exc:  # a bug: one page must not take the round with it
-        log.exception("dcgm pull: reading the page of %s failed", target.url)
+        log.exception("dcgm pull: reading the page of %s failed", shown_url(target.url))
         error = f"reading the page failed: {type(exc).__name__}: {exc}"
         return Fetched(None, error, got.at, got.duration_s), None
+
+
+def _no_sample(text: str, parsed: Parsed) -> str:
+    """Why a page without a single DCGM sample is not a scrape (with its first refused line)."""
+    if parsed.series:
+        return (
+            f"no DCGM_FI_* or DCGM_EXP_* series on the page ({len(parsed.series)} other "
+            "series): is it a dcgm-exporter?"
+        )
+    if not text.strip():
+        return "no Prometheus sample on the page (it is empty)"
+    if parsed.bad_lines:
+        number, why = parsed.bad_lines[0]
+        return f"no Prometheus sample on the page (line {number}: {why})"
+    return "no Prometheus sample on the page"
 
 
 def _store(
@@ -139,6 +177,7 @@ def _store(
     session_factory: sessionmaker[Session],
     policy: dcgm_service.IngestPolicy,
     on_stored: OnStored | None,
+    configured: frozenset[str],
 ) -> None:
     error = got.error
     if translation is not None:
@@ -152,26 +191,28 @@ def _store(
                     duration_s=got.duration_s,
                     received_at=utcnow(),
                     policy=policy,
+                    configured_urls=configured,
                 )
                 node_id = stored.node_id
         except dcgm_service.NotStored as exc:
             error = str(exc)
         except Exception as exc:
-            log.exception("dcgm pull: storing the scrape of %s failed", target.url)
+            log.exception("dcgm pull: storing the scrape of %s failed", shown_url(target.url))
             error = f"storing the scrape failed: {type(exc).__name__}: {exc}"
         else:
             if on_stored is not None:
                 on_stored(node_id, stored)
             return
-    log.warning("dcgm pull: %s: %s", target.url, error)
+    error = hide_password(error or "unknown error", target.url)
+    log.warning("dcgm pull: %s: %s", shown_url(target.url), error)
     try:
         with session_scope(session_factory) as session:
             dcgm_service.record_failure(
                 session,
                 url=target.url,
-                error=error or "unknown error",
+                error=error,
                 scraped_at=got.at,
                 duration_s=got.duration_s,
             )
     except Exception:
-        log.exception("dcgm pull: recording the failure of %s failed", target.url)
+        log.exception("dcgm pull: recording the failure of %s failed", shown_url(target.url))

@@ -12,7 +12,7 @@ from app.db import utcnow
 from app.dcgm import service as dcgm_service
 from app.dcgm.jobs import configured_targets
 from app.dcgm.schemas import EndpointOut, EndpointsOut
-from app.dcgm.targets import TargetsError
+from app.dcgm.targets import TargetsError, shown_url
 
 
 def listing(session: Session, *, settings: Settings, job: Any = None) -> EndpointsOut:
@@ -23,7 +23,9 @@ def listing(session: Session, *, settings: Settings, job: Any = None) -> Endpoin
         configured = {t.url for t in configured_targets(settings)}
     except TargetsError as exc:
         targets_error = str(exc)
-        configured = set(settings.dcgm_endpoints)
+        # The job scrapes the file's last good targets meanwhile: they are still configured.
+        kept = (job.last_good_file if job is not None else None) or []
+        configured = set(settings.dcgm_endpoints) | {t.url for t in kept}
     if targets_error is None and job is not None:
         targets_error = job.targets_error
     rows = {row.url: row for row in dcgm_service.list_endpoints(session)}
@@ -31,12 +33,12 @@ def listing(session: Session, *, settings: Settings, job: Any = None) -> Endpoin
     for url in sorted(configured | rows.keys()):
         row = rows.get(url)
         if row is None:
-            endpoints.append(EndpointOut(url=url, configured=True))
+            endpoints.append(EndpointOut(url=shown_url(url), configured=True))
             continue
         endpoints.append(
             EndpointOut.model_validate(
                 {
-                    "url": url,
+                    "url": shown_url(url),
                     "configured": url in configured,
                     "hostname": row.hostname,
                     "last_scrape_at": row.last_scrape_at,

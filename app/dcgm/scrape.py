@@ -26,11 +26,24 @@ class Fetched:
     duration_s: float
 
 
-def fetch(client: httpx.Client, url: str, *, max_bytes: int = MAX_BODY_BYTES) -> Fetched:
-    """GET ``url`` with ``client`` (whose timeout applies). Never raises for the network or
-    the answer: a refused connection, a timeout, a status other than 200 or a body over
-    ``max_bytes`` is :attr:`Fetched.error`."""
+def fetch(
+    client: httpx.Client,
+    url: str,
+    *,
+    max_bytes: int = MAX_BODY_BYTES,
+    deadline_s: float | None = None,
+) -> Fetched:
+    """GET ``url`` with ``client`` (whose timeout applies to each connect and read). Never
+    raises for the network or the answer: a refused connection, a timeout, a status other than
+    200, a body over ``max_bytes`` or an answer still coming after ``deadline_s`` (default: the
+    client's read timeout) is :attr:`Fetched.error`.
+
+    httpx's read timeout bounds each wait for data, not the whole body: an exporter (or a proxy)
+    that sends a line now and then would hold the round forever without the deadline, which
+    is checked after each chunk (so it is overrun by one read's wait at most).
+    """
     started = time.perf_counter()
+    limit_s = deadline_s if deadline_s is not None else client.timeout.read
 
     def failed(error: str) -> Fetched:
         return Fetched(None, error, utcnow(), time.perf_counter() - started)
@@ -45,6 +58,8 @@ def fetch(client: httpx.Client, url: str, *, max_bytes: int = MAX_BODY_BYTES) ->
                 size += len(chunk)
                 if size > max_bytes:
                     return failed(f"the body is over {max_bytes} bytes")
+                if limit_s is not None and time.perf_counter() - started > limit_s:
+                    return failed(f"timed out after {limit_s:g} s (the body was still coming)")
                 chunks.append(chunk)
             encoding = response.encoding or "utf-8"
     except httpx.TimeoutException:

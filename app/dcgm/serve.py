@@ -39,15 +39,22 @@ def make_server(path: Path, host: str, port: int) -> ThreadingHTTPServer:
     return ThreadingHTTPServer((host, port), Handler)
 
 
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve until Ctrl-C; 2 when the file or the port cannot be used."""
     parser = argparse.ArgumentParser(prog="python -m app.dcgm.serve", description=__doc__)
     parser.add_argument("file", type=Path, help="a dcgm-exporter /metrics capture")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=9400, help="default: 9400, dcgm-exporter's")
+    parser.add_argument("--port", type=_port, default=9400, help="default: 9400, dcgm-exporter's")
     args = parser.parse_args(argv)
     if not args.file.is_file():
-        print(f"app.dcgm.serve: {args.file}: no such file", file=sys.stderr)
+        why = "not a file" if args.file.exists() else "no such file"
+        print(f"app.dcgm.serve: {args.file}: {why}", file=sys.stderr)
         return 2
     try:
         server = make_server(args.file, args.host, args.port)

@@ -7,6 +7,7 @@ GPUs, samples and Xid events are stored, judged, alerted on and served like any 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,7 +19,7 @@ from sqlalchemy.orm import Session
 from app import __version__
 from app.dcgm import fields, xid
 from app.dcgm.models import DcgmEndpoint
-from app.dcgm.targets import Target
+from app.dcgm.targets import Target, shown_url
 from app.dcgm.translate import Translation
 from app.fleet import service as fleet_service
 from app.fleet.models import Node
@@ -118,8 +119,15 @@ def store_scrape(
     duration_s: float,
     received_at: datetime,
     policy: IngestPolicy,
+    configured_urls: Collection[str] = (),
 ) -> Stored:
     """Store a translated scrape of ``target`` as its node's batch and record the outcome.
+
+    ``configured_urls``: the endpoints configured now. One of them (other than ``target``)
+    whose latest scrape stored this node within ``policy.stale_after_s`` keeps it: two
+    endpoints naming one node would otherwise take turns with its inventory, each marking the
+    other's GPUs missing. An endpoint no longer configured (a pod restarted under a new IP)
+    or whose latest try failed hands the node over at once.
 
     Raises:
         NotStored: the node name is not a host name, the node is retired, or it is pushed by
@@ -131,7 +139,10 @@ def store_scrape(
     try:
         node = fleet_service.get_or_create_node(session, hostname=translation.hostname)
     except ValueError as exc:
-        raise NotStored(str(exc)) from None
+        raise NotStored(
+            f"{exc}: give the target a hostname label, or set NODE_NAME on the exporter for "
+            "its Hostname label (docs/dcgm-pull.md)"
+        ) from None
     node = session.get_one(Node, node.id, with_for_update={"key_share": True})
     if node.retired_at is not None:
         # A pushed batch brings a retired node back (a new token was issued for it); a scrape
@@ -151,10 +162,24 @@ def store_scrape(
             f"node {node.hostname} is pushed by an agent (collector {collector}); a node is "
             "either pushed or pulled, so this scrape is not stored"
         )
+    holder = _other_live_endpoint(
+        session,
+        node_id=node.id,
+        endpoint_id=endpoint.id,
+        configured_urls=configured_urls,
+        since=pushed_since,
+    )
+    if holder is not None:
+        raise NotStored(
+            f"node {node.hostname} is scraped at {shown_url(holder)} too: two endpoints name "
+            "one node; give each target its own hostname label (docs/dcgm-pull.md)"
+        )
     state = endpoint.xid_state
     if state is None:
         state = _inherited_xid_state(session, node_id=node.id, endpoint_id=endpoint.id)
-    events, xid_state = xid.events(translation.xids, state, at=scraped_at, url=target.url)
+    events, xid_state = xid.events(
+        translation.xids, state, at=scraped_at, url=shown_url(target.url)
+    )
     batch_id = f"dcgm-{endpoint.id}-{int(scraped_at.timestamp() * 1000)}"
     document = batch_document(translation, batch_id=batch_id, scraped_at=scraped_at, events=events)
     try:
@@ -198,6 +223,32 @@ def store_scrape(
     endpoint.events_raised = (endpoint.events_raised or 0) + result.events_stored
     session.flush()
     return Stored(endpoint=endpoint, node_id=node.id, batch=batch, result=result)
+
+
+def _other_live_endpoint(
+    session: Session,
+    *,
+    node_id: int,
+    endpoint_id: int,
+    configured_urls: Collection[str],
+    since: datetime,
+) -> str | None:
+    """The URL of another configured endpoint whose latest try stored node ``node_id`` at or
+    after ``since``, or None."""
+    if not configured_urls:
+        return None
+    stmt = (
+        select(DcgmEndpoint.url)
+        .where(
+            DcgmEndpoint.node_id == node_id,
+            DcgmEndpoint.id != endpoint_id,
+            DcgmEndpoint.last_error.is_(None),
+            DcgmEndpoint.last_success_at >= since,
+        )
+        .order_by(DcgmEndpoint.url)
+    )
+    # A node's endpoints are one or two rows: filtered here, not by an IN of every URL.
+    return next((url for url in session.scalars(stmt) if url in configured_urls), None)
 
 
 def _inherited_xid_state(

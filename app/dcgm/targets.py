@@ -23,8 +23,11 @@ from urllib.parse import urlsplit
 import yaml
 
 _LABEL_KEY = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+#: A node name the fleet takes (app.fleet.service.HOSTNAME_RE: RFC 1123 characters, ≤ 253).
+_HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$")
 MAX_TARGETS = 10_000
+#: The endpoint table's URL column (app.dcgm.models.DcgmEndpoint.url).
+MAX_URL_CHARS = 2048
 
 
 class TargetsError(ValueError):
@@ -42,19 +45,48 @@ class Target:
 
 
 def check_url(url: str) -> str:
-    """``url`` if it is an ``http(s)://host[:port]/…`` URL.
+    """``url`` if it is an ``http(s)://host[:port]/…`` URL of at most :data:`MAX_URL_CHARS`.
 
     Raises:
         TargetsError: it is not.
     """
-    parts = urlsplit(url)
+    if len(url) > MAX_URL_CHARS:
+        raise TargetsError(f"{shown_url(url)[:64]!r}… is longer than {MAX_URL_CHARS} characters")
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an IPv6 address without its closing bracket
+        raise TargetsError(f"{url!r} is not an http:// or https:// URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TargetsError(f"{url!r} is not an http:// or https:// URL")
+        raise TargetsError(f"{shown_url(url)!r} is not an http:// or https:// URL")
     try:
         parts.port  # noqa: B018 - a bad port raises here
     except ValueError:
-        raise TargetsError(f"{url!r} has a port that is not a number 0-65535") from None
+        raise TargetsError(f"{shown_url(url)!r} has a port that is not a number 0-65535") from None
     return url
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown (API, page, log, event messages): a password replaced by
+    ``***`` (``http://user:***@host:9400/metrics``), as SQLAlchemy shows a database URL."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if not password:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"{user}:***@{host}").geturl()
+
+
+def hide_password(text: str, url: str) -> str:
+    """``text`` (an error or log line about ``url``) with ``url``'s password replaced."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return text
+    return text.replace(url, shown_url(url)).replace(password, "***") if password else text
 
 
 def from_urls(urls: list[str]) -> list[Target]:

@@ -22,7 +22,8 @@ from app.dcgm.blanks import blank_reason
 from app.dcgm.parse import Parsed, Series
 from app.dcgm.targets import Target
 
-_HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+#: A Hostname label that can name a node (app.fleet.service.HOSTNAME_RE): another is ignored.
+_HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$")
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 _MAX_SKIPPED = 200
 _MAX_INT = 2**31 - 1

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.app.helpers import post_batch
 from tests.conftest import make_settings
 from tests.factories import batch
@@ -107,3 +109,26 @@ def test_token_create_before_migrate_gives_advice_and_creates_no_database(tmp_pa
     assert "run 'fleetwatch migrate' first" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (data / "fleetwatch.db").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("migrate",), ("serve", "--migrate", "--port", "1"), ("serve", "--port", "1")],
+    ids=["migrate", "serve --migrate", "serve"],
+)
+def test_an_unreachable_database_is_one_line_naming_it_not_a_traceback(
+    args: tuple[str, ...],
+) -> None:
+    # What `kubectl logs job/fleetwatch-migrate` shows while Postgres is not up yet.
+    url = "postgresql://fleetwatch:s3cret@127.0.0.1:1/fleetwatch"  # port 1: refused
+    result = fleetwatch(*args, "--database-url", url)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(
+        "fleetwatch: database postgresql://fleetwatch:***@127.0.0.1:1/fleetwatch cannot be "
+        "opened (OperationalError: "
+    )
+    assert lines[0].endswith(
+        "): check FLEETWATCH_DATABASE_URL (or --database-url) and that the database server is up"
+    )

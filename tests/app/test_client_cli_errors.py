@@ -141,3 +141,14 @@ def test_a_404_from_a_wrong_server_path_is_no_answer_not_an_unknown_node(
     assert wrong.exit_code == 5, wrong.stderr
     missing = run(server.url, "health", "--node", "gpu-01")
     assert missing.exit_code == 4 and "no node named 'gpu-01'" in missing.stderr
+
+
+def test_an_empty_node_is_a_bad_option_not_this_machine() -> None:
+    # `fleetwatch health --node "$SLURMD_NODENAME"` with the variable unset must not quietly
+    # answer for the machine running the script.
+    for empty in ("", "  "):
+        result = run("http://127.0.0.1:1", "health", "--node", empty)
+        assert result.exit_code == 5
+        assert result.stderr == (
+            "fleetwatch: --node is empty: give a hostname, or leave --node out for this machine's\n"
+        )

@@ -183,3 +183,26 @@ def test_a_pulled_xid_79_makes_the_node_unhealthy_like_a_pushed_one(
             server.stop()
     assert ("xid_79", 3) in reasons, reasons
     assert listed["events_raised"] == 1
+
+
+def test_a_password_in_an_endpoint_url_is_never_shown(db_url: str, tmp_path: Path) -> None:
+    # dcgm-exporter behind basic auth (its --web-config-file): the URL carries the password,
+    # which neither the API, the page, the Xid events (sent on to chat) nor the log may show.
+    page = 'DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-x",Hostname="gpu-node-31"} 79\n'
+    with exporter({"/metrics": page}) as stub:
+        url = stub.url.replace("http://", "http://fw:s3cret@") + "/metrics"
+        shown = stub.url.replace("http://", "http://fw:***@") + "/metrics"
+        settings = make_settings(db_url, tmp_path, dcgm_endpoints=url, dcgm_scrape_interval_s=1)
+        server = LiveServer(settings, run_jobs=True)
+        server.start()
+        try:
+            assert wait_until(lambda: endpoints(server)["endpoints"][0]["hostname"], timeout_s=30)
+            body = endpoints(server)
+            html = httpx.get(f"{server.url}/dcgm", timeout=30).text
+            events = httpx.get(f"{server.url}/api/v1/nodes/gpu-node-31/gpus/0", timeout=30)
+        finally:
+            server.stop()
+    assert [e["url"] for e in body["endpoints"]] == [shown]
+    assert "s3cret" not in json.dumps(body) and "s3cret" not in html and shown in html
+    assert events.status_code == 200, events.text
+    assert "s3cret" not in events.text and f"dcgm-exporter {shown}" in events.text

@@ -6,6 +6,7 @@ recorded, never failing the others."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -271,3 +272,92 @@ def test_a_page_that_breaks_the_reader_is_recorded_and_the_round_goes_on(
     endpoints = {e.url.rsplit("/", 1)[1]: e for e in rows(db_url, DcgmEndpoint)}
     assert endpoints["bad"].last_error == "reading the page failed: RuntimeError: a reader bug"
     assert (endpoints["good"].last_error, endpoints["good"].hostname) == (None, "workstation")
+
+
+def test_two_endpoints_naming_one_node_do_not_take_turns_with_its_gpus(db_url: str) -> None:
+    # Two exporters whose pages both say Hostname="n1" (a copied NODE_NAME, a pod name reused):
+    # stored in turn, each round would mark the other's GPUs missing and back.
+    def page(gpu_uuid: str) -> str:
+        return f'DCGM_FI_DEV_GPU_TEMP{{gpu="0",UUID="{gpu_uuid}",Hostname="n1"}} 40\n'
+
+    with exporter({"/a": page("GPU-a"), "/b": page("GPU-b")}) as stub:
+        targets = [Target(url=f"{stub.url}/a"), Target(url=f"{stub.url}/b")]
+        with session_factory(db_url) as factory:
+            for _ in range(2):
+                run_once(targets, factory, policy=POLICY, timeout_s=5)
+    assert [(g.uuid, g.state) for g in rows(db_url, Gpu)] == [("GPU-a", "ok")]
+    endpoints = {e.url: e for e in rows(db_url, DcgmEndpoint)}
+    assert endpoints[f"{stub.url}/a"].last_error is None
+    assert endpoints[f"{stub.url}/b"].last_error == (
+        f"node n1 is scraped at {stub.url}/a too: two endpoints name one node; give each "
+        "target its own hostname label (docs/dcgm-pull.md)"
+    )
+    # The first endpoint down, the second takes the node over at the next round.
+    with exporter({"/b": page("GPU-b")}) as stub_b, session_factory(db_url) as factory:
+        moved = [Target(url=f"{stub.url}/a"), Target(url=f"{stub_b.url}/b")]
+        run_once(moved, factory, policy=POLICY, timeout_s=5)
+    assert {g.uuid: g.state for g in rows(db_url, Gpu)}["GPU-b"] == "ok"
+
+
+def test_a_page_without_a_single_dcgm_sample_is_a_failed_scrape_not_a_node(db_url: str) -> None:
+    # A proxy's error or login page answered with 200, or an empty answer: storing it would
+    # make a node named after the URL's host, with no GPUs, beside the real one.
+    pages: dict[str, str | int] = {
+        "/html": "<html><body><h1>502 Bad Gateway</h1></body></html>\n",
+        "/empty": "",
+        "/comments": "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n",
+        "/node-exporter": "# TYPE node_load1 gauge\nnode_load1 0.5\nnode_load5 0.25\n",
+    }
+    with exporter(pages) as stub, session_factory(db_url) as factory:
+        targets = [Target(url=f"{stub.url}{p}") for p in pages]
+        run_once(targets, factory, policy=POLICY, timeout_s=5)
+    assert rows(db_url, Node) == []
+    errors = {e.url.rsplit("/", 1)[1]: e.last_error for e in rows(db_url, DcgmEndpoint)}
+    assert errors == {
+        "html": "no Prometheus sample on the page (line 1: not Prometheus text: invalid metric "
+        "name:<html><body><h1>502 Bad Gateway</h1></body></html>)",
+        "empty": "no Prometheus sample on the page (it is empty)",
+        "comments": "no Prometheus sample on the page",
+        "node-exporter": "no DCGM_FI_* or DCGM_EXP_* series on the page (2 other series): "
+        "is it a dcgm-exporter?",
+    }
+
+
+def test_a_targets_file_broken_while_regenerated_keeps_its_last_good_targets(
+    db_url: str, tmp_path: Path
+) -> None:
+    # A job rewriting the file in place (not by rename) leaves it half-written for a moment,
+    # or a typo lands in it: dropping its targets would make every pulled node stale and page.
+    from app.dcgm.jobs import ScrapeJob
+    from app.dcgm.listing import listing
+    from tests.conftest import make_settings
+
+    page = 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a",Hostname="gpu-node-07"} 40\n'
+    sd_file = tmp_path / "dcgm-targets.yaml"
+    with exporter({"/metrics": page}) as stub, session_factory(db_url) as factory:
+        sd_file.write_text(f"- targets: ['{stub.url.removeprefix('http://')}']\n")
+        job = ScrapeJob(make_settings(db_url, tmp_path, dcgm_endpoints_file=str(sd_file)), factory)
+        job.job()
+        sd_file.write_text("- targets: ['half-writ")
+        job.job()
+        with session_scope(factory) as session:
+            listed = listing(session, settings=job.settings, job=job)
+        sd_file.unlink()
+        job.job()
+    assert stub.hits == ["/metrics"] * 3
+    assert job.targets_error is not None and job.targets_error.startswith(f"{sd_file}: ")
+    assert listed.targets_error is not None and "neither JSON nor YAML" in listed.targets_error
+    assert [(e.url, e.configured) for e in listed.endpoints] == [(f"{stub.url}/metrics", True)]
+
+
+def test_a_node_named_by_an_ipv6_url_says_to_give_it_a_hostname(db_url: str) -> None:
+    # No Hostname label on the page and no hostname on the target: the URL's host names the
+    # node, which an IPv6 address cannot.
+    page = 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a"} 40\n'
+    with pytest.raises(dcgm_service.NotStored) as caught:
+        store(db_url, page, target=Target(url="http://[fd00::17]:9400/metrics"))
+    assert str(caught.value) == (
+        "not a valid hostname: 'fd00::17': give the target a hostname label, or set "
+        "NODE_NAME on the exporter for its Hostname label (docs/dcgm-pull.md)"
+    )
+    assert rows(db_url, Node) == []

@@ -51,6 +51,12 @@ def test_a_file_sd_json_file_reads_the_same(tmp_path: Path) -> None:
         ("- targets: ['a:x']\n", "group 1: 'http://a:x/metrics' has a port that is not a number"),
         ("- targets: [a:1]\n- targets: [7]\n", "group 2: a target must be host:port or a URL"),
         ("[1, 2", "neither JSON nor YAML"),
+        # An IPv6 address without its closing bracket: urllib raises a bare ValueError.
+        ("- targets: ['[::1:9400']\n", "group 1: 'http://[::1:9400/metrics' is not an http://"),
+        (
+            f"- targets: [a:1]\n  labels: {{hostname: {'a' * 300}}}\n",
+            f"group 1: hostname '{'a' * 300}' is not a host name",
+        ),
     ],
 )
 def test_a_bad_file_names_the_group_and_entry(tmp_path: Path, text: str, error: str) -> None:
@@ -84,6 +90,8 @@ def test_the_static_setting_takes_plain_or_json_lists_and_names_a_bad_url() -> N
     ]
     with pytest.raises(SettingsError, match="FLEETWATCH_DCGM_ENDPOINTS: 'n1:9400' is not an"):
         load_settings(dcgm_endpoints="n1:9400")
+    with pytest.raises(SettingsError, match="'http://\\[::1:9400/metrics' is not an http://"):
+        load_settings(dcgm_endpoints="http://[::1:9400/metrics")
 
 
 def test_the_demo_refuses_a_pull_url_that_is_not_http(tmp_path: Path) -> None:
@@ -127,3 +135,42 @@ def test_the_docs_mapping_table_lists_exactly_the_fields_taken() -> None:
     documented = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `DCGM_")}
     taken = {f.dcgm for f in fields.SAMPLE_FIELDS} | {fields.FB_TOTAL, fields.XID_LAST}
     assert documented == taken | fields.XID_COUNTS
+
+
+def test_a_password_in_a_url_is_hidden_wherever_the_url_is_shown() -> None:
+    from app.dcgm.targets import hide_password, shown_url
+
+    assert shown_url("http://fw:s3cret@gpu-node-01:9400/metrics") == (
+        "http://fw:***@gpu-node-01:9400/metrics"
+    )
+    assert shown_url("https://[::1]:9400/metrics") == "https://[::1]:9400/metrics"
+    assert hide_password(
+        "InvalidURL: s3cret in http://fw:s3cret@h/metrics", "http://fw:s3cret@h/metrics"
+    ) == ("InvalidURL: *** in http://fw:***@h/metrics")
+    with pytest.raises(SettingsError) as caught:
+        load_settings(dcgm_endpoints="http://fw:s3cret@n1:99999/metrics")
+    assert "s3cret" not in str(caught.value) and "'http://fw:***@n1:99999/metrics'" in str(
+        caught.value
+    )
+
+
+def test_the_capture_server_names_a_bad_port_or_a_directory_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.dcgm.serve import main
+
+    capture = tmp_path / "page.prom"
+    capture.write_text("DCGM_FI_DEV_GPU_TEMP 1\n")
+    with pytest.raises(SystemExit) as caught:
+        main([str(capture), "--port", "70000"])
+    assert caught.value.code == 2
+    assert "argument --port: expected a port number 0-65535, got '70000'" in capsys.readouterr().err
+    assert main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"app.dcgm.serve: {tmp_path}: not a file\n"
+
+
+def test_a_url_longer_than_the_endpoint_column_is_refused_up_front() -> None:
+    # Postgres' varchar(2048) would refuse its row at every scrape, its failure unrecorded.
+    long = "http://gpu-node-01:9400/" + "m" * 2048
+    with pytest.raises(SettingsError, match="is longer than 2048 characters"):
+        load_settings(dcgm_endpoints=long)

@@ -396,3 +396,13 @@ def test_the_old_kubernetes_label_names_are_read_too() -> None:
         f'DCGM_FI_DEV_GPU_TEMP{{{LABELS},pod_name="p",pod_namespace="ns",container_name="c"}} 41\n'
     )
     assert [(w["namespace"], w["pod"], w["container"]) for w in t.workloads] == [("ns", "p", "c")]
+
+
+def test_a_hostname_label_too_long_for_a_host_name_is_not_the_nodes_name() -> None:
+    long = "a" * 300
+    text = f'DCGM_FI_DEV_GPU_TEMP{{gpu="0",UUID="{uuid(1)}",Hostname="{long}"}} 41\n'
+    t = translate(parse(text), target=TARGET, scraped_at=AT)
+    # Named by the URL's host, as a page without a Hostname is, and the reading kept.
+    assert t.hostname == "10.0.0.9"
+    assert metrics(t) == {uuid(1): {"temp_c": 41}}
+    assert t.skipped == []
