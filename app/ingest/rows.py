@@ -204,8 +204,8 @@ class ParsedBatch:
 
     Attributes:
         sections: the rows of each section present in the batch (absent or ``null``: no key).
-        salvage: the inventory and section values left out to accept the batch
-            (:mod:`app.ingest.salvage`).
+        salvage: the values and entries left out to accept the batch
+            (:mod:`app.ingest.salvage`); ``samples`` holds only the samples kept.
     """
 
     head: IngestBatchIn
@@ -220,7 +220,9 @@ class _NotPlain(Exception):
 
 def parse_batch(document: Any) -> ParsedBatch:
     """Validate a cleaned batch document (see :func:`app.ingest.fields.clean_document`), leaving
-    out the inventory and node-section values it cannot hold (:mod:`app.ingest.salvage`).
+    out the values and entries it cannot hold (:mod:`app.ingest.salvage`). A plain batch takes
+    the fast path; one with anything unusual is validated whole by pydantic, and mended only
+    where that fails.
 
     Raises:
         pydantic.ValidationError: the document does not match ``IngestBatchIn`` where nothing
