@@ -14,6 +14,7 @@ counters that stick at 2³²−1 instead of wrapping; a stuck counter gives a ``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -68,6 +69,13 @@ class IbPort:
     hw_counters: dict[str, int] = field(default_factory=dict)
 
 
+_PORT = re.compile(r"[0-9]{1,3}")
+#: A counter file's value: ASCII digits, at most the 20 of 2⁶⁴−1 (not str.isdigit(), which
+#: takes "²", nor thousands of digits, which int() refuses).
+_COUNTER = re.compile(r"[0-9]{1,20}")
+MAX_PORT = 255
+
+
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8", errors="replace").strip()
@@ -83,7 +91,7 @@ def _read_counters(folder: Path) -> dict[str, int]:
         return counters
     for name in names:
         text = _read(folder / name)
-        if text is not None and text.isdigit():
+        if text is not None and _COUNTER.fullmatch(text):
             counters[name] = int(text)
     return counters
 
@@ -100,7 +108,10 @@ def read_ib_ports(sysfs: Path) -> list[IbPort]:
     for device in devices:
         try:
             listing = (root / device / "ports").iterdir()
-            numbers = sorted(int(path.name) for path in listing if path.name.isdigit())
+            # ASCII digits only ("²".isdigit() is true, int("²") raises), and an IBA port
+            # number: 0-255 (the server's limit).
+            names = [path.name for path in listing if _PORT.fullmatch(path.name)]
+            numbers = sorted(n for n in map(int, names) if n <= MAX_PORT)
         except OSError:
             continue
         for number in numbers:

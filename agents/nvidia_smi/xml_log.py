@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.numbers import ascii_int
 from agents.nvidia_smi.ecc import ecc_counts
 from agents.nvidia_smi.values import Fields, parse_number
 from agents.nvml.metrics import (
@@ -23,6 +24,7 @@ from agents.nvml.metrics import (
     normalize_bus_id,
     unavailable_reasons,
 )
+from agents.nvml.plausible import MAX_PID
 
 #: Reason child element (after ``clocks_event_reason_`` / ``clocks_throttle_reason_``) → the
 #: ``nvmlClocksEventReason*`` bit.
@@ -101,7 +103,7 @@ def parse_nvidia_smi_xml(text: str | bytes) -> SmiLog:
     return SmiLog(
         driver_version=top.word("driver_version"),
         cuda_version=top.word("cuda_version"),
-        attached_gpus=int(attached) if attached and attached.isdigit() else None,
+        attached_gpus=ascii_int(attached),
         dtd_version=int(dtd[1]) if dtd else None,
         gpus=[_gpu(element, index) for index, element in enumerate(root.findall("gpu"))],
     )
@@ -231,13 +233,14 @@ def _mig_instances(element: ET.Element) -> list[dict[str, Any]]:
 
 
 def _processes(element: ET.Element) -> list[dict[str, Any]]:
-    """``processes/process_info``: pid, type, name as nvidia-smi printed it, used memory."""
+    """``processes/process_info``: pid, type, name as nvidia-smi printed it, used memory; a
+    process whose PID no Linux process can have (0, above ``PID_MAX_LIMIT``) is left out."""
     found = []
     for process in element.findall("processes/process_info"):
         f = Fields(process)
         pid = parse_number(f.text("pid") or "")
-        if not isinstance(pid, int):
-            continue
+        if not isinstance(pid, int) or not 0 < pid <= MAX_PID:
+            continue  # no process of this machine (as agents.nvml.plausible leaves out)
         found.append(
             {
                 "pid": pid,
