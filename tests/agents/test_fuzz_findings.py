@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.host.ibtools import parse_ibstat, parse_ibstatus
 from agents.host.infiniband import read_ib_ports
 from agents.kernel.xid import parse_kernel_line, parse_xid
 from agents.numbers import ascii_int
@@ -160,3 +161,11 @@ def test_ascii_int_reads_only_what_a_kernel_or_tool_prints_as_a_number(
     text: str, value: int | None
 ) -> None:
     assert ascii_int(text) == value
+
+
+def test_an_ibstat_port_line_with_thousands_of_digits_is_no_port() -> None:
+    """int() refuses 4,300 digits and more: the whole ibstat output was lost."""
+    text = f"CA 'mlx5_0'\n\tCA type: MT4129\n\tPort {'1' * 5000}:\n\tPort 1:\n\t\tState: Active\n"
+    assert [(p.ca, p.port, p.state) for p in parse_ibstat(text)] == [("mlx5_0", 1, "ACTIVE")]
+    status = f"Infiniband device 'mlx5_0' port {'7' * 5000} status:\n\tstate: 4: ACTIVE\n"
+    assert parse_ibstatus(status) == []
