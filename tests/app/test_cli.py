@@ -107,3 +107,11 @@ def test_token_create_before_migrate_gives_advice_and_creates_no_database(tmp_pa
     assert "run 'fleetwatch migrate' first" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (data / "fleetwatch.db").exists()
+
+
+def test_a_non_ascii_hostname_for_a_token_is_refused_naming_its_dns_form(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    fleetwatch("migrate", "--database-url", url)
+    result = fleetwatch("token", "create", "gpü-01", "--database-url", url)
+    assert result.returncode == 2
+    assert "use its DNS form 'xn--gp-01-lva'" in result.stderr
