@@ -14,6 +14,7 @@ counters that stick at 2³²−1 instead of wrapping; a stuck counter gives a ``
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -50,9 +51,10 @@ def rate_gbps(text: str | None) -> float | None:
     if not text or not text.split():
         return None
     try:
-        return float(text.split()[0])
+        rate = float(text.split()[0])
     except ValueError:
         return None
+    return rate if math.isfinite(rate) and rate >= 0 else None  # "inf", "nan", "1e400", "-1"
 
 
 @dataclass

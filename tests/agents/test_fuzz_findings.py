@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from agents.host.diskstats import DiskStatsSource
 from agents.host.ibtools import parse_ibstat, parse_ibstatus
-from agents.host.infiniband import read_ib_ports
+from agents.host.infiniband import rate_gbps, read_ib_ports
 from agents.kernel.xid import parse_kernel_line, parse_xid
 from agents.numbers import ascii_int
 from agents.nvidia_smi import parse_nvidia_smi_xml
@@ -169,3 +170,25 @@ def test_an_ibstat_port_line_with_thousands_of_digits_is_no_port() -> None:
     assert [(p.ca, p.port, p.state) for p in parse_ibstat(text)] == [("mlx5_0", 1, "ACTIVE")]
     status = f"Infiniband device 'mlx5_0' port {'7' * 5000} status:\n\tstate: 4: ACTIVE\n"
     assert parse_ibstatus(status) == []
+
+
+@pytest.mark.parametrize("rate", ["inf Gb/sec (4X NDR)", "nan", "1e400", "-400 Gb/sec"])
+def test_an_infiniband_rate_that_is_no_finite_rate_is_unknown(rate: str) -> None:
+    assert rate_gbps(rate) is None
+    assert rate_gbps("400 Gb/sec (4X NDR)") == 400.0
+
+
+def test_a_diskstats_line_whose_name_is_longer_than_the_server_takes_is_left_out_named(
+    tmp_path: Path,
+) -> None:
+    long_name = "dm-" + "7" * 80
+    text = (
+        f"   8       0 sda 1 0 8 0 1 0 8 0 0 0 0 0 0 0 0 0 0\n"
+        f" 253       7 {long_name} 1 0 8 0 1 0 8 0 0 0 0 0 0 0 0 0 0\n"
+    )
+    (tmp_path / "diskstats").write_text(text)
+    source = DiskStatsSource(tmp_path)
+    entries = source.collect(datetime(2026, 11, 29, 16, 0, tzinfo=UTC))["disks"]
+    assert [e["device"] for e in entries] == ["sda"]
+    (error,) = source.collection_errors()
+    assert error["source"] == "diskstats" and "device name too long, left out" in error["message"]
