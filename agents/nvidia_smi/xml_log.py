@@ -24,7 +24,7 @@ from agents.nvml.metrics import (
     normalize_bus_id,
     unavailable_reasons,
 )
-from agents.nvml.plausible import MAX_PID
+from agents.nvml.plausible import MAX_MEMORY_BYTES, MAX_PID
 
 #: Reason child element (after ``clocks_event_reason_`` / ``clocks_throttle_reason_``) → the
 #: ``nvmlClocksEventReason*`` bit.
@@ -43,6 +43,10 @@ CLOCKS_EVENT_BITS: dict[str, int] = {
 _DTD = re.compile(r"nvsmi_device_v(\d+)\.dtd")
 _START = re.compile(r"<\?xml|<nvidia_smi_log\b")
 _END = "</nvidia_smi_log>"
+
+
+#: The longest product name the server takes (``gpus[].name``).
+MAX_NAME_CHARS = 256
 
 
 class NvidiaSmiParseError(ValueError):
@@ -115,10 +119,13 @@ def _gpu(element: ET.Element, index: int) -> SmiGpu:
     mig = (f.word("mig_mode/current_mig") or "").lower()
     metrics = _metrics(f)
     memory = f.value("mem_total_bytes", "fb_memory_usage/total")
+    if not isinstance(memory, int) or not 0 <= memory <= MAX_MEMORY_BYTES:
+        memory = None  # as agents.nvml.plausible nulls it: no GPU has it
+    name = f.word("product_name")
     info = {
         "uuid": f.word("uuid") or f"{PLACEHOLDER_PREFIX}{bus_id or index}",
         "index": index,
-        "name": f.word("product_name"),
+        "name": name[:MAX_NAME_CHARS] if name else name,
         "pci_bus_id": bus_id,
         "mem_total_bytes": memory,
         "mig_mode": mig if mig in ("enabled", "disabled") else None,

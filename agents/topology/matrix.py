@@ -24,6 +24,7 @@ CODE_ALIASES = {"SOC": "SYS"}
 _LINK_CODE = re.compile(r"^(NV[0-9]{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)$")
 #: Unknown codes named in the section's errors, at most.
 MAX_CODE_ERRORS = 8
+MAX_AFFINITY_CHARS = 256
 _INTEGER = re.compile(r"-?[0-9]{1,9}")
 _GPU = re.compile(r"^GPU(\d+)$")
 _NIC = re.compile(r"^NIC(\d+)$")
@@ -126,7 +127,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
                     kind="gpu",
                     label=label,
                     index=int(gpu[1]),
-                    cpu_affinity=_text(cells.get("CPU Affinity")),
+                    cpu_affinity=_affinity(cells.get("CPU Affinity")),
                     numa_affinity=_int(cells.get("NUMA Affinity")),
                     gpu_numa_id=_int(cells.get("GPU NUMA ID")),
                 )
@@ -213,6 +214,12 @@ def topology_section(
 
 def _text(cell: str | None) -> str | None:
     return cell if cell and cell != "N/A" else None
+
+
+def _affinity(cell: str | None) -> str | None:
+    """A CPU list (``0-51,104-155``); longer than the server takes (256) it is garbled."""
+    value = _text(cell)
+    return value if value is None or len(value) <= MAX_AFFINITY_CHARS else None
 
 
 def _int(cell: str | None) -> int | None:

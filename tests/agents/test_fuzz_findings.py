@@ -192,3 +192,34 @@ def test_a_diskstats_line_whose_name_is_longer_than_the_server_takes_is_left_out
     assert [e["device"] for e in entries] == ["sda"]
     (error,) = source.collection_errors()
     assert error["source"] == "diskstats" and "device name too long, left out" in error["message"]
+
+
+def _t4_with(tag: str, value: str) -> str:
+    text = fixture_path("nvidia-smi-xml/tesla-t4-driver515.xml").read_text(encoding="utf-8")
+    start = text.index(f"<{tag}>") + len(f"<{tag}>")
+    return text[:start] + value + text[text.index(f"</{tag}>", start) :]
+
+
+def test_an_nvidia_smi_number_of_thousands_of_digits_is_unreadable_not_the_whole_document() -> None:
+    """int() refused it and every GPU of the document was lost."""
+    (gpu,) = parse_nvidia_smi_xml(_t4_with("total", f"{'7' * 5000} MiB")).gpus
+    assert gpu.info["mem_total_bytes"] is None
+    assert gpu.info["name"] == "Tesla T4"
+
+
+@pytest.mark.parametrize("total", ["-1 MiB", "2000000000 MiB"])
+def test_an_nvidia_smi_total_memory_no_gpu_has_is_null(total: str) -> None:
+    (gpu,) = parse_nvidia_smi_xml(_t4_with("total", total)).gpus
+    assert gpu.info["mem_total_bytes"] is None
+
+
+def test_an_nvidia_smi_product_name_is_cut_to_what_the_server_takes() -> None:
+    (gpu,) = parse_nvidia_smi_xml(_t4_with("product_name", "T" * 600)).gpus
+    assert gpu.info["name"] == "T" * 256
+
+
+def test_a_topo_m_cpu_affinity_longer_than_the_server_takes_is_unknown() -> None:
+    text = fixture_path("topo/h100-8gpu-nv18-condensed.txt").read_text(encoding="utf-8")
+    matrix = parse_topo_matrix(text.replace("0-51", "7" * 300 + "-23", 1))
+    assert matrix.gpus[0].cpu_affinity is None
+    assert matrix.gpus[1].cpu_affinity is not None
