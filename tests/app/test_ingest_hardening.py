@@ -247,3 +247,16 @@ def test_an_agent_that_hangs_up_mid_body_costs_one_log_line_and_stores_nothing(
     assert not [r for r in caplog.records if r.exc_info and r.levelno >= logging.ERROR]
     assert counts(db_url)["batches"] == 0
     assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
+
+
+def test_thousands_of_digits_inside_a_string_are_text_not_a_500(
+    server: LiveServer, db_url: str
+) -> None:
+    """Found by fuzzing the ingest body (issue 14): the check for integers wider than 64 bits
+    read a 5,000-digit run inside an event message as a number and int() raised (500)."""
+    token = create_token(db_url, "node-a")
+    message = "NVRM: Xid " + "7" * 5000
+    event = {"occurred_at": iso(datetime.now(UTC)), "kind": "xid", "message": message}
+    response = post_batch(server.url, token, batch(events=[event]))
+    assert response.status_code == 200, response.text
+    assert response.json()["events_stored"] == 1
