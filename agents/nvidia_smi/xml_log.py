@@ -24,7 +24,7 @@ from agents.nvml.metrics import (
     normalize_bus_id,
     unavailable_reasons,
 )
-from agents.nvml.plausible import MAX_MEMORY_BYTES, MAX_PID
+from agents.nvml.plausible import MAX_INSTANCE_ID, MAX_MEMORY_BYTES, MAX_PID
 
 #: Reason child element (after ``clocks_event_reason_`` / ``clocks_throttle_reason_``) → the
 #: ``nvmlClocksEventReason*`` bit.
@@ -229,14 +229,19 @@ def _mig_instances(element: ET.Element) -> list[dict[str, Any]]:
         instances.append(
             {
                 "uuid": None,
-                "gpu_instance_id": f.value("gi", "gpu_instance_id"),
-                "compute_instance_id": f.value("ci", "compute_instance_id"),
+                "gpu_instance_id": _instance_id(f.value("gi", "gpu_instance_id")),
+                "compute_instance_id": _instance_id(f.value("ci", "compute_instance_id")),
                 "profile": None,
                 "mem_total_bytes": f.value("total", "fb_memory_usage/total"),
                 "mem_used_bytes": f.value("used", "fb_memory_usage/used"),
             }
         )
     return instances
+
+
+def _instance_id(value: Any) -> int | None:
+    """A MIG instance id as NVML has them (0-1023, the server's range), else ``None``."""
+    return value if type(value) is int and 0 <= value <= MAX_INSTANCE_ID else None
 
 
 def _processes(element: ET.Element) -> list[dict[str, Any]]:

@@ -223,3 +223,15 @@ def test_a_topo_m_cpu_affinity_longer_than_the_server_takes_is_unknown() -> None
     matrix = parse_topo_matrix(text.replace("0-51", "7" * 300 + "-23", 1))
     assert matrix.gpus[0].cpu_affinity is None
     assert matrix.gpus[1].cpu_affinity is not None
+
+
+def test_an_nvidia_smi_mig_instance_id_no_instance_has_is_null() -> None:
+    text = fixture_path("nvidia-smi-xml/a100-sxm4-80gb-mig-4x1g-driver535.xml").read_text(
+        encoding="utf-8"
+    )
+    start = text.index("<gpu_instance_id>") + len("<gpu_instance_id>")
+    end = text.index("</gpu_instance_id>", start)
+    garbled = text[:start] + "18446744073709551615" + text[end:]
+    instances = parse_nvidia_smi_xml(garbled).gpus[0].mig_instances
+    assert instances is not None and instances[0]["gpu_instance_id"] is None
+    assert all(i["gpu_instance_id"] is not None for i in instances[1:])
