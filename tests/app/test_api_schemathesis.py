@@ -43,9 +43,11 @@ STATUSES: Counter[int] = Counter()
 def _served_schema() -> dict[str, Any]:
     """The OpenAPI document the server serves (the app's, built here without a database: the
     fixture checks the running server serves the same)."""
-    folder = Path(tempfile.mkdtemp(prefix="fleetwatch-openapi-"))
-    settings = load_settings(database_url=f"sqlite:///{folder}/unused.db", data_dir=folder)
-    return create_app(settings, run_jobs=False).openapi()
+    with tempfile.TemporaryDirectory(prefix="fleetwatch-openapi-") as name:
+        folder = Path(name)
+        settings = load_settings(database_url=f"sqlite:///{folder}/unused.db", data_dir=folder)
+        document: dict[str, Any] = create_app(settings, run_jobs=False).openapi()
+        return document
 
 
 DOCUMENT = _served_schema()
