@@ -28,6 +28,7 @@ from app.ingest import service as ingest_service
 from app.ingest.fields import clean_document
 from app.ingest.rows import parse_batch
 from tests.app.section_factories import with_sections
+from tests.dbs import wipe
 from tests.factories import batch
 from tests.fuzzing import Mutation, mutate, mutations
 
@@ -111,9 +112,13 @@ changes = st.tuples(
 
 @pytest.fixture(scope="module", params=["postgres", "sqlite"])
 def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
-    made = make_engine(request.getfixturevalue(f"{request.param}_url"))
+    """Each backend's session database, wiped after (the examples leave batches behind)."""
+    url = request.getfixturevalue(f"{request.param}_url")
+    wipe(url)
+    made = make_engine(url)
     yield made
     made.dispose()
+    wipe(url)
 
 
 @given(change=changes)
