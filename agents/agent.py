@@ -43,6 +43,7 @@ from agents.refusals import (
     LoudLog,
     clock_warning,
     held_message,
+    left_out_message,
     refused_for_skew,
     skew_message,
 )
@@ -504,6 +505,8 @@ class Agent:
             self._loud.log(logging.ERROR, "skew", skew_message(answer, refused, hostname=hostname))
         elif (warning := clock_warning(answer, hostname=hostname)) is not None:
             self._loud.log(logging.WARNING, "clock", warning)
+        if (left_out := left_out_message(answer, hostname=hostname)) is not None:
+            self._loud.log(logging.WARNING, "left_out", left_out)
 
     def _held(self, result: PushResult) -> None:
         """A refusal no batch can pass until a setting is fixed: keep the batches, try again

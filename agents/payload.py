@@ -140,10 +140,23 @@ def validate_hostname(hostname: str) -> str:
     """Return ``hostname`` if the server will accept it as ``node.hostname``.
 
     Raises:
-        ValueError: empty, longer than 253 characters, or characters outside ``[A-Za-z0-9._-]``.
+        ValueError: empty, longer than 253 characters, or characters outside ``[A-Za-z0-9._-]``;
+            for a name with non-ASCII letters (``gpü-01``) the message gives its DNS form
+            (IDNA, RFC 3490: ``xn--gp-01-...``) to pass as ``--hostname`` and to create the
+            token for.
     """
     if len(hostname) > 253 or not _HOSTNAME.match(hostname):
-        raise ValueError(f"invalid hostname {hostname!r}: use letters, digits, '.', '_' and '-'")
+        hint = ""
+        if not hostname.isascii():
+            try:
+                dns = hostname.encode("idna").decode("ascii")
+            except UnicodeError:
+                dns = ""
+            if dns and _HOSTNAME.match(dns) and len(dns) <= 253:
+                hint = f" (its DNS form is {dns!r}: run with --hostname {dns} and a token for it)"
+        raise ValueError(
+            f"invalid hostname {hostname!r}: use letters, digits, '.', '_' and '-'{hint}"
+        )
     return hostname
 
 

@@ -109,6 +109,26 @@ def clock_warning(answer: Mapping[str, Any] | None, *, hostname: str) -> str | N
     )
 
 
+def left_out_message(answer: Mapping[str, Any] | None, *, hostname: str) -> str | None:
+    """What the server left out of an accepted batch for values it cannot hold (its
+    ``left_out_by_reason`` and first ``left_out`` entry, docs/ingest.md), or ``None``."""
+    counts = (answer or {}).get("left_out_by_reason")
+    if not isinstance(counts, Mapping) or not counts:
+        return None
+    total = sum(v for v in counts.values() if isinstance(v, int))
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())[:8])
+    first = ""
+    listed = (answer or {}).get("left_out")
+    if isinstance(listed, list) and listed and isinstance(listed[0], Mapping):
+        loc = listed[0].get("loc")
+        if isinstance(loc, list):
+            first = f" (first: {'.'.join(str(step) for step in loc)})"
+    return (
+        f"the server left out {total} value(s) of host {hostname} it cannot hold: {reasons}"
+        f"{first}; the rest of each batch was stored (docs/ingest.md)"
+    )
+
+
 def _skew_text(answer: Mapping[str, Any]) -> str:
     skew = answer.get("clock_skew_s")
     if not isinstance(skew, int | float):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.numbers import ascii_int
 from agents.payload import Payload, encode_payload
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class Spool:
                 path.unlink(missing_ok=True)
             elif name.endswith(_SUFFIX) and path.is_file():
                 seq = name.split("-", 1)[0]
-                if not seq.isdigit():
+                if ascii_int(seq) is None:
                     self._set_aside(name, ValueError("unexpected file name"), known=False)
                     continue
                 self._entries[name] = path.stat().st_size

@@ -18,6 +18,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__, probes, wakeups
@@ -409,6 +410,22 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                 {k: v for k, v in e.items() if k not in ("input", "ctx")} for e in exc.errors()
             ]
             return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+
+    @app.exception_handler(OperationalError)
+    async def _database_unavailable(request: Request, exc: OperationalError) -> Response:
+        # A dropped connection (Postgres restarted, a failover, a connection cut), a
+        # serialization failure, SQLite busy: the request may succeed at once when tried again
+        # (the pool replaces the connection). 503 with Retry-After, which agents and clients
+        # retry, and one log line instead of an unhandled error's traceback per request.
+        reason = str(exc.orig).strip().splitlines()[0][:200] if exc.orig else type(exc).__name__
+        log.warning("database unavailable for %s %s: %s", request.method, request.url.path, reason)
+        detail = f"database unavailable, try again: {reason}"
+        headers = {"Retry-After": "1"}
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"detail": detail}, status_code=503, headers=headers)
+        page = render_error_page(request, status_code=503, detail=detail)
+        page.headers["Retry-After"] = "1"
+        return page
 
     @app.get("/docs", include_in_schema=False)
     def swagger_ui() -> HTMLResponse:

@@ -145,6 +145,10 @@ class DiskFilter:
         ]
 
 
+#: The longest device name the server takes (``disks[].device``).
+MAX_DEVICE_CHARS = 64
+
+
 class DiskStatsSource(HostSourceBase):
     """The ``disks`` section from ``<procfs>/diskstats`` (``procfs`` like node_exporter's
     ``--path.procfs``). Rates follow docs/ingest.md: bytes and IOPS per second, ``busy_pct`` =
@@ -168,6 +172,9 @@ class DiskStatsSource(HostSourceBase):
         stamp = format_timestamp(now)
         entries = []
         for disk in self.disk_filter.select(parse_diskstats(text)):
+            if len(disk.name) > MAX_DEVICE_CHARS:  # the server's limit: a garbled line
+                self._error(f"{disk.name[:200]}…: device name too long, left out")
+                continue
             key = (disk.major, disk.minor, disk.name)
             interval = self._rates.interval(key, now, disk.counters())
             entry: dict[str, Any] = {

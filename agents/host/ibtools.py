@@ -40,8 +40,9 @@ _IBSTAT_STATES = {
     "ActDefer": "ACTIVE_DEFER",
 }
 _IBSTAT_CA = re.compile(r"^CA '([^']+)'")
-_IBSTAT_PORT = re.compile(r"^\s+Port (\d+):\s*$")
-_IBSTATUS_PORT = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:")
+# A port number is an IBA port: ASCII digits, 0-255 (thousands of digits made int() raise).
+_IBSTAT_PORT = re.compile(r"^\s+Port ([0-9]{1,3}):\s*$")
+_IBSTATUS_PORT = re.compile(r"^Infiniband device '([^']+)' port ([0-9]{1,3}) status:")
 
 
 @dataclass

@@ -14,6 +14,8 @@ counters that stick at 2³²−1 instead of wrapping; a stuck counter gives a ``
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -49,9 +51,10 @@ def rate_gbps(text: str | None) -> float | None:
     if not text or not text.split():
         return None
     try:
-        return float(text.split()[0])
+        rate = float(text.split()[0])
     except ValueError:
         return None
+    return rate if math.isfinite(rate) and rate >= 0 else None  # "inf", "nan", "1e400", "-1"
 
 
 @dataclass
@@ -66,6 +69,13 @@ class IbPort:
     link_layer: str | None = None
     counters: dict[str, int] = field(default_factory=dict)
     hw_counters: dict[str, int] = field(default_factory=dict)
+
+
+_PORT = re.compile(r"[0-9]{1,3}")
+#: A counter file's value: ASCII digits, at most the 20 of 2⁶⁴−1 (not str.isdigit(), which
+#: takes "²", nor thousands of digits, which int() refuses).
+_COUNTER = re.compile(r"[0-9]{1,20}")
+MAX_PORT = 255
 
 
 def _read(path: Path) -> str | None:
@@ -83,7 +93,7 @@ def _read_counters(folder: Path) -> dict[str, int]:
         return counters
     for name in names:
         text = _read(folder / name)
-        if text is not None and text.isdigit():
+        if text is not None and _COUNTER.fullmatch(text):
             counters[name] = int(text)
     return counters
 
@@ -100,7 +110,10 @@ def read_ib_ports(sysfs: Path) -> list[IbPort]:
     for device in devices:
         try:
             listing = (root / device / "ports").iterdir()
-            numbers = sorted(int(path.name) for path in listing if path.name.isdigit())
+            # ASCII digits only ("²".isdigit() is true, int("²") raises), and an IBA port
+            # number: 0-255 (the server's limit).
+            names = [path.name for path in listing if _PORT.fullmatch(path.name)]
+            numbers = sorted(n for n in map(int, names) if n <= MAX_PORT)
         except OSError:
             continue
         for number in numbers:

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from agents.host.mountinfo import unescape
+from agents.numbers import ascii_int
 
 #: A line's counters by name (only the fields present on the line).
 Counters = dict[str, int]
@@ -130,8 +131,8 @@ def parse_mountstats(text: str) -> list[NfsMountStats]:
         elif key == "opts":
             options = (item.partition("=") for item in rest.strip().split(","))
             current.options = {name: value for name, _, value in options}
-        elif key == "age" and values and values[0].isdigit():
-            current.age_s = int(values[0])
+        elif key == "age" and values and ascii_int(values[0]) is not None:
+            current.age_s = ascii_int(values[0])
         elif key == "events":
             current.events = _named(EVENT_FIELDS, values)
         elif key == "bytes":

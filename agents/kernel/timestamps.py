@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 _KMSG = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;")
 _MONOTONIC = re.compile(r"^\[\s*(\d+\.\d+)\]\s?")
@@ -67,10 +67,18 @@ def _strip_one(
                 rest = _ESCAPE.sub(lambda e: chr(int(e[1], 16)), rest.split("\n", 1)[0])
             try:
                 moment = stamp(match)
-            except ValueError:  # a date that does not exist (29 Feb in another year)
+            except (ValueError, OverflowError):  # 29 Feb in another year; 10**15 s since boot
                 moment = None
+            if moment is not None and not EARLIEST <= moment <= LATEST:
+                moment = None  # a garbled prefix: the server takes no time outside these
             return moment, rest
     return None
+
+
+#: The times a kernel log prefix may give (the server's bounds, docs/ingest.md); others are
+#: garbled and the line's time is unknown.
+EARLIEST = datetime(1970, 1, 2, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def _since_boot(boot_time: datetime | None, seconds: float) -> datetime | None:

@@ -48,9 +48,10 @@ class XidDetails:
     ``0x0000000c``); ``text`` is what follows them; ``recovery_action`` is Xid 154's new action
     (``GPU Reset Required``, ``PF FLR``, ``OS Reboot`` …); ``severity`` and ``link`` are the
     NVLink5 Xids' ``Fatal``/``Nonfatal`` and link number; ``caused_by_xid`` names the Xid an
-    Xid 45 follows from."""
+    Xid 45 follows from. A number no Xid, PID or link can have (a garbled line: beyond
+    2³¹−1, or thousands of digits that ``int()`` refuses) is ``None``."""
 
-    xid: int
+    xid: int | None
     pci_bus_id: str | None
     pid: int | None = None
     process_name: str | None = None
@@ -70,7 +71,7 @@ def parse_xid(message: str) -> XidDetails | None:
     rest = match[3].strip()
     pid = name = channel = None
     if found := _PID.match(rest):
-        pid = int(found[1]) if found[1].isdigit() else None
+        pid = _small_int(found[1].strip("'"))
         rest = rest[found.end() :]
     if found := _NAME.match(rest):
         name = None if found[1] == "<unknown>" else found[1]
@@ -82,7 +83,7 @@ def parse_xid(message: str) -> XidDetails | None:
     nvlink = _NVLINK.match(rest)
     caused_by = _CAUSED_BY.search(rest)
     return XidDetails(
-        xid=int(match[2]),
+        xid=_small_int(match[2]),
         pci_bus_id=nvml_bus_id(match[1]),
         pid=pid,
         process_name=name,
@@ -90,9 +91,23 @@ def parse_xid(message: str) -> XidDetails | None:
         text=rest,
         recovery_action=recovery[2] if recovery else None,
         severity=nvlink[1] if nvlink else None,
-        link=int(nvlink[2]) if nvlink else None,
-        caused_by_xid=int(caused_by[1]) if caused_by else None,
+        link=_small_int(nvlink[2]) if nvlink else None,
+        caused_by_xid=_small_int(caused_by[1]) if caused_by else None,
     )
+
+
+#: The largest Xid code, PID or link number kept (the server's Xid field is a 32-bit int).
+MAX_SMALL_INT = 2**31 - 1
+_SMALL_INT = re.compile(r"-?[0-9]{1,10}")
+
+
+def _small_int(text: str) -> int | None:
+    """``text`` (digits, maybe a leading ``-``) as an int within ±:data:`MAX_SMALL_INT`, else
+    ``None``: never ``int()``'s ValueError for 4,300 digits and more."""
+    if not _SMALL_INT.fullmatch(text):  # not str.isdigit(): it takes "²", which int() refuses
+        return None
+    value = int(text)
+    return value if -MAX_SMALL_INT <= value <= MAX_SMALL_INT else None
 
 
 def parse_kernel_line(

@@ -8,6 +8,7 @@ double_bit>/total``; since then (and on some GPUs earlier) per-memory counters
 
 from __future__ import annotations
 
+from agents.numbers import ascii_int
 from agents.nvidia_smi.values import Fields, reason_for
 
 _PARTS = {
@@ -49,8 +50,9 @@ def _sum_parts(f: Fields, key: str, paths: list[str]) -> int | None:
         if reason is not None:
             reasons.append(reason)
             continue
-        if text.isdigit():
-            total += int(text)
+        count = ascii_int(text)
+        if count is not None:
+            total += count
             present = True
     if present:
         return total

@@ -48,7 +48,8 @@ UNITS: dict[str, int] = {
     "MB/s": 1024**2,
 }
 NOT_PARSED = "NOT_PARSED"
-_NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z/%]*)$")
+# ASCII digits, at most 20 on each side of the point: int() refuses 4,300 digits and more.
+_NUMBER = re.compile(r"^(-?[0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([A-Za-z/%]*)$")
 _PSTATE = re.compile(r"^P(\d{1,2})$")
 
 

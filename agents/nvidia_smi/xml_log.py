@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.numbers import ascii_int
 from agents.nvidia_smi.ecc import ecc_counts
 from agents.nvidia_smi.values import Fields, parse_number
 from agents.nvml.metrics import (
@@ -23,6 +24,7 @@ from agents.nvml.metrics import (
     normalize_bus_id,
     unavailable_reasons,
 )
+from agents.nvml.plausible import MAX_INSTANCE_ID, MAX_MEMORY_BYTES, MAX_PID
 
 #: Reason child element (after ``clocks_event_reason_`` / ``clocks_throttle_reason_``) → the
 #: ``nvmlClocksEventReason*`` bit.
@@ -41,6 +43,10 @@ CLOCKS_EVENT_BITS: dict[str, int] = {
 _DTD = re.compile(r"nvsmi_device_v(\d+)\.dtd")
 _START = re.compile(r"<\?xml|<nvidia_smi_log\b")
 _END = "</nvidia_smi_log>"
+
+
+#: The longest product name the server takes (``gpus[].name``).
+MAX_NAME_CHARS = 256
 
 
 class NvidiaSmiParseError(ValueError):
@@ -101,7 +107,7 @@ def parse_nvidia_smi_xml(text: str | bytes) -> SmiLog:
     return SmiLog(
         driver_version=top.word("driver_version"),
         cuda_version=top.word("cuda_version"),
-        attached_gpus=int(attached) if attached and attached.isdigit() else None,
+        attached_gpus=ascii_int(attached),
         dtd_version=int(dtd[1]) if dtd else None,
         gpus=[_gpu(element, index) for index, element in enumerate(root.findall("gpu"))],
     )
@@ -113,10 +119,13 @@ def _gpu(element: ET.Element, index: int) -> SmiGpu:
     mig = (f.word("mig_mode/current_mig") or "").lower()
     metrics = _metrics(f)
     memory = f.value("mem_total_bytes", "fb_memory_usage/total")
+    if not isinstance(memory, int) or not 0 <= memory <= MAX_MEMORY_BYTES:
+        memory = None  # as agents.nvml.plausible nulls it: no GPU has it
+    name = f.word("product_name")
     info = {
         "uuid": f.word("uuid") or f"{PLACEHOLDER_PREFIX}{bus_id or index}",
         "index": index,
-        "name": f.word("product_name"),
+        "name": name[:MAX_NAME_CHARS] if name else name,
         "pci_bus_id": bus_id,
         "mem_total_bytes": memory,
         "mig_mode": mig if mig in ("enabled", "disabled") else None,
@@ -220,8 +229,8 @@ def _mig_instances(element: ET.Element) -> list[dict[str, Any]]:
         instances.append(
             {
                 "uuid": None,
-                "gpu_instance_id": f.value("gi", "gpu_instance_id"),
-                "compute_instance_id": f.value("ci", "compute_instance_id"),
+                "gpu_instance_id": _instance_id(f.value("gi", "gpu_instance_id")),
+                "compute_instance_id": _instance_id(f.value("ci", "compute_instance_id")),
                 "profile": None,
                 "mem_total_bytes": f.value("total", "fb_memory_usage/total"),
                 "mem_used_bytes": f.value("used", "fb_memory_usage/used"),
@@ -230,14 +239,20 @@ def _mig_instances(element: ET.Element) -> list[dict[str, Any]]:
     return instances
 
 
+def _instance_id(value: Any) -> int | None:
+    """A MIG instance id as NVML has them (0-1023, the server's range), else ``None``."""
+    return value if type(value) is int and 0 <= value <= MAX_INSTANCE_ID else None
+
+
 def _processes(element: ET.Element) -> list[dict[str, Any]]:
-    """``processes/process_info``: pid, type, name as nvidia-smi printed it, used memory."""
+    """``processes/process_info``: pid, type, name as nvidia-smi printed it, used memory; a
+    process whose PID no Linux process can have (0, above ``PID_MAX_LIMIT``) is left out."""
     found = []
     for process in element.findall("processes/process_info"):
         f = Fields(process)
         pid = parse_number(f.text("pid") or "")
-        if not isinstance(pid, int):
-            continue
+        if not isinstance(pid, int) or not 0 < pid <= MAX_PID:
+            continue  # no process of this machine (as agents.nvml.plausible leaves out)
         found.append(
             {
                 "pid": pid,

@@ -20,6 +20,12 @@ from agents.topology.table import AFFINITY_COLUMNS, parse_table
 #: nvidia-smi's old spelling → today's (``SOC`` = "the SMP link between CPU sockets").
 CODE_ALIASES = {"SOC": "SYS"}
 
+#: The codes of a ``topo -m`` cell between two devices (the server's link types).
+_LINK_CODE = re.compile(r"^(NV[0-9]{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)$")
+#: Unknown codes named in the section's errors, at most.
+MAX_CODE_ERRORS = 8
+MAX_AFFINITY_CHARS = 256
+_INTEGER = re.compile(r"-?[0-9]{1,9}")
 _GPU = re.compile(r"^GPU(\d+)$")
 _NIC = re.compile(r"^NIC(\d+)$")
 
@@ -121,7 +127,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
                     kind="gpu",
                     label=label,
                     index=int(gpu[1]),
-                    cpu_affinity=_text(cells.get("CPU Affinity")),
+                    cpu_affinity=_affinity(cells.get("CPU Affinity")),
                     numa_affinity=_int(cells.get("NUMA Affinity")),
                     gpu_numa_id=_int(cells.get("GPU NUMA ID")),
                 )
@@ -162,6 +168,8 @@ def topology_section(
     Links are listed once per pair, in device order (``a`` before ``b``), never for ``X``; codes
     are normalised (``SOC`` → ``SYS``). What ``topo -m`` cannot tell (PCI bus ids, a NIC's NUMA
     node and link layer) is ``None``. ``gpu_numa_id`` is added only where the driver printed one.
+    A cell that holds no topology code (a ``topo -p2p`` status such as ``OK``, a cut or garbled
+    cell) is left out alone: the section is then ``partial`` with ``errors`` naming the cells.
     """
     uuids = gpu_uuids_by_index or {}
     devices: list[dict[str, Any]] = []
@@ -188,19 +196,34 @@ def topology_section(
             }
         devices.append(entry)
     links = []
+    unknown: list[str] = []
     for i, a in enumerate(matrix.devices):
         for j in range(i + 1, len(matrix.devices)):
             code = matrix.raw_codes[i][j]
-            if code != "X":
-                b = matrix.devices[j]
+            b = matrix.devices[j]
+            if _LINK_CODE.match(code):
                 links.append({"a": a.id, "b": b.id, "type": CODE_ALIASES.get(code, code)})
-    return {"devices": devices, "links": links}
+            elif code != "X":
+                unknown.append(f"{a.id}-{b.id} {code[:16]!r}")
+    if not unknown:
+        return {"devices": devices, "links": links}
+    listed = ", ".join(unknown[:MAX_CODE_ERRORS]) + (" …" if len(unknown) > MAX_CODE_ERRORS else "")
+    error = f"nvidia-smi topo -m: {len(unknown)} cell(s) hold no link code, left out: {listed}"
+    return {"devices": devices, "links": links, "partial": True, "errors": [error]}
 
 
 def _text(cell: str | None) -> str | None:
     return cell if cell and cell != "N/A" else None
 
 
+def _affinity(cell: str | None) -> str | None:
+    """A CPU list (``0-51,104-155``); longer than the server takes (256) it is garbled."""
+    value = _text(cell)
+    return value if value is None or len(value) <= MAX_AFFINITY_CHARS else None
+
+
 def _int(cell: str | None) -> int | None:
     value = _text(cell)
-    return int(value) if value is not None and value.lstrip("-").isdigit() else None
+    # Not str.isdigit(): it says yes to "²" and "٣" (int() refuses the one, reads the other),
+    # and lstrip("-") let "--5" through.
+    return int(value) if value is not None and _INTEGER.fullmatch(value) else None

@@ -17,14 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from agents.collectors.host import HostSource
+from agents.numbers import ascii_int
 from agents.topology.pci import pci_distance, sysfs_bus_id
 
 GpuBusIds = Sequence[str | None] | Callable[[], Sequence[str | None]]
 
 
+_RUNS = re.compile(r"([0-9]+)")
+
+
 def _natural(name: str) -> list[Any]:
     """``mlx5_2`` before ``mlx5_10``."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+    return [(0, n, "") if (n := ascii_int(p)) is not None else (1, 0, p) for p in _RUNS.split(name)]
 
 
 class InfinibandTopology(HostSource):
@@ -122,7 +126,7 @@ class InfinibandTopology(HostSource):
         numa = _read(self.sysfs / "bus" / "pci" / "devices" / parts[-1] / "numa_node")
         if numa is None:
             numa = _read(resolved / "numa_node")
-        node = int(numa) if numa is not None and numa.lstrip("-").isdigit() else None
+        node = ascii_int(numa, signed=True)
         return parts, node if node is not None and node >= 0 else None
 
     def _link_layer(self, ports: Path) -> str | None:

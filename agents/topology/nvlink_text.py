@@ -15,8 +15,11 @@ from typing import Any
 
 from agents.payload import format_timestamp
 
-_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]+)\))?\s*$")
-_LINK = re.compile(r"^Link (\d+): (?:([\d.]+) GB/s|<inactive>)\s*$")
+# ASCII digits of bounded length: int() refuses 4,300 digits and more, float() "1.2.3"; a link
+# number above 255 or a UUID over 96 characters is no NVLink's (the server's limits).
+_GPU = re.compile(r"^GPU ([0-9]{1,4}): (.*?)(?: \(UUID: ([^)]{1,96})\))?\s*$")
+_LINK = re.compile(r"^Link ([0-9]{1,3}): (?:([0-9]{1,6}(?:\.[0-9]{1,6})?) GB/s|<inactive>)\s*$")
+MAX_LINK = 255
 
 #: Why a GPU lists no links, by a phrase of nvidia-smi's message (matched case-insensitively).
 REASONS = {
@@ -52,7 +55,7 @@ def parse_nvlink_status(text: str) -> list[NvlinkStatus]:
             continue
         if not gpus:
             continue
-        if link := _LINK.match(line):
+        if (link := _LINK.match(line)) and int(link[1]) <= MAX_LINK:
             gpus[-1].speeds_gbps[int(link[1])] = float(link[2]) if link[2] else None
             continue
         lowered = line.lower()

@@ -40,7 +40,8 @@ REJECT_REASONS = {
 }
 #: A refused batch whose error has no status above (a server error).
 ERROR_REASON = "error"
-SAMPLE_REJECT_REASONS = ("unknown_gpu", "sampled_at_in_future", "older_than_retention")
+SAMPLE_REJECT_REASONS = ("unknown_gpu", "sampled_at_in_future", "older_than_retention", "invalid")
+EVENT_REJECT_REASONS = ("occurred_at_in_future", "older_than_retention", "invalid")
 NOTIFY_OUTCOMES = ("delivered", "retried", "failed", "suppressed")
 RULE_LANES = ("event", "timer")
 
@@ -60,6 +61,20 @@ INGEST_SAMPLES_REJECTED = Counter(
     "fleetwatch_ingest_samples_rejected",
     "GPU samples of accepted batches that were not stored, by reason.",
     ["reason"],
+    registry=REGISTRY,
+)
+INGEST_EVENTS_REJECTED = Counter(
+    "fleetwatch_ingest_events_rejected",
+    "Events of accepted batches that were not stored, by reason (invalid: a bad value).",
+    ["reason"],
+    registry=REGISTRY,
+)
+INGEST_LEFT_OUT = Counter(
+    "fleetwatch_ingest_values_left_out",
+    "Values and entries of accepted batches left out because the server cannot hold them "
+    "(nulled, or the entry not stored), by the list they were in (samples, events, gpus, "
+    "nvlinks …) and the validation error's type.",
+    ["list", "reason"],
     registry=REGISTRY,
 )
 INGEST_BATCH_SECONDS = Histogram(
@@ -98,6 +113,8 @@ for _reason in (*REJECT_REASONS.values(), ERROR_REASON):
     INGEST_REJECTIONS.labels(_reason)
 for _reason in SAMPLE_REJECT_REASONS:
     INGEST_SAMPLES_REJECTED.labels(_reason)
+for _reason in EVENT_REJECT_REASONS:
+    INGEST_EVENTS_REJECTED.labels(_reason)
 for _lane in RULE_LANES:
     RULE_EVALUATION_SECONDS.labels(_lane)
     RULE_FAILURES.labels(_lane)
@@ -105,13 +122,27 @@ for _outcome in NOTIFY_OUTCOMES:
     NOTIFICATIONS.labels(_outcome)
 
 
-def batch_accepted(*, replayed: bool, rejected_by_reason: dict[str, int], seconds: float) -> None:
-    """Count an answered batch: its outcome, the samples it did not store, its latency."""
+def batch_accepted(
+    *,
+    replayed: bool,
+    rejected_by_reason: dict[str, int],
+    seconds: float,
+    events_rejected: dict[str, int] | None = None,
+    left_out_by_reason: dict[str, int] | None = None,
+) -> None:
+    """Count an answered batch: its outcome, the samples and events it did not store, the
+    values it left out (``left_out_by_reason``: ``<list>.<reason>`` → count), its latency."""
     INGEST_BATCHES.labels("replayed" if replayed else "stored").inc()
     if not replayed:
         for reason, count in rejected_by_reason.items():
             if count:
                 INGEST_SAMPLES_REJECTED.labels(reason).inc(count)
+        for reason, count in (events_rejected or {}).items():
+            if count:
+                INGEST_EVENTS_REJECTED.labels(reason).inc(count)
+        for key, count in (left_out_by_reason or {}).items():
+            where, _, reason = key.rpartition(".")
+            INGEST_LEFT_OUT.labels(where, reason).inc(count)
     INGEST_BATCH_SECONDS.observe(seconds)
 
 

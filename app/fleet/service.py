@@ -34,6 +34,20 @@ def get_node_by_hostname(session: Session, *, hostname: str) -> Node:
     return node
 
 
+def _dns_form_hint(hostname: str) -> str:
+    """For a name with non-ASCII letters, a hint naming its DNS form (IDNA, RFC 3490), which
+    the agent sends with ``--hostname``; else ``""``."""
+    if hostname.isascii():
+        return ""
+    try:
+        dns = hostname.encode("idna").decode("ascii")
+    except UnicodeError:
+        return ""
+    return (
+        f" (use its DNS form {dns!r}, as the agent's --hostname)" if HOSTNAME_RE.match(dns) else ""
+    )
+
+
 def get_or_create_node(session: Session, *, hostname: str) -> Node:
     """The node named ``hostname``, created (never seen, no labels) if it does not exist.
 
@@ -41,7 +55,7 @@ def get_or_create_node(session: Session, *, hostname: str) -> Node:
         ValueError: ``hostname`` is not a valid hostname (RFC 1123 characters, ≤ 253).
     """
     if not HOSTNAME_RE.match(hostname):
-        raise ValueError(f"not a valid hostname: {hostname!r}")
+        raise ValueError(f"not a valid hostname: {hostname!r}{_dns_form_hint(hostname)}")
     node = session.scalars(select(Node).where(Node.hostname == hostname)).one_or_none()
     if node is None:
         node = Node(hostname=hostname, labels={}, created_at=utcnow())

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from app.api_params import IdPath
 from app.db import SessionDep, utcnow
 from app.incidents import offenders, service, views
 from app.lifecycle import pages as lifecycle_pages
@@ -53,7 +54,7 @@ def incidents_page(
 
 
 @router.get("/incidents/{incident_id}", response_class=HTMLResponse)
-def incident_page(request: Request, session: SessionDep, incident_id: int) -> HTMLResponse:
+def incident_page(request: Request, session: SessionDep, incident_id: IdPath) -> HTMLResponse:
     """One incident (404 page for an unknown id)."""
     detail = views.incident_detail(
         session,

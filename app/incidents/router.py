@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 
+from app.api_params import IdPath
 from app.db import SessionDep, utcnow
 from app.incidents import service, views
 from app.incidents.schemas import IncidentDetailOut, IncidentOut
@@ -34,7 +35,7 @@ def list_incidents(
 
 
 @router.get("/incidents/{incident_id}", response_model=IncidentDetailOut, summary="One incident")
-def get_incident(request: Request, session: SessionDep, incident_id: int) -> IncidentDetailOut:
+def get_incident(request: Request, session: SessionDep, incident_id: IdPath) -> IncidentDetailOut:
     """The incident with its events and the alerts it caused. 404 for an unknown id."""
     return views.incident_detail(
         session,

@@ -203,7 +203,9 @@ def _has_wide_int(data: bytes) -> bool:
         while end < len(marks) and marks[end] == 0x39:
             end += 1
         negative = start > 0 and data[start - 1] == 0x2D
-        if int(data[start:end]) > (2**63 if negative else 2**64 - 1):
+        # More than 20 digits is wider than 64 bits whatever they are; int() would refuse a
+        # run of 4,300 and more (a long number in a message string: a 500, found by fuzzing).
+        if end - start > 20 or int(data[start:end]) > (2**63 if negative else 2**64 - 1):
             return True
         start = marks.find(_WIDE_RUN, end)
     return False

@@ -37,8 +37,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Invalid gzip, UTF-8 or JSON"},
     422: {
         "description": "The batch does not match the schema where no value may be left out "
-        "(one bad inventory or node-section value is left out alone, docs/ingest.md); `loc` "
-        "names the field"
+        "(the top-level shape, schema_version, batch_id, sent_at, node.hostname, labels as a "
+        "whole, a list over its limit); one bad value or entry elsewhere is left out alone and "
+        "listed in `left_out` (docs/ingest.md). `loc` names the field"
     },
 }
 
@@ -75,6 +76,8 @@ async def ingest(
         replayed=result.replayed,
         rejected_by_reason=result.rejected_by_reason,
         seconds=time.perf_counter() - started,
+        events_rejected=result.events_rejected,
+        left_out_by_reason=result.left_out_by_reason,
     )
     return result
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from app.ingest.salvage import MAX_ROUNDS, Salvage, repair
-from app.ingest.schemas import MAX_SAMPLES, IngestBatchIn
+from app.ingest.salvage import MAX_LISTED, MAX_ROUNDS, Path, Salvage, repair
+from app.ingest.schemas import MAX_SAMPLES, IngestBatchIn, SampleIn
 from app.metrics.catalog import METRICS, sanitize
 from app.metrics.plausible import Bound, clean_numbers
 from app.nics import schemas as nic_schemas
@@ -204,8 +204,8 @@ class ParsedBatch:
 
     Attributes:
         sections: the rows of each section present in the batch (absent or ``null``: no key).
-        salvage: the inventory and section values left out to accept the batch
-            (:mod:`app.ingest.salvage`).
+        salvage: the values and entries left out to accept the batch
+            (:mod:`app.ingest.salvage`); ``samples`` holds only the samples kept.
     """
 
     head: IngestBatchIn
@@ -220,24 +220,40 @@ class _NotPlain(Exception):
 
 def parse_batch(document: Any) -> ParsedBatch:
     """Validate a cleaned batch document (see :func:`app.ingest.fields.clean_document`), leaving
-    out the inventory and node-section values it cannot hold (:mod:`app.ingest.salvage`).
+    out the values and entries it cannot hold (:mod:`app.ingest.salvage`). A plain batch takes
+    the fast path; one with anything unusual is validated whole by pydantic, and mended only
+    where that fails.
 
     Raises:
         pydantic.ValidationError: the document does not match ``IngestBatchIn`` where nothing
             may be left out (the errors pydantic gives for the whole document).
     """
     if isinstance(document, dict):
+        mended = Salvage()
         try:
-            samples, sections = _bulk(document)
+            samples, sections = _bulk(document, mended)
         except _NotPlain:
             pass
         else:
             head, salvage = _validated({k: v for k, v in document.items() if k not in _BULK_KEYS})
+            salvage.samples = mended.samples
+            salvage.by_reason.update(mended.by_reason)
+            salvage.listed = sorted([*salvage.listed, *mended.listed], key=_in_field_order)
+            del salvage.listed[MAX_LISTED:]
             return ParsedBatch(head=head, samples=samples, sections=sections, salvage=salvage)
     batch, salvage = _validated(document)
     parsed = from_model(batch)
     parsed.salvage = salvage
     return parsed
+
+
+_FIELD_ORDER = {name: i for i, name in enumerate(IngestBatchIn.model_fields)}
+
+
+def _in_field_order(item: tuple[Path, str, Any]) -> int:
+    """Values left out are listed in the batch's field order (``node``, ``gpus``, ``samples``,
+    ``events`` …), whichever way the batch was read."""
+    return _FIELD_ORDER.get(str(item[0][0]), len(_FIELD_ORDER)) if item[0] else -1
 
 
 def _validated(document: Any) -> tuple[IngestBatchIn, Salvage]:
@@ -253,7 +269,9 @@ def _validated(document: Any) -> tuple[IngestBatchIn, Salvage]:
     first: ValidationError | None = None
     for _ in range(MAX_ROUNDS):
         try:
-            return IngestBatchIn.model_validate(document), salvage
+            batch = IngestBatchIn.model_validate(document)
+            salvage.listed.sort(key=_in_field_order)
+            return batch, salvage
         except ValidationError as exc:
             first = first or exc
             errors = exc.errors(include_url=False, include_context=False, include_input=False)
@@ -267,16 +285,7 @@ def _validated(document: Any) -> tuple[IngestBatchIn, Salvage]:
 
 def from_model(batch: IngestBatchIn) -> ParsedBatch:
     """The rows of a batch validated by pydantic (the reference :func:`parse_batch` follows)."""
-    samples: list[SampleRow] = []
-    for sample in batch.samples:
-        raw = [getattr(sample, m.name) for m in METRICS]
-        values = tuple(sanitize(m.name, value) for m, value in zip(METRICS, raw, strict=True))
-        nulled = tuple(
-            m.name
-            for m, before, after in zip(METRICS, raw, values, strict=True)
-            if before is not None and after is None
-        )
-        samples.append((sample.gpu_uuid, sample.sampled_at, values, nulled))
+    samples = [_sample_row(sample) for sample in batch.samples]
     sections: dict[str, list[SectionRow]] = {}
     for spec in SECTION_SPECS:
         entries: list[BaseModel] | None = getattr(batch, spec.name)
@@ -292,6 +301,56 @@ def from_model(batch: IngestBatchIn) -> ParsedBatch:
         sections[spec.name] = rows
     head = batch.model_copy(update={"samples": [], **dict.fromkeys(SECTION_NAMES)})
     return ParsedBatch(head=head, samples=samples, sections=sections)
+
+
+def _sample_row(sample: Any) -> SampleRow:
+    """The row of a validated ``SampleIn``, implausible values nulled and named."""
+    raw = [getattr(sample, m.name) for m in METRICS]
+    values = tuple(sanitize(m.name, value) for m, value in zip(METRICS, raw, strict=True))
+    nulled = tuple(
+        m.name
+        for m, before, after in zip(METRICS, raw, values, strict=True)
+        if before is not None and after is None
+    )
+    return (sample.gpu_uuid, sample.sampled_at, values, nulled)
+
+
+class _SamplesOnly(BaseModel):
+    """The ``samples`` of a batch alone, for a sample the fast path leaves to pydantic (its
+    errors then have the paths they have in the whole batch)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    samples: list[SampleIn]
+
+
+def _mended_sample(index: int, entry: Any, salvage: Salvage) -> SampleRow | None:
+    """The row of the sample at ``index`` that the plain check could not take: validated
+    alone by pydantic and mended as in the whole batch (:func:`app.ingest.salvage.repair`),
+    what was left out recorded in ``salvage`` under its index as sent; ``None`` when the
+    sample is left out. One bad sample costs its own validation, not the whole batch's.
+
+    Raises:
+        _NotPlain: it cannot be mended (the whole-batch path then gives the errors).
+    """
+    document: dict[str, Any] = {"samples": [entry]}
+    for _ in range(MAX_ROUNDS):
+        try:
+            samples = _SamplesOnly.model_validate(document).samples
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_context=False, include_input=False)
+            alone = Salvage()
+            mended = repair(document, errors, alone)
+            if mended is None:
+                raise _NotPlain from None
+            salvage.by_reason.update(alone.by_reason)
+            for loc, kind, action in alone.listed:  # ("samples", 0, …) → its index as sent
+                salvage.listed.append((("samples", index, *loc[2:]), kind, action))
+            salvage.samples += [(index, uuid) for _, uuid in alone.samples]
+            document = mended
+            continue
+        return _sample_row(samples[0]) if samples else None
+    raise _NotPlain
 
 
 # --- the fast path ---------------------------------------------------------------------------
@@ -334,12 +393,14 @@ class _Times(dict[str, datetime]):
         return when
 
 
-def _bulk(document: dict[str, Any]) -> tuple[list[SampleRow], dict[str, list[SectionRow]]]:
+def _bulk(
+    document: dict[str, Any], salvage: Salvage
+) -> tuple[list[SampleRow], dict[str, list[SectionRow]]]:
     times = _Times()
     samples = document.get("samples", [])
     if type(samples) is not list or len(samples) > MAX_SAMPLES:
         raise _NotPlain
-    rows = _samples(samples, times)
+    rows = _samples(samples, times, salvage)
     sections: dict[str, list[SectionRow]] = {}
     for spec in SECTION_SPECS:
         entries = document.get(spec.name)
@@ -351,42 +412,48 @@ def _bulk(document: dict[str, Any]) -> tuple[list[SampleRow], dict[str, list[Sec
     return rows, sections
 
 
-def _samples(entries: list[Any], times: _Times) -> list[SampleRow]:
+def _samples(entries: list[Any], times: _Times, salvage: Salvage) -> list[SampleRow]:
     uuids: set[str] = set()
     rows: list[SampleRow] = []
     slots = _METRIC_SLOTS
-    for entry in entries:
-        if type(entry) is not dict:
-            raise _NotPlain
-        uuid = entry.get("gpu_uuid")
-        if type(uuid) is not str:
-            raise _NotPlain
-        if uuid not in uuids:
-            if not 1 <= len(uuid) <= 96 or _CONTROLS.search(uuid):
+    for at, entry in enumerate(entries):
+        try:  # free in CPython 3.11+ unless raised: the plain check of one entry
+            if type(entry) is not dict:
                 raise _NotPlain
-            uuids.add(uuid)
-        when = times.of(entry.get("sampled_at"))
-        values: list[Any] | None = None
-        nulled: tuple[str, ...] = ()
-        for name, value in entry.items():
-            slot = slots.get(name)
-            if slot is None or value is None:
-                continue
-            kind = type(value)
-            if kind is not int and kind is not float:
+            uuid = entry.get("gpu_uuid")
+            if type(uuid) is not str:
                 raise _NotPlain
-            index, low, high, integer = slot
-            if not low <= value <= high:  # NaN too
-                nulled += (name,)
-                continue
-            if integer and kind is float:
-                if not value.is_integer():
+            if uuid not in uuids:
+                if not 1 <= len(uuid) <= 96 or _CONTROLS.search(uuid):
+                    raise _NotPlain
+                uuids.add(uuid)
+            when = times.of(entry.get("sampled_at"))
+            values: list[Any] | None = None
+            nulled: tuple[str, ...] = ()
+            for name, value in entry.items():
+                slot = slots.get(name)
+                if slot is None or value is None:
+                    continue
+                kind = type(value)
+                if kind is not int and kind is not float:
+                    raise _NotPlain
+                index, low, high, integer = slot
+                if not low <= value <= high:  # NaN too
                     nulled += (name,)
                     continue
-                value = int(value)
-            if values is None:
-                values = list(_NO_VALUES)
-            values[index] = value
+                if integer and kind is float:
+                    if not value.is_integer():
+                        nulled += (name,)
+                        continue
+                    value = int(value)
+                if values is None:
+                    values = list(_NO_VALUES)
+                values[index] = value
+        except _NotPlain:
+            row = _mended_sample(at, entry, salvage)
+            if row is not None:
+                rows.append(row)
+            continue
         rows.append((uuid, when, _NO_VALUES if values is None else tuple(values), nulled))
     return rows
 

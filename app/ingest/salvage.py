@@ -1,35 +1,46 @@
-"""Inventory and node-section values a batch cannot hold, left out one at a time (issue 14).
+"""Values and entries a batch cannot hold, left out one at a time (issue 14).
 
 A GPU's total memory of 2**64-1 (NVML's "not available" as an unsigned 64-bit), a PCI bus id in
-an odd form, an NVLink numbered 300: each of these used to refuse the whole batch with 422, so
-the node stayed "never seen" and its healthy GPUs' samples were lost. :func:`repair` takes the
-validation errors of a batch document and, where every one of them lies in the inventory
-(``node``, ``gpus``) or a node section, mends a copy of the document instead:
+an odd form, an NVLink numbered 300, a power reading sent as the text ``"12,5"``, an Xid event
+whose code is garbage: each of these used to refuse the whole batch with 422, so the node stayed
+"never seen" and its healthy GPUs' samples were lost. :func:`repair` takes the validation errors
+of a batch document and, where every one of them lies in a list entry or section that may lose
+a value, mends a copy of the document instead:
 
 * a value that may be absent is removed (so it is null, or its default: a GPU ``state`` reads
   ``ok``, an NVLink ``state`` ``unknown``) and counted in ``nulled_values`` as
   ``<list>.<field>``; for a GPU's own fields the value sent is also kept by field, for the
   GPU's ``implausible_inventory``, so its page can say why the value is missing;
+* a GPU sample metric that is not a number is replaced by NaN, so the sample's implausible-value
+  rule nulls it: it is counted in ``nulled_values`` under the metric's name and marked on the
+  GPU's page like any implausible reading;
 * a label or ``unavailable`` key is removed and counted as ``node.labels`` /
   ``gpus.unavailable``;
 * an entry that cannot be told apart without the bad value (a GPU without a usable UUID, an
-  NVLink without its link number or time, a process without its PID …) is left out and counted
-  in ``sections_rejected`` as ``<list>.invalid`` (a GPU listed twice: ``gpus.duplicate_uuid``,
-  the first entry kept); a topology with any bad value outside its devices and links is left
-  out whole (``topology.invalid``). A GPU whose index is unreadable takes its position in the
-  list.
+  NVLink without its link number or time, a process without its PID, a sample without its GPU
+  or time …) is left out and counted in ``sections_rejected`` as ``<list>.invalid`` (a GPU
+  listed twice: ``gpus.duplicate_uuid``, the first entry kept; a sample: in the answer's
+  ``rejected_by_reason`` as ``invalid``); a topology with any bad value outside its devices and
+  links is left out whole (``topology.invalid``). A GPU whose index is unreadable takes its
+  position in the list.
+* an event with any bad value is left out whole (``events_rejected`` ``invalid``): an event is
+  one occurrence, and half of one could page for the wrong GPU, or page for real where the
+  agent's self-test flag was unreadable.
+
+Every error mended is listed (the first :data:`MAX_LISTED`) with its path as sent and pydantic's
+error type, and counted by ``<list>.<type>`` (:attr:`Salvage.by_reason`).
 
 What makes the batch unreadable as a whole is still refused with the errors pydantic gives: a
-wrong type at the top level, no usable hostname, batch id, schema version or ``sent_at``, bad
-labels as a whole, anything in ``samples`` or ``events`` (they keep their own policy), and a
-list over its size limit.
+wrong type at the top level (``samples`` that is not a list …), no usable hostname, batch id,
+schema version or ``sent_at``, bad labels as a whole, and a list over its size limit.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Iterable, Sequence
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -37,7 +48,14 @@ from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
 from app.ingest.gpu_schemas import MigInstanceIn, ProcessIn
-from app.ingest.schemas import CollectionErrorIn, CollectionIn, GpuIn, NodeIn
+from app.ingest.schemas import (
+    CollectionErrorIn,
+    CollectionIn,
+    EventIn,
+    GpuIn,
+    NodeIn,
+    SampleIn,
+)
 from app.nics.schemas import NicPortIn
 from app.nvlinks.schemas import NvlinkIn
 from app.storage.schemas import DiskIn, MountIn, NfsMountIn
@@ -48,8 +66,11 @@ MAX_SENT_CHARS = 64
 #: Rounds of validate-and-mend before giving up (a model validator speaks only once the fields
 #: it reads are valid: two topology devices with one id, a GPU listed twice).
 MAX_ROUNDS = 4
+#: Values and entries left out that the answer lists one by one (all are counted).
+MAX_LISTED = 100
 
 Path = tuple[str | int, ...]
+Action = Literal["nulled", "entry_left_out"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +84,8 @@ class _Place:
         label: the name it is counted under.
         model: the pydantic model of an entry or object.
         keep: fields whose errors refuse the batch.
-        whole: an object left out whole for any error in its own fields (the topology).
+        whole: left out whole for any error in its own fields (the topology, an event).
+        metrics: a bad optional value becomes NaN instead of going (a GPU sample's metrics).
     """
 
     pattern: tuple[str, ...]
@@ -72,6 +94,7 @@ class _Place:
     model: type[BaseModel] | None = None
     keep: frozenset[str] = frozenset()
     whole: bool = False
+    metrics: bool = False
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {
@@ -88,6 +111,8 @@ _PLACES: tuple[_Place, ...] = (
     _Place(("gpus", "*", "unavailable"), "map", "gpus.unavailable"),
     _Place(("gpus", "*", "mig_instances", "*"), "entry", "mig_instances", MigInstanceIn),
     _Place(("gpus", "*", "processes", "*"), "entry", "processes", ProcessIn),
+    _Place(("samples", "*"), "entry", "samples", SampleIn, metrics=True),
+    _Place(("events", "*"), "entry", "events", EventIn, whole=True),
     _Place(("collection",), "object", "collection", CollectionIn),
     _Place(("collection", "errors", "*"), "entry", "collection.errors", CollectionErrorIn),
     *(_Place((name, "*"), "entry", name, model) for name, model in _SECTIONS.items()),
@@ -106,11 +131,22 @@ class Salvage:
         rejected: entries left out, by ``<list>.<reason>`` (added to ``sections_rejected``).
         gpu_values: GPU UUID → field → the value sent, as JSON text cut to
             :data:`MAX_SENT_CHARS` characters.
+        samples: the samples left out, as (index in ``samples`` as sent, its ``gpu_uuid``
+            where that is text, else ``""``); counted in the answer's ``rejected_by_reason``
+            as ``invalid``.
+        events: how many events were left out (``events_rejected`` ``invalid``).
+        listed: the first :data:`MAX_LISTED` errors mended: (path as sent, pydantic's error
+            type, what was done).
+        by_reason: every error mended, by ``<list>.<error type>``.
     """
 
     nulled: Counter[str] = field(default_factory=Counter)
     rejected: Counter[str] = field(default_factory=Counter)
     gpu_values: dict[str, dict[str, str]] = field(default_factory=dict)
+    samples: list[tuple[int, str]] = field(default_factory=list)
+    events: int = 0
+    listed: list[tuple[Path, str, Action]] = field(default_factory=list)
+    by_reason: Counter[str] = field(default_factory=Counter)
 
 
 def repair(
@@ -118,7 +154,13 @@ def repair(
 ) -> dict[str, Any] | None:
     """A copy of ``document`` without the values ``errors`` name, recording in ``salvage`` what
     was left out; ``None`` where an error lies where nothing may be left out (the batch is
-    refused). ``document`` itself is never changed: its digest identifies the batch."""
+    refused). ``document`` itself is never changed: its digest identifies the batch.
+
+    Paths are those of ``document``: samples and events have no model validator, so all their
+    errors come in the first round, on the batch as sent; a later round (two GPUs with one UUID,
+    a topology's repeated device id) may name an inventory entry by its place after the first
+    round's removals.
+    """
     edit = _Edit(document)
     for err in errors:
         if not edit.plan(tuple(err["loc"]), err["type"]):
@@ -139,6 +181,7 @@ class _Edit:
         self.drops: dict[Path, str] = {}  # path of an entry or object → reason
         self.positions: dict[Path, int] = {}  # path of a GPU entry → the index it takes
         self.duplicates = False
+        self.errors: list[tuple[Path, str, str, Path]] = []  # loc, type, label, path changed
 
     def plan(self, loc: Path, kind: str) -> bool:
         """Note what mends the error at ``loc``; False if it cannot be mended."""
@@ -153,11 +196,11 @@ class _Edit:
         place, at, rest = found
         if place.kind == "map":
             self.removals[(*at, rest[0])] = (place, "")
-            return True
+            return self._noted(loc, kind, place, (*at, rest[0]))
         if not rest:  # the entry or object itself
             if place.kind == "entry" or (place.whole and kind == "value_error"):
                 self.drops[at] = "invalid"
-                return True
+                return self._noted(loc, kind, place, at)
             return False
         name = str(rest[0])
         assert place.model is not None
@@ -166,23 +209,38 @@ class _Edit:
             return False
         if place.whole:
             self.drops[at] = "invalid"
-        elif place.label == "gpus" and name == "index":
+            return self._noted(loc, kind, place, at)
+        if place.label == "gpus" and name == "index":
             self.positions[at] = int(at[-1])
         elif not spec.is_required():
             self.removals[(*at, name)] = (place, name)
         elif place.kind == "entry":
             self.drops[at] = "invalid"
+            return self._noted(loc, kind, place, at)
         else:
             return False
+        return self._noted(loc, kind, place, (*at, name))
+
+    def _noted(self, loc: Path, kind: str, place: _Place, changed: Path) -> bool:
+        self.errors.append((loc, kind, place.label, changed))
         return True
 
     def apply(self, salvage: Salvage) -> None:
         """Make the planned changes on the copy and count them into ``salvage``."""
         dropped = set(self.drops)
+        for loc, kind, label, changed in self.errors:
+            salvage.by_reason[f"{label}.{kind}"] += 1
+            if len(salvage.listed) < MAX_LISTED:
+                gone = _within(changed, dropped)
+                salvage.listed.append((loc, kind, "entry_left_out" if gone else "nulled"))
         for path, (place, name) in self.removals.items():
             if _within(path, dropped):
                 continue
             container = self._writable(path[:-1])
+            if place.metrics:
+                # Not a number: NaN, which the sample's plausibility rule nulls and counts.
+                container[path[-1]] = math.nan
+                continue
             sent = container.pop(path[-1], None)
             salvage.nulled[f"{place.label}.{name}" if name else place.label] += 1
             if place.label == "gpus":
@@ -195,28 +253,49 @@ class _Edit:
             entry["index"] = position
             salvage.nulled["gpus.index"] += 1
             self._keep_sent(path, "index", sent, salvage)
-        # Deepest first, and the last of a list first, so no removal moves another's index.
-        for path in sorted(self.drops, key=_deepest_last_first, reverse=True):
+        self._drop(dropped, salvage)
+        if self.duplicates:
+            self._drop_repeated_gpus(salvage)
+
+    def _drop(self, dropped: set[Path], salvage: Salvage) -> None:
+        """Leave out the entries and objects of ``dropped`` (not those inside another one),
+        each list rebuilt once: a batch of 100,000 samples without a usable GPU id must not
+        cost a list deletion each."""
+        by_list: dict[Path, set[int]] = defaultdict(set)
+        for path in self.drops:
             if _within(path, dropped - {path}):
                 continue
             label = _label_of(path)
-            salvage.rejected[f"{label}.{self.drops[path]}"] += 1
-            parent = self._writable(path[:-1])
-            if isinstance(parent, list):
-                del parent[int(path[-1])]
+            if label == "samples":
+                uuid = _at(self.original, path)
+                uuid = uuid.get("gpu_uuid") if isinstance(uuid, dict) else None
+                salvage.samples.append((int(path[-1]), uuid if isinstance(uuid, str) else ""))
+            elif label == "events":
+                salvage.events += 1
             else:
-                parent[path[-1]] = None
-        if self.duplicates:
-            self._drop_repeated_gpus(salvage)
+                salvage.rejected[f"{label}.{self.drops[path]}"] += 1
+            if isinstance(path[-1], int):
+                by_list[path[:-1]].add(path[-1])
+            else:
+                self._writable(path[:-1])[path[-1]] = None
+        # Deepest first: a list inside an entry of another is rebuilt before that one.
+        for parent in sorted(by_list, key=len, reverse=True):
+            gone = by_list[parent]
+            entries: list[Any] = self._writable(parent)
+            entries[:] = [entry for i, entry in enumerate(entries) if i not in gone]
+        salvage.samples.sort()
 
     def _drop_repeated_gpus(self, salvage: Salvage) -> None:
         gpus: list[Any] = self._writable(("gpus",))
         seen: set[Any] = set()
         kept = []
-        for entry in gpus:
+        for index, entry in enumerate(gpus):
             uuid = entry.get("uuid") if isinstance(entry, dict) else None
             if uuid is not None and uuid in seen:
                 salvage.rejected["gpus.duplicate_uuid"] += 1
+                salvage.by_reason["gpus.duplicate_uuid"] += 1
+                if len(salvage.listed) < MAX_LISTED:
+                    salvage.listed.append((("gpus", index), "duplicate_uuid", "entry_left_out"))
                 continue
             seen.add(uuid)
             kept.append(entry)
@@ -259,18 +338,15 @@ def _place_of(loc: Path) -> tuple[_Place, Path, Path] | None:
     return best
 
 
-def _deepest_last_first(path: Path) -> tuple[int, int]:
-    return len(path), path[-1] if isinstance(path[-1], int) else -1
-
-
 def _label_of(path: Path) -> str:
     found = _place_of(path)
     return found[0].label if found else str(path[0])
 
 
-def _within(path: Path, dropped: Iterable[Path]) -> bool:
-    """Whether ``path`` lies in (or is) an entry that is left out."""
-    return any(path[: len(d)] == d for d in dropped)
+def _within(path: Path, dropped: set[Path]) -> bool:
+    """Whether ``path`` lies in (or is) an entry that is left out (a look-up per step of the
+    path, not a scan of ``dropped``)."""
+    return any(path[:size] in dropped for size in range(1, len(path) + 1))
 
 
 def _at(document: Any, path: Path) -> Any:

@@ -9,7 +9,7 @@ answer's counts from how many went in.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -46,18 +46,29 @@ def plan_samples(
     received_at: datetime,
     newest_allowed: datetime,
     oldest_allowed: datetime,
+    invalid: Sequence[tuple[int, str]] = (),
 ) -> SamplePlan:
     """Sort the batch's GPU samples (policies in docs/ingest.md, "Sample policies"): a sample
     repeated in the batch is a duplicate (the first is kept); implausible values are counted
-    for the samples kept."""
+    for the samples kept.
+
+    ``invalid``: the samples left out before (:attr:`app.ingest.salvage.Salvage.samples`: index
+    as sent, ``gpu_uuid``), rejected as ``invalid``; ``samples`` are the others, in order, and
+    the answer's ``rejections`` name every sample by its index as sent.
+    """
     rows: dict[tuple[int, datetime], tuple[Any, ...]] = {}
     plan = SamplePlan(
-        received=len(samples),
+        received=len(samples) + len(invalid),
         staged=sinks.staged(sinks.SAMPLES, _COLUMNS, rows.values()),
         rows=rows,
     )
     ids = {uuid: gpu.id for uuid, gpu in gpus.items()}
-    for index, (uuid, sampled_at, values, nulled_names) in enumerate(samples):
+    positions = _positions_as_sent(len(samples), invalid)
+    for index, uuid in invalid:
+        plan.rejected["invalid"] += 1
+        if len(plan.rejections) < MAX_LISTED_REJECTIONS:
+            plan.rejections.append(Rejection(index=index, gpu_uuid=uuid, reason="invalid"))
+    for index, (uuid, sampled_at, values, nulled_names) in zip(positions, samples, strict=True):
         gpu_id = ids.get(uuid)
         reason: RejectReason | None = None
         if gpu_id is None:
@@ -81,6 +92,14 @@ def plan_samples(
             plan.nulled.update(nulled_names)
             plan.nulled_by_row[key] = nulled_names
     return plan
+
+
+def _positions_as_sent(kept: int, left_out: Sequence[tuple[int, str]]) -> range | list[int]:
+    """The index as sent of each of ``kept`` samples, the others (``left_out``) taken out."""
+    if not left_out:
+        return range(kept)
+    gone = {index for index, _ in left_out}
+    return [i for i in range(kept + len(left_out)) if i not in gone]
 
 
 def drop_packed(plan: SamplePlan, packed: Collection[tuple[int, datetime]]) -> None:
@@ -111,5 +130,5 @@ def samples_result(plan: SamplePlan, *, gpus: dict[str, Gpu]) -> dict[str, Any]:
         "samples_duplicate": plan.duplicates + len(staged.rows) - staged.inserted,
         "samples_rejected": sum(plan.rejected.values()),
         "rejected_by_reason": dict(plan.rejected),
-        "rejections": plan.rejections,
+        "rejections": sorted(plan.rejections, key=lambda r: r.index)[:MAX_LISTED_REJECTIONS],
     }

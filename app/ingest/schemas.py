@@ -232,7 +232,7 @@ class IngestBatchIn(BaseModel):
         return gpus
 
 
-RejectReason = Literal["unknown_gpu", "sampled_at_in_future", "older_than_retention"]
+RejectReason = Literal["unknown_gpu", "sampled_at_in_future", "older_than_retention", "invalid"]
 
 
 class Rejection(BaseModel):
@@ -241,6 +241,21 @@ class Rejection(BaseModel):
     index: int
     gpu_uuid: str
     reason: RejectReason
+
+
+class LeftOut(BaseModel):
+    """A value or entry the server left out of an accepted batch instead of refusing it
+    (:mod:`app.ingest.salvage`)."""
+
+    loc: list[str | int] = Field(
+        description="the path of the value or entry in the batch as sent, e.g. "
+        '["samples", 3, "power_w"] or ["events", 0]'
+    )
+    reason: str = Field(description="why: pydantic's error type, e.g. float_parsing, missing")
+    action: Literal["nulled", "entry_left_out"] = Field(
+        description="nulled: the value is stored as null (or its default); entry_left_out: "
+        "the whole entry (a sample, an event, a GPU …) is not stored"
+    )
 
 
 class GpuConflict(BaseModel):
@@ -274,6 +289,16 @@ class IngestResult(BaseModel):
     sections_stored: dict[str, int] = Field(default_factory=dict)
     sections_rejected: dict[str, int] = Field(default_factory=dict)
     topology_changed: bool | None = None
+    left_out: list[LeftOut] = Field(
+        default_factory=list,
+        description="the first 100 values and entries left out because the server cannot hold "
+        "them, with their path and reason (docs/ingest.md)",
+    )
+    left_out_by_reason: dict[str, int] = Field(
+        default_factory=dict,
+        description="every value and entry left out, counted by `<list>.<reason>`, e.g. "
+        "`samples.float_parsing`, `events.missing`",
+    )
 
 
 def metric_values(sample: Any) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from app.ingest.gpu_schemas import MIG_BOUNDS, PROCESS_BOUNDS
 from app.ingest.models import IngestBatch
 from app.ingest.placeholders import placeholder_at
 from app.ingest.rows import ParsedBatch, from_model
-from app.ingest.schemas import GpuConflict, IngestBatchIn, IngestResult
+from app.ingest.schemas import GpuConflict, IngestBatchIn, IngestResult, LeftOut
 from app.metrics.plausible import Bound, clean_numbers
 from app.series import sinks
 from app.series.writes import insert_staged
@@ -119,6 +119,7 @@ def store_batch(
         received_at=received_at,
         newest_allowed=newest_allowed,
         oldest_allowed=oldest_allowed,
+        invalid=parsed.salvage.samples,
     )
     sections = section_store.plan_sections(
         node=node,
@@ -151,6 +152,7 @@ def store_batch(
         received_at=received_at,
         newest_allowed=newest_allowed,
         oldest_allowed=oldest_event,
+        invalid=parsed.salvage.events,
     )
     if events_stored:
         incidents_service.absorb(
@@ -180,6 +182,11 @@ def store_batch(
         sections_stored=sections.stored,
         sections_rejected=dict(sections.rejected),
         topology_changed=changed,
+        left_out=[
+            LeftOut(loc=list(loc), reason=reason, action=action)
+            for loc, reason, action in parsed.salvage.listed
+        ],
+        left_out_by_reason=dict(parsed.salvage.by_reason),
         **result,
     )
     session.flush()
@@ -436,15 +443,17 @@ def _store_events(
     received_at: datetime,
     newest_allowed: datetime,
     oldest_allowed: datetime,
+    invalid: int = 0,
 ) -> tuple[int, dict[str, int]]:
     """Store every event as its own row; returns (stored, rejected by reason).
 
     Events dated beyond the future tolerance are rejected (``occurred_at_in_future``) like
     samples: otherwise a wrong clock pins them at the top of every "recent events" list for
-    years. Events older than retention are rejected too (``older_than_retention``).
+    years. Events older than retention are rejected too (``older_than_retention``). ``invalid``
+    events were left out of the batch for a bad value (:mod:`app.ingest.salvage`).
     """
     by_bus = {g.pci_bus_id.lower(): g for g in gpus.values() if g.pci_bus_id}
-    rejected: Counter[str] = Counter()
+    rejected: Counter[str] = Counter(invalid=invalid) if invalid else Counter()
     stored = 0
     for event in batch.events:
         if event.occurred_at > newest_allowed:

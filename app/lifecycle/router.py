@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from sqlalchemy.orm import Session
 
 from app import wakeups
+from app.api_params import IdPath
 from app.db import SessionDep, WriteSessionDep
 from app.fleet import service as fleet_service
 from app.fleet.models import Node
@@ -153,7 +154,7 @@ def reset_breaker(
     responses={404: {"description": "No such action"}, 409: {"description": "Not retriable"}},
 )
 def retry_action(
-    session: WriteSessionDep, request: Request, action_id: int, body: RetryIn
+    session: WriteSessionDep, request: Request, action_id: IdPath, body: RetryIn
 ) -> ActionOut:
     """Log a failed scheduler action again (a new pending action, its command built with the
     current settings); it runs at once after the commit. 409 if it did not fail, a newer action

@@ -16,14 +16,18 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator, PlainValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from app.timebounds import checked_utc
 
 
 def _number(value: Any) -> int | float:
-    """A JSON number as it came (ints stay exact), else one error at the field itself."""
+    """A JSON number as it came (ints stay exact), else one error at the field itself, of type
+    ``number_type`` (the reason the ingest counts a value it left out under)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"must be a number, got {type(value).__name__}")
+        raise PydanticCustomError(
+            "number_type", "must be a number, got {got}", {"got": type(value).__name__}
+        )
     return value
 
 

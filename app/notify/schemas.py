@@ -8,6 +8,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.api_params import MAX_ID
 from app.notify.outbox import (
     CRITICAL_GROUP_WAIT_S,
     DEFAULT_GROUP_BY,
@@ -111,7 +112,7 @@ class RouteIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    channel_id: int
+    channel_id: int = Field(ge=1, le=MAX_ID, description="a channel's id, 1 .. 2^31-1")
     team: str | None = Field(default=None, min_length=1, max_length=128)
     severities: list[str] = Field(default_factory=list)
     group_by: list[str] = Field(default_factory=lambda: list(DEFAULT_GROUP_BY), max_length=16)

@@ -23,6 +23,7 @@ from agents.payload import (
     format_timestamp,
     make_event,
     stamp_sent_at,
+    validate_hostname,
     validate_labels,
 )
 from agents.simulated.collector import SimulatedCollector
@@ -170,3 +171,13 @@ def _info() -> Any:
 
 def _refuse(constant: str) -> None:
     raise AssertionError(f"non-JSON constant {constant} in output")
+
+
+@pytest.mark.parametrize(
+    ("name", "dns"), [("gpü-01", "xn--gp-01-lva"), ("节点-7", "xn---7-rm4e214d")]
+)
+def test_a_non_ascii_hostname_is_refused_naming_its_dns_form(name: str, dns: str) -> None:
+    """Issue 14: the agent refused a node name like ``gpü-01`` without saying what to use."""
+    with pytest.raises(ValueError, match=rf"its DNS form is '{dns}': run with --hostname {dns}"):
+        validate_hostname(name)
+    assert validate_hostname(dns) == dns

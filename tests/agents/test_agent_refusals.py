@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agents.agent import Agent, AgentConfig
-from agents.refusals import LoudLog, held_message, refused_for_skew
+from agents.refusals import LoudLog, held_message, left_out_message, refused_for_skew
 from agents.simulated.collector import SimulatedCollector
 from tests.agents.agent_receiver import Receiver, Reply
 from tests.agents.test_agent_cli import _cli
@@ -161,3 +161,20 @@ def test_once_exits_1_keeping_the_batch_and_says_what_to_fix(
     assert "the server refused host gpu-t-01 with this token (HTTP 403" in done.stderr
     assert "fix --hostname" in done.stderr and "stays in the spool" in done.stderr
     assert len(list(spool.glob("*.json"))) == 1
+
+
+def test_values_the_server_left_out_are_said_with_their_reasons_and_first_path() -> None:
+    answer = {
+        "left_out": [
+            {"loc": ["samples", 1, "power_w"], "reason": "number_type", "action": "nulled"}
+        ],
+        "left_out_by_reason": {"samples.number_type": 2, "events.int_type": 1},
+    }
+    assert left_out_message(answer, hostname="gpu-a-017") == (
+        "the server left out 3 value(s) of host gpu-a-017 it cannot hold: events.int_type 1, "
+        "samples.number_type 2 (first: samples.1.power_w); the rest of each batch was stored "
+        "(docs/ingest.md)"
+    )
+    assert left_out_message({"left_out": [], "left_out_by_reason": {}}, hostname="h") is None
+    assert left_out_message(None, hostname="h") is None
+    assert left_out_message({"samples_stored": 4}, hostname="h") is None  # an older server

@@ -132,3 +132,11 @@ def test_an_unreachable_database_is_one_line_naming_it_not_a_traceback(
     assert lines[0].endswith(
         "): check FLEETWATCH_DATABASE_URL (or --database-url) and that the database server is up"
     )
+
+
+def test_a_non_ascii_hostname_for_a_token_is_refused_naming_its_dns_form(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    fleetwatch("migrate", "--database-url", url)
+    result = fleetwatch("token", "create", "gpü-01", "--database-url", url)
+    assert result.returncode == 2
+    assert "use its DNS form 'xn--gp-01-lva'" in result.stderr

@@ -183,11 +183,8 @@ def _mutate(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
         (("node", "hostname"), "bad host!", ["body", "node", "hostname"]),
         (("node", "labels"), ["rack"], ["body", "node", "labels"]),
         (("gpus",), {"uuid": "GPU-1"}, ["body", "gpus"]),
-        (("samples", 1, "sampled_at"), "yesterday", ["body", "samples", 1, "sampled_at"]),
-        (("samples", 0, "temp_c"), "hot", ["body", "samples", 0, "temp_c"]),
-        (("samples", 0, "util_gpu_pct"), True, ["body", "samples", 0, "util_gpu_pct"]),
-        (("samples", 0, "gpu_uuid"), None, ["body", "samples", 0, "gpu_uuid"]),
         (("samples",), {"not": "a list"}, ["body", "samples"]),
+        (("events",), "Xid 79", ["body", "events"]),
     ],
 )
 def test_a_malformed_batch_gets_422_naming_the_field(

@@ -18,6 +18,7 @@ from app.fleet import service as fleet_service
 from app.ingest import body, rows
 from app.ingest import service as ingest_service
 from app.ingest.rows import SECTION_SPECS, ParsedBatch, from_model, parse_batch
+from app.ingest.salvage import Salvage
 from tests.app import section_factories as sections
 from tests.dbs import postgres_database
 from tests.factories import batch
@@ -59,6 +60,8 @@ def _comparable(result: ParsedBatch | list[Any]) -> Any:
         [(u, t, v, Counter(n)) for u, t, v, n in result.samples],
         {name: [(v, Counter(n)) for v, n in entries] for name, entries in result.sections.items()},
         (result.salvage.nulled, result.salvage.rejected, result.salvage.gpu_values),
+        (result.salvage.samples, result.salvage.events),
+        (result.salvage.listed, result.salvage.by_reason),
     )
 
 
@@ -134,9 +137,26 @@ def test_the_row_check_agrees_with_pydantic_on_whole_lists_and_the_head(change: 
 
 
 def test_a_plain_batch_takes_the_fast_path() -> None:
-    parsed = rows._bulk(_document())
+    parsed = rows._bulk(_document(), Salvage())
     assert len(parsed[0]) == 4
     assert set(parsed[1]) == {"nvlinks", "disks", "mounts", "nfs_mounts", "nic_ports"}
+
+
+def test_a_bad_sample_is_mended_alone_keeping_the_fast_path_for_the_rest() -> None:
+    """Issue 14: one sample value that is not a number costs that sample's validation, not the
+    whole batch's (bench/ingest_parse.py)."""
+    document = _document()
+    document["samples"][2]["power_w"] = "12,5"
+    document["samples"][3]["gpu_uuid"] = 7
+    salvage = Salvage()
+    samples, sections = rows._bulk(document, salvage)
+    assert len(samples) == 3 and samples[2][3] == ("power_w",)
+    assert salvage.samples == [(3, "")]
+    assert salvage.listed == [
+        (("samples", 2, "power_w"), "number_type", "nulled"),
+        (("samples", 3, "gpu_uuid"), "string_type", "entry_left_out"),
+    ]
+    assert set(sections) == {"nvlinks", "disks", "mounts", "nfs_mounts", "nic_ports"}
 
 
 def test_the_section_specs_name_every_field_of_their_models() -> None:
