@@ -11,7 +11,7 @@ import os
 import tomllib
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -247,6 +247,19 @@ class Settings(BaseSettings):
     )
     notify_max_pace_wait_s: float = Field(default=10.0, ge=0, le=300)
     notify_last_try_margin_s: float = Field(default=1.0, ge=0, le=3600)
+    anonymous_role: Literal["none", "viewer"] = Field(
+        default="none",
+        description="what a request without credentials may do: none (log in first) or viewer "
+        "(read-only wall displays; every change still needs a login or token)",
+    )
+    session_ttl_s: float = Field(
+        default=12 * 3600.0, ge=60, le=30 * 86400, description="a login session's lifetime"
+    )
+    login_max_failures_per_user: int = Field(default=5, ge=1, le=1000)
+    login_max_failures_per_address: int = Field(default=20, ge=1, le=100000)
+    login_failure_window_s: float = Field(
+        default=900.0, ge=1, le=86400, description="window of the failed-login limits"
+    )
     metrics_node_labels: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["cluster", "ib_pod", "rack", "nvlink_domain"],
         description="node labels added to each GPU series of /metrics (cluster,rack or JSON, "

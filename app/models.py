@@ -1,5 +1,6 @@
 """Imports every table module so ``Base.metadata`` is complete (for Alembic and the tests)."""
 
+from app.access.models import ApiToken, LoginFailure, Team, User, UserSession, user_team
 from app.alerts.models import (
     AlertAck,
     AlertEvent,
@@ -8,6 +9,7 @@ from app.alerts.models import (
     AlertSilence,
     Runbook,
 )
+from app.audit.models import AuditEvent
 from app.auth.models import NodeToken
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
@@ -28,6 +30,8 @@ __all__ = [
     "AlertInstance",
     "AlertRule",
     "AlertSilence",
+    "ApiToken",
+    "AuditEvent",
     "AutomationDecision",
     "CircuitBreaker",
     "Gpu",
@@ -36,6 +40,7 @@ __all__ = [
     "IncidentJob",
     "IngestBatch",
     "LifecycleTransition",
+    "LoginFailure",
     "MaintenanceWindow",
     "Node",
     "NodeAction",
@@ -48,9 +53,13 @@ __all__ = [
     "NotifyDestination",
     "NotifyRoute",
     "Runbook",
+    "Team",
     "TopologyChange",
     "TopologyDriftState",
     "TopologySnapshot",
+    "User",
+    "UserSession",
     "WorkloadCapture",
     "series_models",
+    "user_team",
 ]
