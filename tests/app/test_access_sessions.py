@@ -1,0 +1,344 @@
+"""Logins, sessions, API tokens and the audit trail over a live server with the production
+defaults (no anonymous access, no test admin): cookie flags, rotation, expiry, logout, the
+failed-login limits, token scope/expiry/revocation, secrets never shown or logged, CSRF for
+cookie-authenticated posts, the anonymous viewer mode and the CLI."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select, update
+
+from app.access.models import ApiToken, User, UserSession
+from app.access.roles import Role
+from app.access.secrets import digest
+from app.db import session_scope, utcnow
+from tests.access_helpers import PASSWORD, add_token, add_user, log_in
+from tests.app.test_cli import fleetwatch
+from tests.conftest import make_settings
+from tests.dbs import session_factory, wipe
+from tests.live_server import LiveServer
+
+HOT = {"kind": "threshold", "target": "gpu", "metric": "temp_c", "op": ">", "threshold": 85}
+
+
+@pytest.fixture
+def pg(postgres_url: str) -> Iterator[str]:
+    yield postgres_url
+    wipe(postgres_url)
+
+
+def start(url: str, tmp_path: Path, **overrides: object) -> LiveServer:
+    server = LiveServer(make_settings(url, tmp_path, **overrides), as_admin=False)
+    server.start()
+    return server
+
+
+@pytest.fixture
+def live(pg: str, tmp_path: Path) -> Iterator[LiveServer]:
+    server = start(pg, tmp_path)
+    yield server
+    server.stop()
+
+
+def test_nothing_without_credentials_by_default(live: LiveServer) -> None:
+    page = httpx.get(f"{live.url}/fleet?x=1")
+    assert (page.status_code, page.headers["location"]) == (303, "/login?next=%2Ffleet%3Fx%3D1")
+    api = httpx.get(f"{live.url}/api/v1/nodes")
+    assert (api.status_code, api.headers["www-authenticate"]) == (401, "Bearer")
+    write = httpx.post(f"{live.url}/api/v1/channels", json={"name": "x", "kind": "webhook"})
+    assert write.status_code == 401
+    htmx = httpx.get(f"{live.url}/fleet/_nodes", headers={"HX-Request": "true"})
+    assert (htmx.status_code, htmx.headers["hx-redirect"]) == (401, "/login?next=%2Ffleet%2F_nodes")
+    assert httpx.get(f"{live.url}/healthz").status_code == 200
+    assert httpx.get(f"{live.url}/login").status_code == 200
+    assert httpx.get(f"{live.url}/static/favicon.svg").status_code == 200
+
+
+def test_login_cookie_is_httponly_lax_and_a_new_login_rotates_the_session(
+    live: LiveServer, pg: str
+) -> None:
+    add_user(pg, "sess-alice", Role.viewer)
+    first = httpx.post(
+        f"{live.url}/login",
+        data={"username": "sess-alice", "password": PASSWORD, "next": "/alerts?tz=UTC"},
+    )
+    assert (first.status_code, first.headers["location"]) == (303, "/alerts?tz=UTC")
+    flags = first.headers["set-cookie"].lower()
+    assert "httponly" in flags and "samesite=lax" in flags and "path=/" in flags
+    assert "secure" not in flags  # plain http here; see the https test below
+    old = first.cookies["fw_session"]
+    assert httpx.get(f"{live.url}/alerts", cookies={"fw_session": old}).status_code == 200
+    again = httpx.post(
+        f"{live.url}/login",
+        data={"username": "sess-alice", "password": PASSWORD},
+        cookies={"fw_session": old},
+    )
+    new = again.cookies["fw_session"]
+    assert new != old
+    assert httpx.get(f"{live.url}/alerts", cookies={"fw_session": old}).status_code == 303
+    assert httpx.get(f"{live.url}/alerts", cookies={"fw_session": new}).status_code == 200
+    # The database holds digests only.
+    with session_factory(pg) as factory, session_scope(factory) as session:
+        stored = set(session.scalars(select(UserSession.token_sha256)))
+    assert digest(new) in stored and new not in stored
+
+
+def test_login_never_redirects_off_site(live: LiveServer, pg: str) -> None:
+    add_user(pg, "sess-next", Role.viewer)
+    for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example"):
+        answer = httpx.post(
+            f"{live.url}/login",
+            data={"username": "sess-next", "password": PASSWORD, "next": target},
+        )
+        assert answer.headers["location"] == "/", target
+
+
+def test_secure_cookie_when_served_for_https(pg: str, tmp_path: Path) -> None:
+    add_user(pg, "sess-tls", Role.viewer)
+    server = start(pg, tmp_path, external_url="https://fw.example")
+    try:
+        answer = httpx.post(
+            f"{server.url}/login", data={"username": "sess-tls", "password": PASSWORD}
+        )
+        assert "secure" in answer.headers["set-cookie"].lower()
+    finally:
+        server.stop()
+
+
+def test_an_expired_session_and_a_logged_out_one_are_refused(live: LiveServer, pg: str) -> None:
+    add_user(pg, "sess-exp", Role.viewer)
+    cookie = log_in(live.url, "sess-exp")
+    assert httpx.get(f"{live.url}/api/v1/nodes", cookies={"fw_session": cookie}).status_code == 200
+    with session_factory(pg) as factory, session_scope(factory) as session:
+        session.execute(
+            update(UserSession)
+            .where(UserSession.token_sha256 == digest(cookie))
+            .values(expires_at=utcnow() - timedelta(seconds=1))
+        )
+    assert httpx.get(f"{live.url}/api/v1/nodes", cookies={"fw_session": cookie}).status_code == 401
+    assert httpx.get(f"{live.url}/alerts", cookies={"fw_session": cookie}).status_code == 303
+
+    cookie = log_in(live.url, "sess-exp")
+    out = httpx.post(f"{live.url}/logout", cookies={"fw_session": cookie})
+    assert (out.status_code, out.headers["location"]) == (303, "/login")
+    assert (
+        'fw_session=""' in out.headers["set-cookie"]
+        or "max-age=0" in out.headers["set-cookie"].lower()
+    )
+    assert httpx.get(f"{live.url}/api/v1/nodes", cookies={"fw_session": cookie}).status_code == 401
+
+
+def test_failed_logins_are_limited_per_user_and_per_address(pg: str, tmp_path: Path) -> None:
+    add_user(pg, "sess-limit", Role.viewer)
+    server = start(pg, tmp_path, login_max_failures_per_user=3, login_max_failures_per_address=5)
+    try:
+
+        def attempt(name: str, password: str) -> int:
+            return httpx.post(
+                f"{server.url}/login", data={"username": name, "password": password}
+            ).status_code
+
+        assert [attempt("sess-limit", "wrong") for _ in range(3)] == [401, 401, 401]
+        # The right password no longer helps until the window passes.
+        limited = httpx.post(
+            f"{server.url}/login", data={"username": "sess-limit", "password": PASSWORD}
+        )
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) == 900
+        # Another name from the same address: the address limit (5) counts every failure.
+        assert [attempt("nobody", "x") for _ in range(3)] == [401, 401, 429]
+    finally:
+        server.stop()
+
+
+def test_api_token_scope_expiry_revocation_and_last_use(live: LiveServer, pg: str) -> None:
+    admin = add_token(pg, "tok-admin", Role.admin, None)
+    viewer = add_token(pg, "tok-viewer", Role.viewer, None)
+    api = f"{live.url}/api/v1"
+
+    def h(token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    rule = {"name": "tok-rule-b", "condition": HOT, "owner_team": "team-b"}
+    assert httpx.post(f"{api}/rules", json=rule, headers=h(admin)).status_code == 201
+    assert httpx.get(f"{api}/rules", headers=h(viewer)).status_code == 200
+    refused = httpx.put(f"{api}/rules/tok-rule-b", json=rule, headers=h(viewer))
+    assert refused.status_code == 403 and "viewer" in refused.json()["detail"]
+    # An editor token of team A cannot touch team B's rule; one of team B can.
+    editor_a = add_token(pg, "tok-editor-a", Role.editor, "team-a")
+    editor_b = add_token(pg, "tok-editor-b", Role.editor, "team-b")
+    other_team = httpx.put(f"{api}/rules/tok-rule-b", json=rule, headers=h(editor_a))
+    assert other_team.status_code == 403 and "team-b" in other_team.json()["detail"]
+    assert httpx.put(f"{api}/rules/tok-rule-b", json=rule, headers=h(editor_b)).status_code == 200
+
+    created = httpx.post(
+        f"{api}/tokens",
+        json={"name": "tok-ci", "role": "responder", "ttl_s": 3600},
+        headers=h(admin),
+    )
+    assert created.status_code == 201, created.text
+    secret, token_id = created.json()["token"], created.json()["id"]
+    assert httpx.get(f"{api}/whoami", headers=h(secret)).json() == {
+        "kind": "token",
+        "name": "tok-ci",
+        "role": "responder",
+        "teams": None,
+    }
+    listed = httpx.get(f"{api}/tokens", headers=h(admin))
+    row = next(t for t in listed.json() if t["id"] == token_id)
+    assert row["last_used_at"] is not None and row["prefix"] == secret[:12]
+    assert secret not in listed.text and digest(secret) not in listed.text
+    # Expiry.
+    with session_factory(pg) as factory, session_scope(factory) as session:
+        session.execute(
+            update(ApiToken)
+            .where(ApiToken.id == token_id)
+            .values(expires_at=utcnow() - timedelta(seconds=1))
+        )
+    expired = httpx.get(f"{api}/nodes", headers=h(secret))
+    assert expired.status_code == 401 and "expired" in expired.json()["detail"]
+    # Revocation takes effect at once.
+    assert httpx.get(f"{api}/nodes", headers=h(viewer)).status_code == 200
+    viewer_id = next(
+        t["id"]
+        for t in httpx.get(f"{api}/tokens", headers=h(admin)).json()
+        if t["name"] == "tok-viewer"
+    )
+    assert httpx.post(f"{api}/tokens/{viewer_id}/revoke", headers=h(admin)).status_code == 200
+    assert httpx.get(f"{api}/nodes", headers=h(viewer)).status_code == 401
+    assert httpx.get(f"{api}/nodes", headers=h("fwk_not-a-token")).status_code == 401
+    assert httpx.get(f"{api}/nodes", headers={"Authorization": "Basic eDp5"}).status_code == 401
+
+
+def test_secrets_never_in_a_response_or_a_log_line(
+    live: LiveServer, pg: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    admin = add_token(pg, "sec-admin", Role.admin, None)
+    h = {"Authorization": f"Bearer {admin}"}
+    api = f"{live.url}/api/v1"
+    made = httpx.post(f"{api}/users", json={"name": "sec-bob", "role": "viewer"}, headers=h)
+    assert made.status_code == 201
+    password = made.json()["one_time_password"]
+    cookie = log_in(live.url, "sec-bob", password)
+    token = httpx.post(f"{api}/tokens", json={"name": "sec-ci"}, headers=h).json()["token"]
+    httpx.post(f"{live.url}/login", data={"username": "sec-bob", "password": "wrong " + password})
+    with session_factory(pg) as factory, session_scope(factory) as session:
+        password_hash = session.scalars(
+            select(User.password_hash).where(User.name == "sec-bob")
+        ).one()
+    assert password_hash and password_hash.startswith("$argon2id$")
+    secrets = [
+        password,
+        password_hash,
+        cookie,
+        digest(cookie),
+        token,
+        digest(token),
+        admin,
+        digest(admin),
+    ]
+    texts = [
+        httpx.get(f"{api}/users", headers=h).text,
+        httpx.get(f"{api}/tokens", headers=h).text,
+        httpx.get(f"{api}/audit", headers=h).text,
+        httpx.get(f"{live.url}/audit", headers=h).text,
+        httpx.get(f"{api}/whoami", cookies={"fw_session": cookie}).text,
+        httpx.get(f"{live.url}/alerts", cookies={"fw_session": cookie}).text,
+        # The server's log lines (uvicorn, app.*), not this test's own HTTP client's.
+        "\n".join(
+            r.getMessage() for r in caplog.records if not r.name.startswith(("httpx", "httpcore"))
+        ),
+    ]
+    for text in texts:
+        for secret in secrets:
+            assert secret not in text
+
+
+def test_csrf_is_still_enforced_for_cookie_authenticated_posts(live: LiveServer, pg: str) -> None:
+    add_user(pg, "csrf-resp", Role.responder)
+    cookie = log_in(live.url, "csrf-resp")
+    form = {
+        "matcher_name": "hostname",
+        "matcher_op": "=",
+        "matcher_value": "x",
+        "duration": "1h",
+        "comment": "c",
+    }
+    foreign = httpx.post(
+        f"{live.url}/silences",
+        data=form,
+        cookies={"fw_session": cookie},
+        headers={"Origin": "https://evil.example"},
+    )
+    assert foreign.status_code == 403 and "cross-origin" in foreign.text
+    same = httpx.post(
+        f"{live.url}/silences",
+        data=form,
+        cookies={"fw_session": cookie},
+        headers={"Origin": live.url},
+    )
+    assert same.status_code not in (401, 403)
+
+
+def test_anonymous_viewer_mode_reads_but_never_writes(pg: str, tmp_path: Path) -> None:
+    server = start(pg, tmp_path, anonymous_role="viewer")
+    try:
+        assert httpx.get(f"{server.url}/alerts").status_code == 200
+        assert httpx.get(f"{server.url}/api/v1/nodes").status_code == 200
+        write = httpx.post(f"{server.url}/api/v1/silences", json={})
+        assert write.status_code == 403 and "anonymous is viewer" in write.json()["detail"]
+        assert httpx.get(f"{server.url}/api/v1/audit").status_code == 403
+    finally:
+        server.stop()
+
+
+def test_the_audit_trail_says_who_did_what_from_where(live: LiveServer, pg: str) -> None:
+    editor = add_token(pg, "aud-editor", Role.editor, None)
+    admin = add_token(pg, "aud-admin", Role.admin, None)
+    api = f"{live.url}/api/v1"
+    made = httpx.post(
+        f"{api}/rules",
+        json={"name": "aud-rule", "condition": HOT},
+        headers={"Authorization": f"Bearer {editor}"},
+    )
+    assert made.status_code == 201
+    httpx.delete(f"{api}/rules/aud-rule", headers={"Authorization": f"Bearer {editor}"})
+    events = httpx.get(
+        f"{api}/audit",
+        params={"actor": "token:aud-editor"},
+        headers={"Authorization": f"Bearer {admin}"},
+    ).json()
+    assert [(e["action"], e["target"], e["status"], e["address"]) for e in events] == [
+        ("DELETE /api/v1/rules/{name}", {"name": "aud-rule"}, 204, "127.0.0.1"),
+        ("POST /api/v1/rules", None, 201, "127.0.0.1"),
+    ]
+    page = httpx.get(
+        f"{live.url}/audit",
+        params={"action": "/rules"},
+        headers={"Authorization": f"Bearer {admin}"},
+    )
+    assert page.status_code == 200 and "token:aud-editor" in page.text
+
+
+def test_cli_user_create_prints_a_password_that_logs_in_and_the_client_cli_uses_tokens(
+    live: LiveServer, pg: str
+) -> None:
+    made = fleetwatch("user", "create", "cli-root", "--admin", "--database-url", pg)
+    assert made.returncode == 0, made.stderr
+    password = made.stdout.split("one-time password: ")[1].strip()
+    assert log_in(live.url, "cli-root", password)
+    bad_role = fleetwatch("user", "create", "cli-x", "--role", "boss", "--database-url", pg)
+    assert bad_role.returncode == 2 and "viewer, responder, editor, admin" in bad_role.stderr
+    token = fleetwatch("api-token", "create", "cli-ci", "--role", "viewer", "--database-url", pg)
+    assert token.returncode == 0, token.stderr
+    secret = token.stdout.strip()
+    listed = fleetwatch("alerts", "--server", live.url, "--token", secret)
+    assert listed.returncode == 0, listed.stderr
+    refused = fleetwatch("alerts", "--server", live.url)
+    assert refused.returncode != 0 and "log in or send" in refused.stderr
