@@ -15,7 +15,6 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -66,6 +65,7 @@ from app.remediation.worker import ActionWorker
 from app.retention.jobs import prune_job
 from app.runbooks import router as runbooks_router
 from app.scheduler_logging import JOB_DEFAULTS, install_skipped_run_filter
+from app.security_headers import SecurityHeadersMiddleware
 from app.series import pages as series_pages
 from app.series.jobs import compact_job
 from app.series.rollups.jobs import rollup_job
@@ -330,6 +330,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)
     app.add_middleware(PageTzCheckMiddleware)
     app.add_middleware(OriginCheckMiddleware, external_url=settings.external_url)
+    app.add_middleware(SecurityHeadersMiddleware, external_url=settings.external_url)
     app.add_middleware(NulInUrlMiddleware)  # outermost
 
     app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
@@ -392,12 +393,16 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
 
     @app.get("/docs", include_in_schema=False)
     def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title="Fleetwatch API",
-            swagger_js_url=f"/static/vendor/swagger-ui-bundle-{SWAGGER_UI_VERSION}.js",
-            swagger_css_url=f"/static/vendor/swagger-ui-{SWAGGER_UI_VERSION}.css",
-            swagger_favicon_url="/static/favicon.svg",
+        # FastAPI's get_swagger_ui_html starts Swagger UI from an inline script, which the
+        # Content-Security-Policy refuses: the same page with the start-up in a static file.
+        return HTMLResponse(
+            "<!doctype html><html><head><title>Fleetwatch API</title>"
+            '<link rel="icon" href="/static/favicon.svg">'
+            f'<link rel="stylesheet" href="/static/vendor/swagger-ui-{SWAGGER_UI_VERSION}.css">'
+            '</head><body><div id="swagger-ui"></div>'
+            f'<script src="/static/vendor/swagger-ui-bundle-{SWAGGER_UI_VERSION}.js"></script>'
+            '<script src="/static/js/swagger_init.js"></script>'
+            "</body></html>"
         )
 
     @app.get("/healthz", include_in_schema=False)
