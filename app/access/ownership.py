@@ -13,15 +13,19 @@ from sqlalchemy.orm import Session
 
 from app.alerts import service as alerts_service
 from app.alerts import store as alerts_store
+from app.api_params import MAX_ID
 from app.errors import FleetwatchError
 from app.notify import service as notify_service
 
 
 def _int(params: Mapping[str, str], key: str) -> int | None:
+    """The id ``params[key]`` when it can name a row (1 .. 2^31-1), else ``None``: Postgres
+    would raise "integer out of range", and the endpoint answers 422 for it anyway."""
     try:
-        return int(params[key])
+        value = int(params[key])
     except (KeyError, ValueError):
         return None
+    return value if 1 <= value <= MAX_ID else None
 
 
 def rule_team(session: Session, params: Mapping[str, str]) -> str | None:
