@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import httpx
+from sqlalchemy import select
 
 from app.access import tokens, users
 from app.access.roles import Role
 from app.access.sessions import COOKIE_NAME
+from app.alerts.models import AlertInstance, AlertRule
 from app.auth import service as agent_tokens
+from app.db import session_scope, utcnow
 from tests.dbs import session_factory
 
 PASSWORD = "correct horse battery staple"
@@ -75,3 +78,28 @@ def log_in(base: str, name: str, password: str = PASSWORD) -> str:
     cookie = answer.cookies.get(COOKIE_NAME)
     assert cookie, answer.headers
     return cookie
+
+
+def firing_instance(url: str, rule_name: str) -> str:
+    """The id of a firing instance of ``rule_name`` (stored directly when there is none: the
+    evaluator is not what this test is about)."""
+    with session_factory(url) as factory, session_scope(factory) as session:
+        rule = session.scalars(select(AlertRule).where(AlertRule.name == rule_name)).one()
+        found = session.scalars(
+            select(AlertInstance.id).where(AlertInstance.rule_id == rule.id)
+        ).first()
+        if found is not None:
+            return str(found)
+        now = utcnow()
+        row = AlertInstance(
+            rule_id=rule.id,
+            fingerprint="rr",
+            labels={"alertname": rule_name},
+            state="firing",
+            active_since=now,
+            fired_at=now,
+            last_evaluated_at=now,
+        )
+        session.add(row)
+        session.flush()
+        return str(row.id)

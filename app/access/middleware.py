@@ -245,6 +245,14 @@ def identity_of(request: Request) -> Identity:
     return found if isinstance(found, Identity) else anonymous(None)
 
 
+def acting_name(request: Request, given: str) -> str:
+    """Who an acknowledgement or silence is recorded as: a logged-in user's own name (not
+    what a form says); for an API token the name given in the request (automation acting
+    for someone), the token itself being in the audit trail."""
+    who = identity_of(request)
+    return who.name if who.kind == "user" else given
+
+
 def params_of(values: Mapping[str, Any]) -> dict[str, str]:
     """Path parameters as strings (for the audit ``target``)."""
     return {k: str(v) for k, v in values.items()}

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
+from app.access.middleware import acting_name
 from app.alerts import inhibition, rule_reach, store
 from app.alerts import service as alert_service
 from app.alerts.inhibit_spec import InhibitRuleSpec
@@ -198,10 +199,12 @@ def get_alert(session: SessionDep, alert_id: IdPath) -> AlertDetailOut:
 
 
 @router.post("/alerts/{alert_id}/ack", response_model=AckOut, status_code=201, summary="Ack")
-def ack_alert(session: WriteSessionDep, alert_id: IdPath, body: AckIn) -> AckOut:
-    """Acknowledge a pending or firing alert (owner and note); held until it resolves."""
+def ack_alert(request: Request, session: WriteSessionDep, alert_id: IdPath, body: AckIn) -> AckOut:
+    """Acknowledge a pending or firing alert (owner and note); held until it resolves. A
+    logged-in user is recorded as the owner whatever ``owner`` says."""
+    owner = acting_name(request, body.owner)
     return AckOut.model_validate(
-        alert_service.ack(session, alert_id=alert_id, owner=body.owner, note=body.note)
+        alert_service.ack(session, alert_id=alert_id, owner=owner, note=body.note)
     )
 
 
@@ -215,15 +218,15 @@ def list_silences(session: SessionDep, include_expired: bool = False) -> list[Si
 
 
 @router.post("/silences", response_model=SilenceOut, status_code=201, summary="Create a silence")
-def create_silence(session: WriteSessionDep, body: SilenceIn) -> SilenceOut:
+def create_silence(request: Request, session: WriteSessionDep, body: SilenceIn) -> SilenceOut:
     """Mute alerts whose labels match every matcher, from ``starts_at`` (default now) to
-    ``ends_at``."""
+    ``ends_at``. A logged-in user is recorded as ``created_by`` whatever the body says."""
     silence: AlertSilence = alert_service.create_silence(
         session,
         matchers=[m.model_dump() for m in body.matchers],
         starts_at=body.starts_at or utcnow(),
         ends_at=body.ends_at,
-        created_by=body.created_by,
+        created_by=acting_name(request, body.created_by),
         comment=body.comment,
     )
     return SilenceOut.model_validate(silence)

@@ -18,16 +18,20 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.routing import iter_route_contexts
-from sqlalchemy import select
 
 from app.access import policy
 from app.access.roles import Role
-from app.alerts.models import AlertInstance, AlertRule
-from app.db import session_scope, utcnow
 from app.main import create_app
-from tests.access_helpers import Caller, add_agent_token, add_token, add_user, log_in
+from tests.access_helpers import (
+    Caller,
+    add_agent_token,
+    add_token,
+    add_user,
+    firing_instance,
+    log_in,
+)
 from tests.conftest import make_settings
-from tests.dbs import session_factory, wipe
+from tests.dbs import wipe
 from tests.live_server import LiveServer
 
 TEAM_A, TEAM_B = "team-a", "team-b"
@@ -118,31 +122,6 @@ def live(postgres_url: str, tmp_path: Path) -> Iterator[tuple[LiveServer, dict[s
     yield server, callers
     server.stop()
     wipe(url)
-
-
-def firing_instance(url: str, rule_name: str) -> str:
-    """The id of a firing instance of ``rule_name`` (stored directly when there is none: the
-    evaluator is not what this test is about)."""
-    with session_factory(url) as factory, session_scope(factory) as session:
-        rule = session.scalars(select(AlertRule).where(AlertRule.name == rule_name)).one()
-        found = session.scalars(
-            select(AlertInstance.id).where(AlertInstance.rule_id == rule.id)
-        ).first()
-        if found is not None:
-            return str(found)
-        now = utcnow()
-        row = AlertInstance(
-            rule_id=rule.id,
-            fingerprint="rr",
-            labels={"alertname": rule_name},
-            state="firing",
-            active_since=now,
-            fired_at=now,
-            last_evaluated_at=now,
-        )
-        session.add(row)
-        session.flush()
-        return str(row.id)
 
 
 def ensure_team_a_objects(base: str, url: str, setup: Caller) -> dict[str, str]:

@@ -18,7 +18,7 @@ from app.access.models import ApiToken, User, UserSession
 from app.access.roles import Role
 from app.access.secrets import digest
 from app.db import session_scope, utcnow
-from tests.access_helpers import PASSWORD, add_token, add_user, log_in
+from tests.access_helpers import PASSWORD, add_token, add_user, firing_instance, log_in
 from tests.app.test_cli import fleetwatch
 from tests.conftest import make_settings
 from tests.dbs import session_factory, wipe
@@ -342,3 +342,51 @@ def test_cli_user_create_prints_a_password_that_logs_in_and_the_client_cli_uses_
     assert listed.returncode == 0, listed.stderr
     refused = fleetwatch("alerts", "--server", live.url)
     assert refused.returncode != 0 and "log in or send" in refused.stderr
+
+
+def test_acks_and_silences_record_the_logged_in_user(live: LiveServer, pg: str) -> None:
+    admin = add_token(pg, "who-admin", Role.admin, None)
+    bot = add_token(pg, "who-bot", Role.responder, None)
+    api = f"{live.url}/api/v1"
+    rule = {"name": "who-rule", "condition": HOT}
+    assert (
+        httpx.post(
+            f"{api}/rules", json=rule, headers={"Authorization": f"Bearer {admin}"}
+        ).status_code
+        == 201
+    )
+    alert_id = firing_instance(pg, "who-rule")
+    add_user(pg, "who-carol", Role.responder)
+    cookie = {"fw_session": log_in(live.url, "who-carol")}
+    page = httpx.get(f"{live.url}/alerts/{alert_id}", cookies=cookie)
+    assert 'value="who-carol"' in page.text  # the form is prefilled with the user
+    acked = httpx.post(
+        f"{live.url}/alerts/{alert_id}/ack",
+        data={"owner": "someone-else", "note": "on it"},
+        cookies=cookie,
+    )
+    assert acked.status_code == 303
+    silence = {
+        "matchers": [{"name": "alertname", "value": "who-rule"}],
+        "ends_at": (utcnow() + timedelta(hours=1)).isoformat(),
+        "created_by": "not-carol",
+        "comment": "c",
+    }
+    by_user = httpx.post(f"{api}/silences", json=silence, cookies=cookie)
+    assert by_user.status_code == 201, by_user.text
+    assert by_user.json()["created_by"] == "who-carol"
+    # A token acts for whoever the body names (a chat bot); the trail keeps the token.
+    by_bot = httpx.post(
+        f"{api}/silences",
+        json={**silence, "created_by": "dave"},
+        headers={"Authorization": f"Bearer {bot}"},
+    )
+    assert by_bot.json()["created_by"] == "dave"
+    detail = httpx.get(
+        f"{api}/alerts/{alert_id}", headers={"Authorization": f"Bearer {admin}"}
+    ).json()
+    assert [a["owner"] for a in detail["acks"]] == ["who-carol"]
+    trail = httpx.get(
+        f"{api}/audit", params={"action": "silences"}, headers={"Authorization": f"Bearer {admin}"}
+    ).json()
+    assert [e["actor"] for e in trail] == ["token:who-bot", "user:who-carol"]
