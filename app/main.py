@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__, wakeups
+from app.access import admin_pages
 from app.access import router as access_router
 from app.access.middleware import AccessMiddleware
 from app.access.roles import Role
@@ -363,6 +364,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(metrics_router.router)
     app.include_router(access_router.router)
     app.include_router(access_router.api)
+    app.include_router(admin_pages.router)
     app.include_router(audit_router.router)
     app.include_router(audit_router.api)
 

@@ -210,6 +210,11 @@ POLICY: dict[tuple[str, str], Decision] = {
     ("POST", "/api/v1/automation/breaker/reset"): EDIT,
     # --- admin: users, tokens, audit trail, storage internals
     ("GET", "/admin/store"): ADMIN,
+    ("GET", "/admin/access"): ADMIN,
+    ("POST", "/admin/users"): ADMIN,
+    ("POST", "/admin/users/{name}/active"): ADMIN,
+    ("POST", "/admin/tokens"): ADMIN,
+    ("POST", "/admin/tokens/{token_id}/revoke"): ADMIN,
     ("GET", "/audit"): ADMIN,
     ("GET", "/api/v1/audit"): ADMIN,
     ("GET", "/api/v1/users"): ADMIN,

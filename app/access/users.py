@@ -159,3 +159,16 @@ def list_users(session: Session) -> list[tuple[User, frozenset[str]]]:
     """Every user with its teams, by name."""
     users = list(session.scalars(select(User).order_by(User.name)))
     return [(u, user_teams(session, u.id)) for u in users]
+
+
+def set_active(session: Session, *, name: str, active: bool) -> User:
+    """Enable or disable ``name`` (a disabled user cannot log in; the caller ends its
+    sessions).
+
+    Raises:
+        NotFound: no such user.
+    """
+    user = get_user(session, name)
+    user.active = active
+    session.flush()
+    return user

@@ -212,21 +212,17 @@ def refused(answer: httpx.Response, decision: policy.Decision) -> bool:
     return answer.status_code in (401, 403) and REFUSAL.search(answer.text) is not None
 
 
-def call(base: str, method: str, path: str, caller: Caller) -> httpx.Response:
+def call(client: httpx.Client, method: str, path: str, caller: Caller) -> httpx.Response:
     body: dict[str, Any] = {}
     if path.startswith("/api/") and method in ("POST", "PUT", "PATCH"):
         body["json"] = {}
     elif method == "POST":
         body["data"] = {}
-    return httpx.request(
-        method,
-        f"{base}{path}",
-        headers=caller.headers,
-        cookies=caller.cookies,
-        follow_redirects=False,
-        timeout=60,
-        **body,
-    )
+    headers = dict(caller.headers)
+    if caller.cookies:
+        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in caller.cookies.items())
+    client.cookies.clear()  # never keep what an answer set (a login's new session)
+    return client.request(method, path, headers=headers, **body)
 
 
 def test_every_route_for_every_caller(
@@ -239,6 +235,7 @@ def test_every_route_for_every_caller(
     routes = sorted(ROUTES, key=lambda r: r == ("POST", "/logout"))
     mismatches = []
     checked = 0
+    client = httpx.Client(base_url=server.url, follow_redirects=False, timeout=60)
     for method, template in routes:
         if method == "HEAD":
             continue
@@ -247,7 +244,7 @@ def test_every_route_for_every_caller(
         keys = ensure_team_a_objects(server.url, url, setup)
         path = fill(template, keys)
         for caller in callers.values():
-            answer = call(server.url, method, path, caller)
+            answer = call(client, method, path, caller)
             want = expected_allowed(decision, caller, team_scoped=True)
             if want == refused(answer, decision):
                 mismatches.append(
@@ -255,6 +252,7 @@ def test_every_route_for_every_caller(
                     f"(expected {'allowed' if want else 'refused'}) {answer.text[:120]!r}"
                 )
             checked += 1
+    client.close()
     assert mismatches == [], "\n".join(mismatches)
     # Every (route, caller) pair was tried: the size of the table.
     assert checked == len([r for r in ROUTES if r[0] != "HEAD"]) * len(callers)

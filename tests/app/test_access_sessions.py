@@ -6,6 +6,7 @@ cookie-authenticated posts, the anonymous viewer mode and the CLI."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -390,3 +391,49 @@ def test_acks_and_silences_record_the_logged_in_user(live: LiveServer, pg: str) 
         f"{api}/audit", params={"action": "silences"}, headers={"Authorization": f"Bearer {admin}"}
     ).json()
     assert [e["actor"] for e in trail] == ["token:who-bot", "user:who-carol"]
+
+
+def test_admin_page_creates_shows_once_and_revokes_tokens_and_disables_users(
+    live: LiveServer, pg: str
+) -> None:
+    add_user(pg, "page-admin", Role.admin)
+    add_user(pg, "page-erin", Role.viewer)
+    admin = {"fw_session": log_in(live.url, "page-admin")}
+    erin = {"fw_session": log_in(live.url, "page-erin")}
+    assert httpx.get(f"{live.url}/admin/access", cookies=erin).status_code == 403
+    made = httpx.post(
+        f"{live.url}/admin/tokens",
+        data={"name": "page-ci", "role": "viewer", "ttl": "30d"},
+        cookies=admin,
+    )
+    assert made.status_code == 201
+    secret = re.search(r'id="shown-secret">(fwk_[\w-]+)<', made.text).group(1)  # type: ignore[union-attr]
+    listing = httpx.get(f"{live.url}/admin/access", cookies=admin).text
+    assert secret not in listing and secret[:12] in listing
+    assert (
+        httpx.get(
+            f"{live.url}/api/v1/nodes", headers={"Authorization": f"Bearer {secret}"}
+        ).status_code
+        == 200
+    )
+    token_id = re.search(r'data-token-id="(\d+)"><td>\d+</td><td>page-ci<', listing).group(1)  # type: ignore[union-attr]
+    revoked = httpx.post(f"{live.url}/admin/tokens/{token_id}/revoke", cookies=admin)
+    assert revoked.status_code == 303
+    assert (
+        httpx.get(
+            f"{live.url}/api/v1/nodes", headers={"Authorization": f"Bearer {secret}"}
+        ).status_code
+        == 401
+    )
+    # Disabling a user ends its sessions and its logins.
+    off = httpx.post(
+        f"{live.url}/admin/users/page-erin/active", data={"active": "false"}, cookies=admin
+    )
+    assert off.status_code == 303
+    assert httpx.get(f"{live.url}/api/v1/nodes", cookies=erin).status_code == 401
+    again = httpx.post(f"{live.url}/login", data={"username": "page-erin", "password": PASSWORD})
+    assert again.status_code == 401
+    bad = httpx.post(
+        f"{live.url}/admin/users", data={"name": "x y", "role": "viewer"}, cookies=admin
+    )
+    assert bad.status_code == 400 and "user name" in bad.text
