@@ -68,6 +68,7 @@ def test_demo_serves_a_fresh_fleet_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -
             proc.kill()
             proc.wait()
         reader.join(timeout=10)
+        proc.stdout.close()
     output = "".join(lines)
     assert proc.returncode == 0, output
     assert f"open {base}/" in output
