@@ -260,6 +260,22 @@ class Settings(BaseSettings):
     login_failure_window_s: float = Field(
         default=900.0, ge=1, le=86400, description="window of the failed-login limits"
     )
+    oidc_issuer: str | None = Field(
+        default=None,
+        description="OpenID Connect issuer URL for single sign-on (discovery at "
+        "ISSUER/.well-known/openid-configuration); unset: local logins only",
+    )
+    oidc_client_id: str | None = Field(default=None, description="this server's OIDC client id")
+    oidc_client_secret: SecretStr | None = Field(default=None, description="its client secret")
+    oidc_username_claim: str = Field(
+        default="preferred_username", description="ID-token claim naming the user (then email)"
+    )
+    oidc_groups_claim: str = Field(default="groups", description="ID-token claim of groups")
+    oidc_group_roles: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="group=role or group=role:team, e.g. sre=admin,gpu-oncall=responder:infra "
+        "(or JSON); the highest role wins, teams add up; a user in no mapped group is refused",
+    )
     metrics_node_labels: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["cluster", "ib_pod", "rack", "nvlink_domain"],
         description="node labels added to each GPU series of /metrics (cluster,rack or JSON, "
@@ -285,6 +301,23 @@ class Settings(BaseSettings):
     def _read_metrics_labels(cls, value: Any) -> Any:
         default = cls.model_fields["metrics_node_labels"].get_default(call_default_factory=True)
         return config_values.plain_list(value, blank=default)
+
+    @field_validator("oidc_group_roles", mode="before")
+    @classmethod
+    def _read_group_roles(cls, value: Any) -> Any:
+        return config_values.plain_map(value, shape="group=role[:team]")
+
+    @field_validator("oidc_group_roles")
+    @classmethod
+    def _check_group_roles(cls, value: dict[str, str]) -> dict[str, str]:
+        from app.access.oidc import parse_grant
+
+        for group, grant in value.items():
+            try:
+                parse_grant(grant)
+            except ValueError as exc:
+                raise ValueError(f"{group}: {exc}") from None
+        return value
 
     @field_validator("notify_rate_limits", mode="before")
     @classmethod

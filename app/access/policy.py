@@ -72,6 +72,8 @@ POLICY: dict[tuple[str, str], Decision] = {
     ("GET", "/login"): PUBLIC,
     ("POST", "/login"): PUBLIC,
     ("POST", "/logout"): PUBLIC,
+    ("GET", "/login/oidc"): PUBLIC,
+    ("GET", "/login/oidc/callback"): PUBLIC,
     ("GET", "/api/v1/whoami"): PUBLIC,
     ("GET", "/notify/ack/{token}"): PUBLIC,
     ("POST", "/notify/ack/{token}"): Public(audit=True),

@@ -9,13 +9,14 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel, Field
 
-from app.access import sessions, tokens, users
+from app.access import oidc, sessions, tokens, users
 from app.access.middleware import client_address, identity_of
 from app.access.roles import Role
 from app.access.sessions import COOKIE_NAME, LoginLimits, TooManyAttempts
 from app.audit import service as audit
 from app.db import SessionDep, WriteSessionDep
-from app.errors import BadRequest
+from app.errors import BadRequest, FleetwatchError, NotFound
+from app.notify.secrets import secret_key
 from app.web import render, templates
 
 router = APIRouter()
@@ -47,13 +48,25 @@ def _limits(request: Request) -> LoginLimits:
     )
 
 
+def _login_context(
+    request: Request, target: str, error: str | None, username: str
+) -> dict[str, Any]:
+    return {
+        "nav": None,
+        "next": target,
+        "error": error,
+        "username": username,
+        "sso": oidc.OidcConfig.of(request.app.state.settings) is not None,
+    }
+
+
 @router.get("/login", response_class=HTMLResponse, include_in_schema=False)
 def login_page(request: Request, next: str | None = None) -> HTMLResponse:
-    """The login form."""
+    """The login form (with a single sign-on button when OIDC is configured)."""
     return render(
         request,
         "access/login.html",
-        {"nav": None, "next": safe_next(next), "error": None, "username": ""},
+        _login_context(request, safe_next(next), None, ""),
     )
 
 
@@ -88,7 +101,7 @@ def login_submit(
             status=429,
             detail={"result": "rate-limited"},
         )
-        context = {"nav": None, "next": target, "error": str(exc), "username": username}
+        context = _login_context(request, target, str(exc), username)
         response = render(request, "access/login.html", context, 429)
         response.headers["Retry-After"] = str(exc.retry_after_s)
         return response
@@ -101,15 +114,16 @@ def login_submit(
             status=401,
             detail={"result": "wrong name or password"},
         )
-        context = {
-            "nav": None,
-            "next": target,
-            "error": "Wrong user name or password.",
-            "username": username,
-        }
+        context = _login_context(request, target, "Wrong user name or password.", username)
         return render(request, "access/login.html", context, 401)
     user, token = found
     audit.record(session, actor=f"user:{user.name}", action="login", address=address, status=303)
+    return _logged_in(request, target, token)
+
+
+def _logged_in(request: Request, target: str, token: str) -> Response:
+    """A 303 to ``target`` setting the session cookie (HttpOnly, SameSite=Lax, Secure over
+    TLS)."""
     redirect = RedirectResponse(target, status_code=303)
     redirect.set_cookie(
         COOKIE_NAME,
@@ -121,6 +135,96 @@ def login_submit(
         samesite="lax",
     )
     return redirect
+
+
+def _callback_url(request: Request) -> str:
+    base = request.app.state.settings.external_url or str(request.base_url)
+    return base.rstrip("/") + "/login/oidc/callback"
+
+
+@router.get("/login/oidc", include_in_schema=False)
+def oidc_start(request: Request, next: str | None = None) -> Response:
+    """Send the browser to the identity provider (single sign-on)."""
+    config = oidc.OidcConfig.of(request.app.state.settings)
+    if config is None:
+        raise NotFound("single sign-on is not configured (FLEETWATCH_OIDC_ISSUER)")
+    try:
+        url, cookie = oidc.start(
+            config,
+            redirect_uri=_callback_url(request),
+            next_path=safe_next(next),
+            key=secret_key(request.app.state.settings),
+        )
+    except oidc.OidcError as exc:
+        return render(
+            request,
+            "access/login.html",
+            _login_context(request, safe_next(next), str(exc), ""),
+            502,
+        )
+    redirect = RedirectResponse(url, status_code=303)
+    redirect.set_cookie(
+        oidc.STATE_COOKIE,
+        cookie,
+        max_age=oidc.STATE_MAX_AGE_S,
+        path="/login/oidc",
+        secure=_secure(request),
+        httponly=True,
+        samesite="lax",
+    )
+    return redirect
+
+
+@router.get("/login/oidc/callback", include_in_schema=False)
+def oidc_callback(request: Request, session: WriteSessionDep) -> Response:
+    """The identity provider's answer: check it, create or update the user from its groups,
+    open a session."""
+    config = oidc.OidcConfig.of(request.app.state.settings)
+    if config is None:
+        raise NotFound("single sign-on is not configured (FLEETWATCH_OIDC_ISSUER)")
+    address = client_address(request.scope)
+    try:
+        sso, target = oidc.finish(
+            config,
+            params=dict(request.query_params),
+            cookie=request.cookies.get(oidc.STATE_COOKIE),
+            redirect_uri=_callback_url(request),
+            key=secret_key(request.app.state.settings),
+        )
+        user = users.sync_sso_user(session, name=sso.name, role=sso.role, teams=sorted(sso.teams))
+    except (oidc.OidcError, FleetwatchError) as exc:
+        detail = exc.detail if isinstance(exc, FleetwatchError) else str(exc)
+        audit.record(
+            session,
+            actor="anonymous",
+            action="login.oidc",
+            address=address,
+            status=401,
+            detail={"result": detail},
+        )
+        response = render(
+            request, "access/login.html", _login_context(request, "/", detail, ""), 401
+        )
+        response.delete_cookie(oidc.STATE_COOKIE, path="/login/oidc")
+        return response
+    token = sessions.open_session(
+        session,
+        user,
+        address=address,
+        ttl_s=request.app.state.settings.session_ttl_s,
+        previous=request.cookies.get(COOKIE_NAME),
+    )
+    audit.record(
+        session,
+        actor=f"user:{user.name}",
+        action="login.oidc",
+        address=address,
+        status=303,
+        detail={"role": sso.role.name, "teams": sorted(sso.teams), "groups": list(sso.groups)},
+    )
+    done = _logged_in(request, safe_next(target), token)
+    done.delete_cookie(oidc.STATE_COOKIE, path="/login/oidc")
+    return done
 
 
 @router.post("/logout", include_in_schema=False)

@@ -92,6 +92,16 @@ def login(
         session.add(LoginFailure(username=username[:64], address=address[:64], at=utcnow()))
         session.flush()
         return None
+    # A successful login clears the user's failures: the limit is about guessing, not typos.
+    session.execute(delete(LoginFailure).where(LoginFailure.username == user.name))
+    return user, open_session(session, user, address=address, ttl_s=ttl_s, previous=previous)
+
+
+def open_session(
+    session: Session, user: User, *, address: str, ttl_s: float, previous: str | None = None
+) -> str:
+    """A new session of ``user`` (after a password check or a single sign-on), revoking the
+    ``previous`` one; returns the session id for the cookie."""
     if previous:
         revoke(session, previous)
     now = utcnow()
@@ -106,10 +116,8 @@ def login(
         )
     )
     user.last_login_at = now
-    # A successful login clears the user's failures: the limit is about guessing, not typos.
-    session.execute(delete(LoginFailure).where(LoginFailure.username == user.name))
     session.flush()
-    return user, token
+    return token
 
 
 def lookup(session: Session, token: str, *, now: datetime | None = None) -> User | None:

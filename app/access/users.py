@@ -172,3 +172,28 @@ def set_active(session: Session, *, name: str, active: bool) -> User:
     user.active = active
     session.flush()
     return user
+
+
+def sync_sso_user(session: Session, *, name: str, role: Role, teams: Sequence[str]) -> User:
+    """The single-sign-on user ``name`` with ``role`` and exactly ``teams`` (from the
+    identity provider's groups at this login), created when new.
+
+    Raises:
+        BadRequest: invalid name. Conflict: a local user with a password has this name (an
+            SSO login never takes over a local account).
+    """
+    check_name("user", name)
+    user = find_user(session, name)
+    if user is None:
+        user = User(name=name, role=role.name, password_hash=None, active=True, created_at=utcnow())
+        session.add(user)
+        session.flush()
+    elif user.password_hash is not None:
+        raise Conflict(f"a local user named {name!r} exists; single sign-on cannot log in as it")
+    user.role = role.name
+    session.execute(user_team.delete().where(user_team.c.user_id == user.id))
+    for team in sorted(set(teams)):
+        team_row = get_or_create_team(session, team)
+        session.execute(user_team.insert().values(user_id=user.id, team_id=team_row.id))
+    session.flush()
+    return user
