@@ -302,6 +302,17 @@ class Settings(BaseSettings):
         default = cls.model_fields["metrics_node_labels"].get_default(call_default_factory=True)
         return config_values.plain_list(value, blank=default)
 
+    @field_validator("anonymous_role", mode="before")
+    @classmethod
+    def _check_anonymous_role(cls, value: Any) -> Any:
+        text = str(value).strip().lower()
+        if text not in ("none", "viewer"):
+            raise ValueError(
+                "none or viewer (anonymous access is read-only at most: any change needs a "
+                "login or an API token)"
+            )
+        return text
+
     @field_validator("oidc_group_roles", mode="before")
     @classmethod
     def _read_group_roles(cls, value: Any) -> Any:

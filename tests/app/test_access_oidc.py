@@ -14,6 +14,7 @@ import pytest
 
 from app.access.oidc import grants_of, parse_grant
 from app.access.roles import Role
+from app.config import SettingsError, load_settings
 from tests.access_helpers import PASSWORD, add_user
 from tests.conftest import make_settings
 from tests.dbs import wipe
@@ -132,3 +133,13 @@ def test_group_role_setting_forms() -> None:
         {"x", "y"},
     )
     assert grants_of(["c"], {"a": "viewer"}) == (None, set())
+
+
+def test_bad_access_settings_name_the_variable() -> None:
+    with pytest.raises(
+        SettingsError, match="FLEETWATCH_OIDC_GROUP_ROLES: sre: unknown role 'boss'"
+    ):
+        load_settings(oidc_group_roles="sre=boss")
+    with pytest.raises(SettingsError, match="FLEETWATCH_ANONYMOUS_ROLE: none or viewer"):
+        load_settings(anonymous_role="admin")
+    assert load_settings(anonymous_role="Viewer").anonymous_role == "viewer"
