@@ -29,7 +29,7 @@ from app.access.roles import Role
 from app.access.sessions import COOKIE_NAME
 from app.audit import service as audit
 from app.db import session_scope
-from app.errors import Unauthenticated
+from app.errors import Forbidden, Unauthenticated
 from app.web import render_error_page
 
 log = logging.getLogger(__name__)
@@ -243,6 +243,20 @@ def identity_of(request: Request) -> Identity:
     the route is not behind the middleware, e.g. agent routes)."""
     found = request.scope.get("state", {}).get("identity")
     return found if isinstance(found, Identity) else anonymous(None)
+
+
+def require_team(request: Request, team: str | None) -> None:
+    """Refuse giving an object to ``team`` (a rule's ``owner_team``, a channel's or route's
+    ``team`` in a request body) unless the caller acts for it: the path-level check in the
+    policy sees only the object as stored, not the team a body moves it to.
+
+    Raises:
+        Forbidden: the caller is not an admin, not an every-team token, and not in ``team``.
+    """
+    who = identity_of(request)
+    if not who.acts_for(team):
+        teams = ", ".join(sorted(who.teams or ())) or "no team"
+        raise Forbidden(f"{who.actor} acts for {teams}; it cannot give an object to team {team}")
 
 
 def acting_name(request: Request, given: str) -> str:

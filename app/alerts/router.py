@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
-from app.access.middleware import acting_name
+from app.access.middleware import acting_name, require_team
 from app.alerts import inhibition, rule_reach, store
 from app.alerts import service as alert_service
 from app.alerts.inhibit_spec import InhibitRuleSpec
@@ -109,6 +109,7 @@ def _within_kept(request: Request, spec: RuleSpec) -> None:
 def create_rule(request: Request, session: WriteSessionDep, spec: RuleSpec) -> RuleOut:
     """Create a rule (409 if the name is taken; 422 names the wrong field, or a window longer
     than the server keeps what it reads)."""
+    require_team(request, spec.owner_team)
     _within_kept(request, spec)
     return rule_out(store.create_rule(session, spec=spec))
 
@@ -133,6 +134,7 @@ def get_rule(session: SessionDep, name: str) -> RuleOut:
 @router.put("/rules/{name}", response_model=RuleOut, summary="Replace a rule")
 def update_rule(request: Request, session: WriteSessionDep, name: str, spec: RuleSpec) -> RuleOut:
     """Replace rule ``name`` (the body may rename it; 422 as for a new rule)."""
+    require_team(request, spec.owner_team)
     _within_kept(request, spec)
     return rule_out(store.update_rule(session, name=name, spec=spec, source="api"))
 

@@ -437,3 +437,40 @@ def test_admin_page_creates_shows_once_and_revokes_tokens_and_disables_users(
         f"{live.url}/admin/users", data={"name": "x y", "role": "viewer"}, cookies=admin
     )
     assert bad.status_code == 400 and "user name" in bad.text
+
+
+def test_an_editor_cannot_give_an_object_to_another_team(live: LiveServer, pg: str) -> None:
+    editor_a = {"Authorization": f"Bearer {add_token(pg, 'give-editor-a', Role.editor, 'team-a')}"}
+    api = f"{live.url}/api/v1"
+    mine = {"name": "give-rule", "condition": HOT, "owner_team": "team-a"}
+    theirs = {**mine, "owner_team": "team-b"}
+    assert httpx.post(f"{api}/rules", json=theirs, headers=editor_a).status_code == 403
+    assert httpx.post(f"{api}/rules", json=mine, headers=editor_a).status_code == 201
+    moved = httpx.put(f"{api}/rules/give-rule", json=theirs, headers=editor_a)
+    assert moved.status_code == 403 and "team-b" in moved.json()["detail"]
+    channel = {"name": "give-chan", "kind": "webhook", "url": "http://192.0.2.1/h"}
+    assert (
+        httpx.post(
+            f"{api}/channels", json={**channel, "team": "team-b"}, headers=editor_a
+        ).status_code
+        == 403
+    )
+    made = httpx.post(f"{api}/channels", json={**channel, "team": "team-a"}, headers=editor_a)
+    assert made.status_code == 201, made.text
+    cid = made.json()["id"]
+    assert (
+        httpx.patch(f"{api}/channels/{cid}", json={"team": "team-b"}, headers=editor_a).status_code
+        == 403
+    )
+    route = {"channel_id": cid, "team": "team-b"}
+    assert httpx.post(f"{api}/routes", json=route, headers=editor_a).status_code == 403
+    # The rule editor page checks the same.
+    page = httpx.post(
+        f"{live.url}/rules",
+        data={
+            "document": "name: give-page\nowner_team: team-b\ncondition:\n  kind: threshold\n"
+            "  target: gpu\n  metric: temp_c\n  op: '>'\n  threshold: 85\n"
+        },
+        headers=editor_a,
+    )
+    assert page.status_code == 403 and "team-b" in page.text
