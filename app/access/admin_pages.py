@@ -13,6 +13,7 @@ from app.access import sessions, tokens, users
 from app.access.middleware import identity_of
 from app.access.roles import Role
 from app.api_params import MAX_ID
+from app.auth import service as agent_tokens
 from app.db import SessionDep, WriteSessionDep
 from app.errors import FleetwatchError
 from app.forms import Form, read_form
@@ -41,6 +42,7 @@ def _page(
         "nav": None,
         "users": users.list_users(session),
         "tokens": tokens.list_tokens(session),
+        "agent_tokens": agent_tokens.list_tokens(session),
         "teams": users.list_teams(session),
         "roles": [r.name for r in Role],
         "ttls": list(TTL_CHOICES),
@@ -126,4 +128,33 @@ def revoke_token(token_id: str, session: WriteSessionDep) -> Response:
     if not 1 <= number <= MAX_ID:
         raise FleetwatchError(f"token id: 1 .. {MAX_ID}")
     tokens.revoke(session, token_id=number)
+    return RedirectResponse("/admin/access", status_code=303)
+
+
+@router.post("/admin/agent-tokens", response_class=HTMLResponse)
+def create_agent_token(
+    request: Request, session: WriteSessionDep, form: Annotated[Form, Depends(read_form)]
+) -> HTMLResponse:
+    """A new agent token for a node (created when new); shown once. The node's other tokens
+    stay valid until revoked: rotate by installing the new one, then revoking the old."""
+    hostname = form.one("hostname")
+    try:
+        _, secret = agent_tokens.create_token(session, hostname=hostname)
+    except ValueError as exc:
+        session.rollback()
+        return _page(request, session, error=f"hostname: {exc}", status_code=400)
+    shown = {"what": f"Agent token of {hostname}", "secret": secret}
+    return _page(request, session, shown=shown, status_code=201)
+
+
+@router.post("/admin/agent-tokens/{token_id}/revoke")
+def revoke_agent_token(token_id: str, session: WriteSessionDep) -> Response:
+    """Revoke one agent token at once."""
+    try:
+        number = int(token_id)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= MAX_ID:
+        raise FleetwatchError(f"token id: 1 .. {MAX_ID}")
+    agent_tokens.revoke_token(session, token_id=number)
     return RedirectResponse("/admin/access", status_code=303)

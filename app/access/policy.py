@@ -217,6 +217,8 @@ POLICY: dict[tuple[str, str], Decision] = {
     ("POST", "/admin/users/{name}/active"): ADMIN,
     ("POST", "/admin/tokens"): ADMIN,
     ("POST", "/admin/tokens/{token_id}/revoke"): ADMIN,
+    ("POST", "/admin/agent-tokens"): ADMIN,
+    ("POST", "/admin/agent-tokens/{token_id}/revoke"): ADMIN,
     ("GET", "/audit"): ADMIN,
     ("GET", "/api/v1/audit"): ADMIN,
     ("GET", "/api/v1/users"): ADMIN,

@@ -23,6 +23,7 @@ from tests.access_helpers import PASSWORD, add_token, add_user, firing_instance,
 from tests.app.test_cli import fleetwatch
 from tests.conftest import make_settings
 from tests.dbs import session_factory, wipe
+from tests.factories import batch
 from tests.live_server import LiveServer
 
 HOT = {"kind": "threshold", "target": "gpu", "metric": "temp_c", "op": ">", "threshold": 85}
@@ -474,3 +475,47 @@ def test_an_editor_cannot_give_an_object_to_another_team(live: LiveServer, pg: s
         headers=editor_a,
     )
     assert page.status_code == 403 and "team-b" in page.text
+
+
+def test_admin_page_issues_and_revokes_agent_tokens(live: LiveServer, pg: str) -> None:
+    add_user(pg, "agent-admin", Role.admin)
+    admin = {"fw_session": log_in(live.url, "agent-admin")}
+    made = httpx.post(
+        f"{live.url}/admin/agent-tokens", data={"hostname": "enrol-07"}, cookies=admin
+    )
+    assert made.status_code == 201
+    secret = re.search(r'id="shown-secret">(fwt_[\w-]+)<', made.text).group(1)  # type: ignore[union-attr]
+    auth = {"Authorization": f"Bearer {secret}"}
+    assert (
+        httpx.post(
+            f"{live.url}/api/v1/ingest", json=batch("enrol-07", gpus=1), headers=auth
+        ).status_code
+        == 200
+    )
+    # The token writes only its node, and reads nothing.
+    assert (
+        httpx.post(
+            f"{live.url}/api/v1/ingest", json=batch("other-08", gpus=1), headers=auth
+        ).status_code
+        == 403
+    )
+    assert httpx.get(f"{live.url}/api/v1/nodes", headers=auth).status_code == 403
+    listing = httpx.get(f"{live.url}/admin/access", cookies=admin).text
+    assert secret not in listing and secret[:12] in listing
+    token_id = re.search(
+        r'data-agent-token-id="(\d+)"><td>\d+</td><td><a href="/nodes/enrol-07"', listing
+    ).group(1)  # type: ignore[union-attr]
+    assert (
+        httpx.post(f"{live.url}/admin/agent-tokens/{token_id}/revoke", cookies=admin).status_code
+        == 303
+    )
+    assert (
+        httpx.post(
+            f"{live.url}/api/v1/ingest", json=batch("enrol-07", gpus=1), headers=auth
+        ).status_code
+        == 401
+    )
+    bad = httpx.post(
+        f"{live.url}/admin/agent-tokens", data={"hostname": "no spaces"}, cookies=admin
+    )
+    assert bad.status_code == 400 and "hostname" in bad.text
