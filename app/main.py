@@ -30,6 +30,7 @@ from app.alerts import rule_reach
 from app.alerts.scheduler import AlertEvaluator
 from app.alerts.triggers import AlertingHealthRefresher
 from app.audit import router as audit_router
+from app.auth import router as enroll_router
 from app.config import PROJECT_ROOT, Settings, get_settings
 from app.csrf import OriginCheckMiddleware
 from app.db import make_engine, make_session_factory, session_scope
@@ -365,6 +366,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.include_router(access_router.router)
     app.include_router(access_router.api)
     app.include_router(admin_pages.router)
+    app.include_router(enroll_router.router)
     app.include_router(audit_router.router)
     app.include_router(audit_router.api)
 

@@ -10,7 +10,7 @@ from app.alerts.models import (
     Runbook,
 )
 from app.audit.models import AuditEvent
-from app.auth.models import NodeToken
+from app.auth.models import EnrollmentToken, NodeToken
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
 from app.health.models import NodeHealthState
@@ -34,6 +34,7 @@ __all__ = [
     "AuditEvent",
     "AutomationDecision",
     "CircuitBreaker",
+    "EnrollmentToken",
     "Gpu",
     "Incident",
     "IncidentEvent",

@@ -125,7 +125,9 @@ class AccessMiddleware:
             return
         method = scope["method"]
         matched = match(scope["app"], method, scope["path"])
-        if matched is None or isinstance(matched.decision, policy.AgentToken):
+        if matched is None or isinstance(
+            matched.decision, (policy.AgentToken, policy.EnrollmentToken)
+        ):
             # No route (the app answers 404/405) or an agent route: the ingest checks the
             # node token itself, one indexed read per batch.
             await self.app(scope, receive, send)

@@ -6,6 +6,7 @@ the request to its route; a route missing here is refused with 403 (and fails
 
 * :class:`Public`: no credentials (login page, health check, static files, signed ack links).
 * :class:`AgentToken`: a node's agent token, checked by the endpoint (it writes only its node).
+* :class:`EnrollmentToken`: an enrollment token, checked by the endpoint.
 * :class:`Need`: at least ``role``; with ``team_of`` the object's owning team (asked of the
   owner's service, :mod:`app.access.ownership`) must be one of the caller's teams, unless the
   object has no owner or the caller is an admin or acts for every team.
@@ -37,6 +38,11 @@ class AgentToken:
 
 
 @dataclass(frozen=True)
+class EnrollmentToken:
+    """An enrollment token, checked by the endpoint (a new node gets its own agent token)."""
+
+
+@dataclass(frozen=True)
 class Need:
     """At least ``role`` (and the object's team via ``team_of``); ``audit``: record unsafe
     calls (off for read-only POSTs such as rule previews)."""
@@ -46,7 +52,7 @@ class Need:
     audit: bool = True
 
 
-Decision = Public | AgentToken | Need
+Decision = Public | AgentToken | EnrollmentToken | Need
 
 PUBLIC = Public()
 VIEW = Need(Role.viewer)
@@ -79,6 +85,7 @@ POLICY: dict[tuple[str, str], Decision] = {
     ("POST", "/notify/ack/{token}"): Public(audit=True),
     # --- agents
     ("POST", "/api/v1/ingest"): AgentToken(),
+    ("POST", "/api/v1/enroll"): EnrollmentToken(),
     # --- read pages
     ("GET", "/"): VIEW,
     ("GET", "/fleet"): VIEW,
@@ -218,6 +225,9 @@ POLICY: dict[tuple[str, str], Decision] = {
     ("POST", "/admin/tokens"): ADMIN,
     ("POST", "/admin/tokens/{token_id}/revoke"): ADMIN,
     ("POST", "/admin/agent-tokens"): ADMIN,
+    ("GET", "/api/v1/enrollment-tokens"): ADMIN,
+    ("POST", "/api/v1/enrollment-tokens"): ADMIN,
+    ("POST", "/api/v1/enrollment-tokens/{token_id}/revoke"): ADMIN,
     ("POST", "/admin/agent-tokens/{token_id}/revoke"): ADMIN,
     ("GET", "/audit"): ADMIN,
     ("GET", "/api/v1/audit"): ADMIN,

@@ -78,6 +78,9 @@ def test_only_login_logout_and_signed_ack_links_change_things_without_a_role() -
     assert [r for r in ROUTES if isinstance(policy.decision(*r), policy.AgentToken)] == [
         ("POST", "/api/v1/ingest")
     ]
+    assert [r for r in ROUTES if isinstance(policy.decision(*r), policy.EnrollmentToken)] == [
+        ("POST", "/api/v1/enroll")
+    ]
 
 
 @pytest.fixture
@@ -193,6 +196,8 @@ def expected_allowed(decision: policy.Decision, caller: Caller, team_scoped: boo
         return True
     if isinstance(decision, policy.AgentToken):
         return caller.agent
+    if isinstance(decision, policy.EnrollmentToken):
+        return False  # none of these callers holds an enrollment token
     assert isinstance(decision, policy.Need)
     if caller.role is None or caller.role < decision.role:
         return False
@@ -204,7 +209,7 @@ def expected_allowed(decision: policy.Decision, caller: Caller, team_scoped: boo
 def refused(answer: httpx.Response, decision: policy.Decision) -> bool:
     """Whether the access layer refused: 401/403 with its wording, or a page's redirect to the
     login form (on agent routes the ingest's own 401/403)."""
-    if isinstance(decision, policy.AgentToken):
+    if isinstance(decision, (policy.AgentToken, policy.EnrollmentToken)):
         return answer.status_code in (401, 403)
     location = answer.headers.get("location", "")
     if answer.status_code == 303 and location.startswith("/login?next="):
@@ -214,7 +219,9 @@ def refused(answer: httpx.Response, decision: policy.Decision) -> bool:
 
 def call(client: httpx.Client, method: str, path: str, caller: Caller) -> httpx.Response:
     body: dict[str, Any] = {}
-    if path.startswith("/api/") and method in ("POST", "PUT", "PATCH"):
+    if path == "/api/v1/enroll":
+        body["json"] = {"hostname": "rr-enrolled"}  # well formed: the token decides
+    elif path.startswith("/api/") and method in ("POST", "PUT", "PATCH"):
         body["json"] = {}
     elif method == "POST":
         body["data"] = {}
