@@ -18,7 +18,9 @@ from app.config import SettingsError, load_settings
 from tests.access_helpers import PASSWORD, add_user
 from tests.conftest import make_settings
 from tests.dbs import wipe
+from tests.factories import wipe_alerts
 from tests.live_server import LiveServer
+from tests.notify_helpers import wipe_notify
 from tests.oidc_provider import oidc_provider, set_user
 
 GROUP_ROLES = {"gpu-oncall": "responder:team-a", "sre": "admin", "ml-rules": "editor:team-b"}
@@ -39,6 +41,8 @@ def sso(postgres_url: str, tmp_path: Path) -> Iterator[tuple[LiveServer, str]]:
         server.start()
         yield server, issuer
         server.stop()
+    wipe_alerts(postgres_url)
+    wipe_notify(postgres_url)
     wipe(postgres_url)
 
 

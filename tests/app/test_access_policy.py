@@ -32,7 +32,9 @@ from tests.access_helpers import (
 )
 from tests.conftest import make_settings
 from tests.dbs import wipe
+from tests.factories import wipe_alerts
 from tests.live_server import LiveServer
+from tests.notify_helpers import wipe_notify
 
 TEAM_A, TEAM_B = "team-a", "team-b"
 HOT = {"kind": "threshold", "target": "gpu", "metric": "temp_c", "op": ">", "threshold": 85}
@@ -124,6 +126,8 @@ def live(postgres_url: str, tmp_path: Path) -> Iterator[tuple[LiveServer, dict[s
     )
     yield server, callers
     server.stop()
+    wipe_alerts(url)
+    wipe_notify(url)
     wipe(url)
 
 

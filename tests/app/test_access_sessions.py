@@ -23,8 +23,9 @@ from tests.access_helpers import PASSWORD, add_token, add_user, firing_instance,
 from tests.app.test_cli import fleetwatch
 from tests.conftest import make_settings
 from tests.dbs import session_factory, wipe
-from tests.factories import batch
+from tests.factories import batch, wipe_alerts
 from tests.live_server import LiveServer
+from tests.notify_helpers import wipe_notify
 
 HOT = {"kind": "threshold", "target": "gpu", "metric": "temp_c", "op": ">", "threshold": 85}
 
@@ -32,6 +33,8 @@ HOT = {"kind": "threshold", "target": "gpu", "metric": "temp_c", "op": ">", "thr
 @pytest.fixture
 def pg(postgres_url: str) -> Iterator[str]:
     yield postgres_url
+    wipe_alerts(postgres_url)
+    wipe_notify(postgres_url)
     wipe(postgres_url)
 
 

@@ -20,7 +20,9 @@ from app.db import session_scope, utcnow
 from tests.access_helpers import add_agent_token, add_token
 from tests.conftest import make_settings
 from tests.dbs import session_factory, wipe
+from tests.factories import wipe_alerts
 from tests.live_server import LiveServer
+from tests.notify_helpers import wipe_notify
 
 
 @pytest.fixture
@@ -30,6 +32,8 @@ def live(postgres_url: str, tmp_path: Path) -> Iterator[tuple[LiveServer, dict[s
     admin = {"Authorization": f"Bearer {add_token(postgres_url, 'enrol-admin', Role.admin, None)}"}
     yield server, admin
     server.stop()
+    wipe_alerts(postgres_url)
+    wipe_notify(postgres_url)
     wipe(postgres_url)
 
 
