@@ -187,6 +187,13 @@ class AccessMiddleware:
                 )
             if identity.role is None:
                 return identity, Refusal(401, "log in or send 'Authorization: Bearer <API token>'")
+            if identity.kind == "anonymous" and not identity.has(decision.role):
+                # Anonymous read-only mode: a change asks for a login, not a dead end.
+                return identity, Refusal(
+                    401,
+                    "log in or send 'Authorization: Bearer <API token>' (anonymous access is "
+                    "read-only)",
+                )
             if not identity.has(decision.role):
                 return identity, Refusal(
                     403,

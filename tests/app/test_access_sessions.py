@@ -297,8 +297,12 @@ def test_anonymous_viewer_mode_reads_but_never_writes(pg: str, tmp_path: Path) -
         assert httpx.get(f"{server.url}/alerts").status_code == 200
         assert httpx.get(f"{server.url}/api/v1/nodes").status_code == 200
         write = httpx.post(f"{server.url}/api/v1/silences", json={})
-        assert write.status_code == 403 and "anonymous is viewer" in write.json()["detail"]
-        assert httpx.get(f"{server.url}/api/v1/audit").status_code == 403
+        assert (
+            write.status_code == 401 and "anonymous access is read-only" in write.json()["detail"]
+        )
+        edit = httpx.get(f"{server.url}/rules/new")
+        assert (edit.status_code, edit.headers["location"]) == (303, "/login?next=%2Frules%2Fnew")
+        assert httpx.get(f"{server.url}/api/v1/audit").status_code == 401
     finally:
         server.stop()
 
