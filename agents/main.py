@@ -21,6 +21,7 @@ from agents import __version__
 from agents.agent import Agent, AgentConfig, snapshot_payload
 from agents.collectors import Collector, CollectorUnavailable, create_collector
 from agents.collectors.host import HostSource
+from agents.enroll import ENROLL_ENV, EnrollFailed, enroll, save_token
 from agents.nvlink_thinner import MAX_INTERVAL_S as MAX_SEND_INTERVAL_S
 from agents.payload import encode_payload, utc_now, validate_hostname, validate_labels
 from agents.pci_gpus import nvidia_gpu_count
@@ -57,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     tokens = parser.add_mutually_exclusive_group()
     tokens.add_argument("--token", help=f"ingest token (or set {TOKEN_ENV})")
     tokens.add_argument("--token-file", type=Path, help="file holding the ingest token")
+    parser.add_argument(
+        "--enroll-token",
+        help=f"enrollment token (or set {ENROLL_ENV}): with --token-file naming a file that does "
+        "not exist yet, the agent gets its own token from the server and saves it there",
+    )
     parser.add_argument("--hostname", default=socket.gethostname(), help="node name to report")
     parser.add_argument(
         "--label",
@@ -290,6 +296,17 @@ def simulated_host_sources(collector: Collector) -> list[HostSource]:
 
 def _token(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
     token: str | None = args.token
+    enroll_token = (args.enroll_token or os.environ.get(ENROLL_ENV, "")).strip()
+    if enroll_token and args.token_file is None:
+        parser.error("argument --enroll-token needs --token-file (where to keep the node's token)")
+    if enroll_token and not args.token_file.exists():
+        try:
+            token = enroll(args.server, enroll_token, args.hostname)
+            save_token(args.token_file, token)
+        except (EnrollFailed, OSError) as exc:
+            parser.error(f"argument --enroll-token: {exc}")
+        log.info("enrolled %s; its token is in %s", args.hostname, args.token_file)
+        return token
     if args.token_file is not None:
         try:
             token = args.token_file.read_text(encoding="utf-8").strip()

@@ -11,7 +11,7 @@ import os
 import tomllib
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -254,6 +254,35 @@ class Settings(BaseSettings):
     )
     notify_max_pace_wait_s: float = Field(default=10.0, ge=0, le=300)
     notify_last_try_margin_s: float = Field(default=1.0, ge=0, le=3600)
+    anonymous_role: Literal["none", "viewer"] = Field(
+        default="none",
+        description="what a request without credentials may do: none (log in first) or viewer "
+        "(read-only wall displays; every change still needs a login or token)",
+    )
+    session_ttl_s: float = Field(
+        default=12 * 3600.0, ge=60, le=30 * 86400, description="a login session's lifetime"
+    )
+    login_max_failures_per_user: int = Field(default=5, ge=1, le=1000)
+    login_max_failures_per_address: int = Field(default=20, ge=1, le=100000)
+    login_failure_window_s: float = Field(
+        default=900.0, ge=1, le=86400, description="window of the failed-login limits"
+    )
+    oidc_issuer: str | None = Field(
+        default=None,
+        description="OpenID Connect issuer URL for single sign-on (discovery at "
+        "ISSUER/.well-known/openid-configuration); unset: local logins only",
+    )
+    oidc_client_id: str | None = Field(default=None, description="this server's OIDC client id")
+    oidc_client_secret: SecretStr | None = Field(default=None, description="its client secret")
+    oidc_username_claim: str = Field(
+        default="preferred_username", description="ID-token claim naming the user (then email)"
+    )
+    oidc_groups_claim: str = Field(default="groups", description="ID-token claim of groups")
+    oidc_group_roles: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="group=role or group=role:team, e.g. sre=admin,gpu-oncall=responder:infra "
+        "(or JSON); the highest role wins, teams add up; a user in no mapped group is refused",
+    )
     metrics_node_labels: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["cluster", "ib_pod", "rack", "nvlink_domain"],
         description="node labels added to each GPU series of /metrics (cluster,rack or JSON, "
@@ -313,6 +342,34 @@ class Settings(BaseSettings):
             return [check_url(url) for url in value]
         except TargetsError as exc:
             raise ValueError(str(exc)) from None
+
+    @field_validator("anonymous_role", mode="before")
+    @classmethod
+    def _check_anonymous_role(cls, value: Any) -> Any:
+        text = str(value).strip().lower()
+        if text not in ("none", "viewer"):
+            raise ValueError(
+                "none or viewer (anonymous access is read-only at most: any change needs a "
+                "login or an API token)"
+            )
+        return text
+
+    @field_validator("oidc_group_roles", mode="before")
+    @classmethod
+    def _read_group_roles(cls, value: Any) -> Any:
+        return config_values.plain_map(value, shape="group=role[:team]")
+
+    @field_validator("oidc_group_roles")
+    @classmethod
+    def _check_group_roles(cls, value: dict[str, str]) -> dict[str, str]:
+        from app.access.oidc import parse_grant
+
+        for group, grant in value.items():
+            try:
+                parse_grant(grant)
+            except ValueError as exc:
+                raise ValueError(f"{group}: {exc}") from None
+        return value
 
     @field_validator("notify_rate_limits", mode="before")
     @classmethod

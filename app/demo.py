@@ -11,6 +11,7 @@ import ctypes
 import json
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -186,6 +187,34 @@ def add_webhook(settings: Settings, *, url: str, secret: str | None) -> None:
     log.info("demo webhook: every team's alerts go to %s", mask_url(url))
 
 
+DEMO_ADMIN = "admin"
+
+
+def ensure_demo_admin(settings: Settings) -> str:
+    """Create the demo's ``admin`` user, or give it a new password when it exists; returns the
+    one-time password (printed once; only its argon2 hash is stored)."""
+    from app.access import sessions, users
+    from app.access.roles import Role
+    from app.audit import service as audit
+
+    engine = make_engine(settings.effective_database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            existing = users.find_user(session, DEMO_ADMIN)
+            if existing is None:
+                _, password = users.create_user(session, name=DEMO_ADMIN, role=Role.admin)
+            else:
+                password = secrets.token_urlsafe(15)
+                users.set_password(session, name=DEMO_ADMIN, password=password)
+                sessions.revoke_user_sessions(session, existing.id)
+            audit.record(
+                session, actor="cli:demo", action="user.create", target={"user": DEMO_ADMIN}
+            )
+    finally:
+        engine.dispose()
+    return password
+
+
 def run_demo(
     settings: Settings,
     *,
@@ -203,6 +232,7 @@ def run_demo(
     apply_default_rules(settings)
     if webhook:
         add_webhook(settings, url=webhook, secret=webhook_secret)
+    admin_password = ensure_demo_admin(settings)
     fleet_file = work_dir / "fleet.json"
     write_fleet_file(settings, demo_fleet(nodes, gpus_per_node), fleet_file)
 
@@ -262,6 +292,7 @@ def run_demo(
             f"\nFleetwatch demo: {nodes} simulated nodes ({shape}) pushing to {url}\n"
             f"{pulled}"
             f"  open {url}/  (API docs: {url}/docs)   database: {settings.effective_database_url}\n"
+            f"  log in as {DEMO_ADMIN} with the one-time password {admin_password}\n"
             "  Ctrl-C stops everything.\n",
             flush=True,
         )

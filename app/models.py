@@ -1,5 +1,6 @@
 """Imports every table module so ``Base.metadata`` is complete (for Alembic and the tests)."""
 
+from app.access.models import ApiToken, LoginFailure, Team, User, UserSession, user_team
 from app.alerts.models import (
     AlertAck,
     AlertEvent,
@@ -8,7 +9,8 @@ from app.alerts.models import (
     AlertSilence,
     Runbook,
 )
-from app.auth.models import NodeToken
+from app.audit.models import AuditEvent
+from app.auth.models import EnrollmentToken, NodeToken
 from app.dcgm.models import DcgmEndpoint
 from app.events.models import NodeEvent
 from app.fleet.models import Gpu, Node
@@ -35,15 +37,19 @@ __all__ = [
     "AlertInstance",
     "AlertRule",
     "AlertSilence",
+    "ApiToken",
+    "AuditEvent",
     "AutomationDecision",
     "CircuitBreaker",
     "DcgmEndpoint",
+    "EnrollmentToken",
     "Gpu",
     "Incident",
     "IncidentEvent",
     "IncidentJob",
     "IngestBatch",
     "LifecycleTransition",
+    "LoginFailure",
     "MaintenanceWindow",
     "Node",
     "NodeAction",
@@ -57,9 +63,13 @@ __all__ = [
     "NotifyIncidentMessage",
     "NotifyRoute",
     "Runbook",
+    "Team",
     "TopologyChange",
     "TopologyDriftState",
     "TopologySnapshot",
+    "User",
+    "UserSession",
     "WorkloadCapture",
     "series_models",
+    "user_team",
 ]

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
+from tests.admin_harness import AsTestAdmin
 
 
 def free_port() -> int:
@@ -42,10 +43,18 @@ class LiveServer:
     jobs (evaluator, notification worker …) too; ``app`` is the running application."""
 
     def __init__(
-        self, settings: Settings, port: int | None = None, *, run_jobs: bool = False
+        self,
+        settings: Settings,
+        port: int | None = None,
+        *,
+        run_jobs: bool = False,
+        as_admin: bool = True,
     ) -> None:
         self.settings = settings
         self.run_jobs = run_jobs
+        # Requests without credentials act as a real admin API token (tests/admin_harness.py);
+        # False: the production behaviour (the access tests).
+        self.as_admin = as_admin
         self.app: FastAPI | None = None
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -73,7 +82,7 @@ class LiveServer:
     def _start_once(self) -> None:
         self.app = create_app(self.settings, run_jobs=self.run_jobs)
         config = uvicorn.Config(
-            self.app,
+            AsTestAdmin(self.app) if self.as_admin else self.app,
             host="127.0.0.1",
             port=self.port,
             log_level="warning",
@@ -109,9 +118,9 @@ class LiveServer:
 
 
 @contextmanager
-def live_server(settings: Settings) -> Iterator[LiveServer]:
+def live_server(settings: Settings, *, as_admin: bool = True) -> Iterator[LiveServer]:
     """A started :class:`LiveServer`, stopped on exit."""
-    server = LiveServer(settings)
+    server = LiveServer(settings, as_admin=as_admin)
     server.start()
     try:
         yield server

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.access.middleware import require_team
 from app.alerts import inhibition, store
 from app.alerts.models import AlertInstance
 from app.alerts.page_forms import RuleForm, parse_rule
@@ -115,6 +116,7 @@ def _submit(request: Request, session: Session, form: Form, original: str | None
         store.get_rule(session, name=original)  # 404 before anything else
     if typed.spec is None:
         return _editor(request, typed, original=original, status_code=422)
+    require_team(request, typed.spec.owner_team)
     try:
         if original is None:
             store.create_rule(session, spec=typed.spec)

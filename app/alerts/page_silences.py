@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
+from app.access.middleware import acting_name, identity_of
 from app.alerts import service as alert_service
 from app.alerts.page_forms import SilenceForm, validate_silence
 from app.alerts.page_views import parse_id
@@ -59,7 +60,9 @@ def silences_page(
     for item in matcher:
         name, _, value = item.partition("=")
         rows.append((name.strip(), "=", value))
-    return _page(request, session, SilenceForm(matchers=rows, duration="2h"))
+    who = identity_of(request)
+    author = who.name if who.kind == "user" else ""
+    return _page(request, session, SilenceForm(matchers=rows, duration="2h", created_by=author))
 
 
 @router.post("/silences", response_model=None)
@@ -67,7 +70,9 @@ def create_silence(
     request: Request, session: WriteSessionDep, form: Annotated[Form, Depends(read_form)]
 ) -> Response:
     """Create a silence and go back to the list; 422 with the errors beside their fields."""
-    typed = validate_silence(SilenceForm.from_form(form), zone=viewer_tz(request), now=utcnow())
+    posted = SilenceForm.from_form(form)
+    posted.created_by = acting_name(request, posted.created_by)
+    typed = validate_silence(posted, zone=viewer_tz(request), now=utcnow())
     if typed.errors or typed.starts_at is None or typed.ends_at is None:
         return _page(request, session, typed, status_code=422)
     alert_service.create_silence(

@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from app.access.middleware import acting_name
 from app.alerts import inhibition, page_rules, page_silences
 from app.alerts import service as alert_service
 from app.alerts.alert_chart import alert_chart
@@ -310,7 +311,7 @@ def ack_alert(
     """Acknowledge (owner, note) and go back to the alert; 422 with the error beside the
     field when the owner is missing or a field is too long."""
     number = parse_id(alert_id, "alert id")
-    owner, note = form.one("owner"), (form.get("note") or [""])[0]
+    owner, note = acting_name(request, form.one("owner")), (form.get("note") or [""])[0]
     errors = {}
     if not owner:
         errors["owner"] = "who is handling this alert (required)"

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
+from app.access.middleware import acting_name, require_team
 from app.alerts import inhibition, rule_reach, store
 from app.alerts import service as alert_service
 from app.alerts.inhibit_spec import InhibitRuleSpec
@@ -108,6 +109,7 @@ def _within_kept(request: Request, spec: RuleSpec) -> None:
 def create_rule(request: Request, session: WriteSessionDep, spec: RuleSpec) -> RuleOut:
     """Create a rule (409 if the name is taken; 422 names the wrong field, or a window longer
     than the server keeps what it reads)."""
+    require_team(request, spec.owner_team)
     _within_kept(request, spec)
     return rule_out(store.create_rule(session, spec=spec))
 
@@ -132,6 +134,7 @@ def get_rule(session: SessionDep, name: str) -> RuleOut:
 @router.put("/rules/{name}", response_model=RuleOut, summary="Replace a rule")
 def update_rule(request: Request, session: WriteSessionDep, name: str, spec: RuleSpec) -> RuleOut:
     """Replace rule ``name`` (the body may rename it; 422 as for a new rule)."""
+    require_team(request, spec.owner_team)
     _within_kept(request, spec)
     return rule_out(store.update_rule(session, name=name, spec=spec, source="api"))
 
@@ -198,10 +201,12 @@ def get_alert(session: SessionDep, alert_id: IdPath) -> AlertDetailOut:
 
 
 @router.post("/alerts/{alert_id}/ack", response_model=AckOut, status_code=201, summary="Ack")
-def ack_alert(session: WriteSessionDep, alert_id: IdPath, body: AckIn) -> AckOut:
-    """Acknowledge a pending or firing alert (owner and note); held until it resolves."""
+def ack_alert(request: Request, session: WriteSessionDep, alert_id: IdPath, body: AckIn) -> AckOut:
+    """Acknowledge a pending or firing alert (owner and note); held until it resolves. A
+    logged-in user is recorded as the owner whatever ``owner`` says."""
+    owner = acting_name(request, body.owner)
     return AckOut.model_validate(
-        alert_service.ack(session, alert_id=alert_id, owner=body.owner, note=body.note)
+        alert_service.ack(session, alert_id=alert_id, owner=owner, note=body.note)
     )
 
 
@@ -215,15 +220,15 @@ def list_silences(session: SessionDep, include_expired: bool = False) -> list[Si
 
 
 @router.post("/silences", response_model=SilenceOut, status_code=201, summary="Create a silence")
-def create_silence(session: WriteSessionDep, body: SilenceIn) -> SilenceOut:
+def create_silence(request: Request, session: WriteSessionDep, body: SilenceIn) -> SilenceOut:
     """Mute alerts whose labels match every matcher, from ``starts_at`` (default now) to
-    ``ends_at``."""
+    ``ends_at``. A logged-in user is recorded as ``created_by`` whatever the body says."""
     silence: AlertSilence = alert_service.create_silence(
         session,
         matchers=[m.model_dump() for m in body.matchers],
         starts_at=body.starts_at or utcnow(),
         ends_at=body.ends_at,
-        created_by=body.created_by,
+        created_by=acting_name(request, body.created_by),
         comment=body.comment,
     )
     return SilenceOut.model_validate(silence)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.models import NodeToken
 from app.db import utcnow
-from app.errors import Unauthenticated
+from app.errors import NotFound, Unauthenticated
 from app.fleet import service as fleet_service
 
 TOKEN_PREFIX = "fwt_"
@@ -78,3 +78,25 @@ def revoke_tokens(session: Session, *, hostname: str) -> int:
         row.revoked_at = now
     session.flush()
     return len(rows)
+
+
+def list_tokens(session: Session) -> list[tuple[NodeToken, str]]:
+    """Every node token (revoked ones too) with its node's hostname, newest first."""
+    rows = list(session.scalars(select(NodeToken).order_by(NodeToken.id.desc())))
+    names = fleet_service.hostnames(session, [r.node_id for r in rows])
+    return [(r, names.get(r.node_id, "?")) for r in rows]
+
+
+def revoke_token(session: Session, *, token_id: int) -> NodeToken:
+    """Revoke one node token (its agent gets 401 from the next batch on).
+
+    Raises:
+        NotFound: no such token.
+    """
+    row = session.get(NodeToken, token_id)
+    if row is None:
+        raise NotFound(f"no agent token with id {token_id}")
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+        session.flush()
+    return row

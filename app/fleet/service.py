@@ -48,6 +48,14 @@ def _dns_form_hint(hostname: str) -> str:
     )
 
 
+def hostnames(session: Session, node_ids: list[int]) -> dict[int, str]:
+    """Hostname of each of ``node_ids`` that exists."""
+    if not node_ids:
+        return {}
+    rows = session.execute(select(Node.id, Node.hostname).where(Node.id.in_(set(node_ids))))
+    return {node_id: hostname for node_id, hostname in rows}
+
+
 def get_or_create_node(session: Session, *, hostname: str) -> Node:
     """The node named ``hostname``, created (never seen, no labels) if it does not exist.
 

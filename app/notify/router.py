@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from app.access.middleware import require_team
 from app.api_params import IdPath, IdQuery
 from app.db import SessionDep, WriteSessionDep
 from app.notify import service
@@ -63,6 +64,7 @@ def list_channels(
 def create_channel(
     request: Request, session: WriteSessionDep, box: BoxDep, data: ChannelIn
 ) -> ChannelOut:
+    require_team(request, data.team)
     channel = service.create_channel(session, data=data, box=box, allow_hosts=_allow(request))
     return service.channel_out(channel, box)
 
@@ -76,6 +78,8 @@ def get_channel(session: SessionDep, box: BoxDep, channel_id: IdPath) -> Channel
 def update_channel(
     request: Request, session: WriteSessionDep, box: BoxDep, channel_id: IdPath, data: ChannelUpdate
 ) -> ChannelOut:
+    if "team" in data.model_fields_set:
+        require_team(request, data.team)
     channel = service.update_channel(
         session, channel_id=channel_id, data=data, box=box, allow_hosts=_allow(request)
     )
@@ -123,7 +127,8 @@ def list_routes(session: SessionDep, channel_id: IdQuery = None) -> list[RouteOu
 
 
 @router.post("/routes", response_model=RouteOut, status_code=201, summary="Add a route")
-def create_route(session: WriteSessionDep, data: RouteIn) -> RouteOut:
+def create_route(request: Request, session: WriteSessionDep, data: RouteIn) -> RouteOut:
+    require_team(request, data.team)
     return route_out(service.create_route(session, data=data))
 
 
@@ -133,7 +138,10 @@ def get_route(session: SessionDep, route_id: IdPath) -> RouteOut:
 
 
 @router.put("/routes/{route_id}", response_model=RouteOut, summary="Replace a route")
-def replace_route(session: WriteSessionDep, route_id: IdPath, data: RouteIn) -> RouteOut:
+def replace_route(
+    request: Request, session: WriteSessionDep, route_id: IdPath, data: RouteIn
+) -> RouteOut:
+    require_team(request, data.team)
     return route_out(service.replace_route(session, route_id=route_id, data=data))
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from app.access.middleware import require_team
 from app.alerts.page_views import parse_id
 from app.db import SessionDep, WriteSessionDep
 from app.errors import BadRequest, Conflict
@@ -107,6 +108,7 @@ def create_channel(
         shown.kind = "webhook"
     if data is None or shown.errors:
         return _form_page(request, shown, status_code=422)
+    require_team(request, data.team)
     try:
         channel = service.create_channel(
             session, data=data, box=box_of(request), allow_hosts=allow_hosts(request)
@@ -143,6 +145,8 @@ def update_channel(
     data, shown = channel_update(form, channel.kind, channel.options)
     if data is None or shown.errors:
         return _form_page(request, shown, channel=channel, status_code=422)
+    if "team" in data.model_fields_set:
+        require_team(request, data.team)
     try:
         service.update_channel(
             session, channel_id=cid, data=data, box=box, allow_hosts=allow_hosts(request)

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
+from app.access.middleware import require_team
 from app.alerts.page_views import parse_id
 from app.db import SessionDep, WriteSessionDep
 from app.errors import BadRequest
@@ -78,6 +79,7 @@ def _save(
     data, shown = route_in(form)
     if data is None or shown.errors:
         return _form_page(request, session, shown, route_id=route_id, status_code=422)
+    require_team(request, data.team)
     try:
         if route_id is None:
             service.create_route(session, data=data)

@@ -16,8 +16,10 @@ import httpx
 import pytest
 from sqlalchemy import event
 
+from app.access.roles import Role
 from app.db import make_engine, make_session_factory, session_scope
 from app.exporter import service
+from tests.access_helpers import add_token
 from tests.app.metrics_helpers import value
 from tests.app.test_health_query_count import TRANSACTION_CONTROL
 from tests.app.test_worker import _children
@@ -134,7 +136,9 @@ def test_serve_workers_serves_the_sum_of_its_processes_counters_on_every_scrape(
             timeout=30,
         )
         assert answer.status_code == 200, answer.text
-    scrapes = [httpx.get(f"{base}/metrics", timeout=30).text for _ in range(9)]
+    # Scraped as Prometheus would, with a viewer API token (authorization: credentials).
+    auth = {"Authorization": f"Bearer {add_token(pg, 'prometheus', Role.viewer, None)}"}
+    scrapes = [httpx.get(f"{base}/metrics", timeout=30, headers=auth).text for _ in range(9)]
     assert [value(text, STORED) for text in scrapes] == [6.0] * 9
     assert all(text.count("DCGM_FI_DEV_GPU_UTIL{") == 6 for text in scrapes)
     [metrics_dir] = {

@@ -17,6 +17,7 @@ from agents.fleetspec import FleetNode
 from agents.simfleet import SimFleet
 from app.demo import apply_default_rules
 from app.main import create_app
+from tests.admin_harness import AsTestAdmin
 from tests.conftest import make_settings
 from tests.dbs import wipe
 from tests.factories import create_token, wipe_alerts
@@ -31,7 +32,9 @@ def server_url(sqlite_url: str, tmp_path: Path) -> Iterator[str]:
     apply_default_rules(settings)
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            AsTestAdmin(create_app(settings)), host="127.0.0.1", port=port, log_level="warning"
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

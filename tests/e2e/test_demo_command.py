@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from tests.live_server import free_port
 
 
 def test_demo_serves_a_fresh_fleet_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    """Also: the demo prints its admin's one-time password, and that password logs in."""
     port = free_port()
     env = {**os.environ, "FLEETWATCH_DATA_DIR": str(tmp_path / "data")}
     env.pop("FLEETWATCH_DATABASE_URL", None)
@@ -26,29 +28,48 @@ def test_demo_serves_a_fresh_fleet_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -
         stderr=subprocess.STDOUT,
         text=True,
     )  # fmt: skip
+    lines: list[str] = []
+    assert proc.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+    reader.start()
     base = f"http://127.0.0.1:{port}"
     nodes: list[dict[str, object]] = []
     try:
         deadline = time.monotonic() + 60
+        password = None
+        while password is None and time.monotonic() < deadline:
+            found = [ln for ln in list(lines) if "one-time password " in ln]
+            password = found[0].rsplit(" ", 1)[1].strip() if found else None
+            time.sleep(0.2)
+        assert password, "".join(lines)
+        login = httpx.post(f"{base}/login", data={"username": "admin", "password": password})
+        assert login.status_code == 303, login.text
+        cookies = {"fw_session": login.cookies["fw_session"]}
         while time.monotonic() < deadline:
             try:
-                nodes = httpx.get(f"{base}/api/v1/nodes", timeout=2).json()
+                nodes = httpx.get(f"{base}/api/v1/nodes", timeout=2, cookies=cookies).json()
             except httpx.HTTPError:
                 nodes = []
             if len(nodes) == 4 and all(n["freshness"] == "fresh" for n in nodes):
                 break
             time.sleep(0.5)
         assert [n["gpu_count"] for n in nodes] == [4, 4, 4, 4], nodes
-        detail = httpx.get(f"{base}/api/v1/nodes/{nodes[0]['hostname']}", timeout=5).json()
+        detail = httpx.get(
+            f"{base}/api/v1/nodes/{nodes[0]['hostname']}", timeout=5, cookies=cookies
+        ).json()
         assert detail["gpus"][0]["latest"]["util_gpu_pct"] is not None
-        assert httpx.get(f"{base}/", timeout=5).status_code == 200
+        assert httpx.get(f"{base}/", timeout=5, cookies=cookies).status_code == 200
+        assert httpx.get(f"{base}/", timeout=5).status_code == 303  # no login, no fleet
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            output, _ = proc.communicate(timeout=30)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            output, _ = proc.communicate()
+            proc.wait()
+        reader.join(timeout=10)
+        proc.stdout.close()
+    output = "".join(lines)
     assert proc.returncode == 0, output
     assert f"open {base}/" in output
     assert (tmp_path / "data" / "fleetwatch.db").is_file()

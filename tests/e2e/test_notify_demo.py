@@ -21,10 +21,13 @@ import uvicorn
 
 from agents.fleetspec import FleetNode
 from agents.simfleet import SimFleet
+from app.access.roles import Role
 from app.config import Settings
 from app.demo import add_webhook, apply_default_rules
 from app.main import create_app
 from app.notify.channels.webhook import verify_signature
+from tests.access_helpers import add_token
+from tests.admin_harness import AsTestAdmin
 from tests.conftest import make_settings
 from tests.dbs import wipe
 from tests.factories import create_token
@@ -56,7 +59,9 @@ def settings(sqlite_url: str, tmp_path: Path) -> Iterator[Settings]:
 def serve(settings: Settings) -> tuple[uvicorn.Server, threading.Thread, str]:
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            AsTestAdmin(create_app(settings)), host="127.0.0.1", port=port, log_level="warning"
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -153,9 +158,20 @@ def test_demo_with_webhook_adds_a_catch_all_channel_and_hides_its_url(tmp_path: 
         try:
             channels: list[dict[str, object]] = []
             deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).is_success:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.5)
+            # The demo's database, migrated by now: an editor token to read and test with.
+            token = add_token(
+                f"sqlite:///{tmp_path / 'data' / 'fleetwatch.db'}", "demo-e2e", Role.editor, None
+            )
+            auth = {"Authorization": f"Bearer {token}"}
             while time.monotonic() < deadline and not channels:
                 try:
-                    channels = httpx.get(f"{base}/channels", timeout=2).json()
+                    channels = httpx.get(f"{base}/channels", timeout=2, headers=auth).json()
                 except httpx.HTTPError:
                     time.sleep(0.5)
             [channel] = channels
@@ -165,9 +181,9 @@ def test_demo_with_webhook_adds_a_catch_all_channel_and_hides_its_url(tmp_path: 
                 None,
             )
             assert channel["url_masked"] == f"{hook.url}/…"
-            [route] = httpx.get(f"{base}/routes", timeout=5).json()
+            [route] = httpx.get(f"{base}/routes", timeout=5, headers=auth).json()
             assert (route["team"], route["severities"]) == (None, [])
-            httpx.post(f"{base}/channels/{channel['id']}/test", timeout=5)
+            httpx.post(f"{base}/channels/{channel['id']}/test", timeout=5, headers=auth)
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and not hook.requests:
                 time.sleep(0.2)

@@ -1,0 +1,269 @@
+"""Every route × every kind of caller, on a server with the production defaults (no
+anonymous access, no test admin): the policy table has a decision for every route of the app,
+and the server refuses exactly what the decision refuses.
+
+Callers: anonymous, viewer, responder of team A, editor of team A, editor of team B, admin
+(all logged in through ``POST /login``), an API token (responder, every team) and a node's
+agent token. Team-scoped routes are called on objects owned by team A (a rule, a channel, a
+route), recreated before each route in case the previous one deleted them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.routing import iter_route_contexts
+
+from app.access import policy
+from app.access.roles import Role
+from app.main import create_app
+from tests.access_helpers import (
+    Caller,
+    add_agent_token,
+    add_token,
+    add_user,
+    firing_instance,
+    log_in,
+)
+from tests.conftest import make_settings
+from tests.dbs import wipe
+from tests.factories import wipe_alerts
+from tests.live_server import LiveServer
+from tests.notify_helpers import wipe_notify
+
+TEAM_A, TEAM_B = "team-a", "team-b"
+HOT = {"kind": "threshold", "target": "gpu", "metric": "temp_c", "op": ">", "threshold": 85}
+#: What a refusal by the access layer says (API detail, page text) — other 401/403 answers
+#: (a wrong password on the login form) are the endpoint's own.
+REFUSAL = re.compile(
+    r"log in or send|; this needs|owned by team|an agent token may only|"
+    r"unknown, expired or revoked|has no access decision"
+)
+
+
+def app_routes() -> list[tuple[str, str]]:
+    """(method, path template) of every route of the app, as the router has them."""
+    app = create_app(make_settings("sqlite://", Path("/nonexistent")), run_jobs=False)
+    found = []
+    for ctx in iter_route_contexts(app.routes):
+        if ctx.methods and ctx.path:
+            found.extend((m, ctx.path) for m in sorted(ctx.methods))
+    return found
+
+
+ROUTES = app_routes()
+
+
+def test_every_route_has_a_decision() -> None:
+    missing = [r for r in ROUTES if policy.decision(*r) is None]
+    assert missing == [], f"routes without an access decision in app/access/policy.py: {missing}"
+    stale = sorted(set(policy.POLICY) - set(ROUTES))
+    assert stale == [], f"decisions for routes the app no longer has: {stale}"
+
+
+def test_only_login_logout_and_signed_ack_links_change_things_without_a_role() -> None:
+    open_writes = sorted(
+        r
+        for r in ROUTES
+        if r[0] not in ("GET", "HEAD") and isinstance(policy.decision(*r), policy.Public)
+    )
+    assert open_writes == [
+        ("POST", "/login"),
+        ("POST", "/logout"),
+        ("POST", "/notify/ack/{token}"),
+    ]
+    assert [r for r in ROUTES if isinstance(policy.decision(*r), policy.AgentToken)] == [
+        ("POST", "/api/v1/ingest")
+    ]
+    assert [r for r in ROUTES if isinstance(policy.decision(*r), policy.EnrollmentToken)] == [
+        ("POST", "/api/v1/enroll")
+    ]
+
+
+@pytest.fixture
+def live(postgres_url: str, tmp_path: Path) -> Iterator[tuple[LiveServer, dict[str, Caller]]]:
+    settings = make_settings(postgres_url, tmp_path, notify_allow_hosts=["127.0.0.1"])
+    server = LiveServer(settings, as_admin=False)
+    server.start()
+    url = postgres_url
+    add_user(url, "rr-viewer", Role.viewer)
+    add_user(url, "rr-responder-a", Role.responder, (TEAM_A,))
+    add_user(url, "rr-editor-a", Role.editor, (TEAM_A,))
+    add_user(url, "rr-editor-b", Role.editor, (TEAM_B,))
+    add_user(url, "rr-admin", Role.admin)
+    session = {
+        name: log_in(server.url, name)
+        for name in ("rr-viewer", "rr-responder-a", "rr-editor-a", "rr-editor-b", "rr-admin")
+    }
+
+    def user(label: str, name: str, role: Role, teams: frozenset[str] | None) -> Caller:
+        return Caller(label, role, teams, cookies={"fw_session": session[name]})
+
+    token = add_token(url, "rr-automation", Role.responder, None)
+    agent = add_agent_token(url, "rr-node")
+    callers = {
+        c.label: c
+        for c in (
+            Caller("anonymous", None),
+            user("viewer", "rr-viewer", Role.viewer, frozenset()),
+            Caller("agent-token", None, headers={"Authorization": f"Bearer {agent}"}, agent=True),
+            user("responder-A", "rr-responder-a", Role.responder, frozenset({TEAM_A})),
+            # Before editor A and the admin: they may delete team A's objects.
+            user("editor-B", "rr-editor-b", Role.editor, frozenset({TEAM_B})),
+            Caller("api-token", Role.responder, None, headers={"Authorization": f"Bearer {token}"}),
+            user("editor-A", "rr-editor-a", Role.editor, frozenset({TEAM_A})),
+            user("admin", "rr-admin", Role.admin, None),
+        )
+    }
+    admin_token = add_token(url, "rr-setup", Role.admin, None)
+    callers["_setup"] = Caller(
+        "_setup", Role.admin, None, headers={"Authorization": f"Bearer {admin_token}"}
+    )
+    yield server, callers
+    server.stop()
+    wipe_alerts(url)
+    wipe_notify(url)
+    wipe(url)
+
+
+def ensure_team_a_objects(base: str, url: str, setup: Caller) -> dict[str, str]:
+    """A rule (with a firing alert), a channel and a route owned by team A (created when
+    missing); their keys."""
+    api = f"{base}/api/v1"
+    h = setup.headers
+    if httpx.get(f"{api}/rules/rule-a", headers=h).status_code == 404:
+        made = httpx.post(
+            f"{api}/rules",
+            headers=h,
+            json={"name": "rule-a", "condition": HOT, "owner_team": TEAM_A},
+        )
+        assert made.status_code == 201, made.text
+    channels = [c for c in httpx.get(f"{api}/channels", headers=h).json() if c["name"] == "chan-a"]
+    if not channels:
+        made = httpx.post(
+            f"{api}/channels",
+            headers=h,
+            json={
+                "name": "chan-a",
+                "kind": "webhook",
+                "url": "http://127.0.0.1:9/h",
+                "team": TEAM_A,
+            },
+        )
+        assert made.status_code == 201, made.text
+        channels = [made.json()]
+    channel_id = str(channels[0]["id"])
+    routes = [r for r in httpx.get(f"{api}/routes", headers=h).json() if r["team"] == TEAM_A]
+    if not routes:
+        made = httpx.post(
+            f"{api}/routes", headers=h, json={"channel_id": int(channel_id), "team": TEAM_A}
+        )
+        assert made.status_code == 201, made.text
+        routes = [made.json()]
+    return {
+        "channel_id": channel_id,
+        "route_id": str(routes[0]["id"]),
+        "alert_id": firing_instance(url, "rule-a"),
+    }
+
+
+def fill(template: str, keys: dict[str, str]) -> str:
+    """The template with its parameters replaced by test values (team A's objects where the
+    route is team-scoped)."""
+    values = {
+        "hostname": "rr-node",
+        "gpu": "0",
+        "alert_id": "999999",
+        "incident_id": "999999",
+        "job_id": "999999",
+        "window_id": "999999",
+        "silence_id": "999999",
+        "delivery_id": "999999",
+        "action_id": "999999",
+        "token_id": "999999",
+        "token": "not-a-signed-link",
+        "action": "disable",
+        **keys,
+        "name": "rule-a" if "/rules/" in template else "rr-none",
+    }
+    return re.sub(r"\{(\w+)(:\w+)?\}", lambda m: values[m.group(1)], template)
+
+
+def expected_allowed(decision: policy.Decision, caller: Caller, team_scoped: bool) -> bool:
+    """What the decision says for ``caller`` (team A owns every team-scoped object here)."""
+    if isinstance(decision, policy.Public):
+        return True
+    if isinstance(decision, policy.AgentToken):
+        return caller.agent
+    if isinstance(decision, policy.EnrollmentToken):
+        return False  # none of these callers holds an enrollment token
+    assert isinstance(decision, policy.Need)
+    if caller.role is None or caller.role < decision.role:
+        return False
+    if team_scoped and decision.team_of is not None:
+        return caller.teams is None or caller.role == Role.admin or TEAM_A in caller.teams
+    return True
+
+
+def refused(answer: httpx.Response, decision: policy.Decision) -> bool:
+    """Whether the access layer refused: 401/403 with its wording, or a page's redirect to the
+    login form (on agent routes the ingest's own 401/403)."""
+    if isinstance(decision, (policy.AgentToken, policy.EnrollmentToken)):
+        return answer.status_code in (401, 403)
+    location = answer.headers.get("location", "")
+    if answer.status_code == 303 and location.startswith("/login?next="):
+        return True
+    return answer.status_code in (401, 403) and REFUSAL.search(answer.text) is not None
+
+
+def call(client: httpx.Client, method: str, path: str, caller: Caller) -> httpx.Response:
+    body: dict[str, Any] = {}
+    if path == "/api/v1/enroll":
+        body["json"] = {"hostname": "rr-enrolled"}  # well formed: the token decides
+    elif path.startswith("/api/") and method in ("POST", "PUT", "PATCH"):
+        body["json"] = {}
+    elif method == "POST":
+        body["data"] = {}
+    headers = dict(caller.headers)
+    if caller.cookies:
+        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in caller.cookies.items())
+    client.cookies.clear()  # never keep what an answer set (a login's new session)
+    return client.request(method, path, headers=headers, **body)
+
+
+def test_every_route_for_every_caller(
+    live: tuple[LiveServer, dict[str, Caller]], postgres_url: str
+) -> None:
+    server, callers = live
+    url = postgres_url
+    setup = callers.pop("_setup")
+    # Log-out last: it ends the callers' sessions.
+    routes = sorted(ROUTES, key=lambda r: r == ("POST", "/logout"))
+    mismatches = []
+    checked = 0
+    client = httpx.Client(base_url=server.url, follow_redirects=False, timeout=60)
+    for method, template in routes:
+        if method == "HEAD":
+            continue
+        decision = policy.decision(method, template)
+        assert decision is not None
+        keys = ensure_team_a_objects(server.url, url, setup)
+        path = fill(template, keys)
+        for caller in callers.values():
+            answer = call(client, method, path, caller)
+            want = expected_allowed(decision, caller, team_scoped=True)
+            if want == refused(answer, decision):
+                mismatches.append(
+                    f"{caller.label:12} {method} {path}: {answer.status_code} "
+                    f"(expected {'allowed' if want else 'refused'}) {answer.text[:120]!r}"
+                )
+            checked += 1
+    client.close()
+    assert mismatches == [], "\n".join(mismatches)
+    # Every (route, caller) pair was tried: the size of the table.
+    assert checked == len([r for r in ROUTES if r[0] != "HEAD"]) * len(callers)
