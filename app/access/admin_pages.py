@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.access import sessions, tokens, users
 from app.access.middleware import identity_of
 from app.access.roles import Role
-from app.api_params import MAX_ID
+from app.alerts.page_views import parse_id
 from app.auth import service as agent_tokens
 from app.db import SessionDep, WriteSessionDep
 from app.errors import FleetwatchError
@@ -121,12 +121,7 @@ def create_token(
 @router.post("/admin/tokens/{token_id}/revoke")
 def revoke_token(token_id: str, session: WriteSessionDep) -> Response:
     """Revoke a token at once."""
-    try:
-        number = int(token_id)
-    except ValueError:
-        number = 0
-    if not 1 <= number <= MAX_ID:
-        raise FleetwatchError(f"token id: 1 .. {MAX_ID}")
+    number = parse_id(token_id, "token id")
     tokens.revoke(session, token_id=number)
     return RedirectResponse("/admin/access", status_code=303)
 
@@ -150,11 +145,6 @@ def create_agent_token(
 @router.post("/admin/agent-tokens/{token_id}/revoke")
 def revoke_agent_token(token_id: str, session: WriteSessionDep) -> Response:
     """Revoke one agent token at once."""
-    try:
-        number = int(token_id)
-    except ValueError:
-        number = 0
-    if not 1 <= number <= MAX_ID:
-        raise FleetwatchError(f"token id: 1 .. {MAX_ID}")
+    number = parse_id(token_id, "token id")
     agent_tokens.revoke_token(session, token_id=number)
     return RedirectResponse("/admin/access", status_code=303)

@@ -13,6 +13,7 @@ from app.access import oidc, sessions, tokens, users
 from app.access.middleware import client_address, identity_of
 from app.access.roles import Role
 from app.access.sessions import COOKIE_NAME, LoginLimits, TooManyAttempts
+from app.api_params import IdPath
 from app.audit import service as audit
 from app.db import SessionDep, WriteSessionDep
 from app.errors import BadRequest, FleetwatchError, NotFound
@@ -414,7 +415,7 @@ def create_token(request: Request, session: WriteSessionDep, body: TokenIn) -> T
 
 
 @api.post("/tokens/{token_id}/revoke")
-def revoke_token(request: Request, session: WriteSessionDep, token_id: int) -> TokenOut:
+def revoke_token(request: Request, session: WriteSessionDep, token_id: IdPath) -> TokenOut:
     """Revoke an API token (at once: the next call with it is refused)."""
     row = tokens.revoke(session, token_id=token_id)
     team = tokens.team_name(session, row)

@@ -19,6 +19,8 @@ TOO_BIG = 1098991645362687836160  # the example schemathesis sent
         ("POST", f"/api/v1/actions/{2**60}/retry", {}, ["path", "action_id"]),
         ("POST", "/api/v1/routes", {"channel_id": 2**56 + 1}, ["body", "channel_id"]),
         ("POST", "/api/v1/routes", {"channel_id": 0}, ["body", "channel_id"]),
+        ("POST", f"/api/v1/tokens/{TOO_BIG}/revoke", None, ["path", "token_id"]),
+        ("POST", f"/api/v1/enrollment-tokens/{TOO_BIG}/revoke", None, ["path", "token_id"]),
     ],
 )
 def test_an_id_beyond_the_database_range_is_a_422_naming_it_not_a_500(
@@ -32,6 +34,16 @@ def test_an_id_beyond_the_database_range_is_a_422_naming_it_not_a_500(
 def test_the_incident_page_of_an_id_beyond_the_range_is_not_a_500(server: LiveServer) -> None:
     response = httpx.get(f"{server.url}/incidents/{TOO_BIG}", timeout=30)
     assert 400 <= response.status_code < 500
+
+
+@pytest.mark.parametrize("kind", ["tokens", "agent-tokens"])
+@pytest.mark.parametrize("raw", [str(TOO_BIG), "1_0", "²", "0"])
+def test_the_admin_pages_refuse_a_token_id_out_of_range_with_a_400(
+    server: LiveServer, kind: str, raw: str
+) -> None:
+    response = httpx.post(f"{server.url}/admin/{kind}/{raw}/revoke", timeout=30)
+    assert response.status_code == 400, response.text
+    assert "token id: expected an integer 1..2147483647" in response.text
 
 
 def test_an_id_within_the_range_that_does_not_exist_is_still_a_404(server: LiveServer) -> None:
