@@ -8,13 +8,27 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from app.api_params import MAX_ID
 from app.audit import service
 from app.audit.service import AuditFilter
 from app.db import SessionDep
+from app.errors import BadRequest
+from app.timebounds import checked_utc
 from app.web import render
 
 router = APIRouter()
 api = APIRouter(prefix="/api/v1", tags=["audit"])
+#: ``before_id``: an ``audit_event`` id (Postgres INTEGER), so bounded as every row id is.
+BeforeId = Annotated[int | None, Query(ge=1, le=MAX_ID, description="next page: the last id seen")]
+
+
+def _utc(name: str, value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return checked_utc(value)
+    except ValueError as exc:
+        raise BadRequest(f"{name}: {exc}") from None
 
 
 def _filter(
@@ -25,11 +39,13 @@ def _filter(
     before_id: int | None,
     limit: int,
 ) -> AuditFilter:
+    """The filter of a request; raises BadRequest naming ``since`` or ``until`` when a time has
+    no offset or lies outside :mod:`app.timebounds`' range."""
     return AuditFilter(
         actor=actor or None,
         action=action or None,
-        since=since,
-        until=until,
+        since=_utc("since", since),
+        until=_utc("until", until),
         before_id=before_id,
         limit=limit,
     )
@@ -46,7 +62,7 @@ def audit_api(
     ] = None,
     since: datetime | None = None,
     until: datetime | None = None,
-    before_id: Annotated[int | None, Query(ge=1, description="next page: the last id seen")] = None,
+    before_id: BeforeId = None,
     limit: Annotated[int, Query(ge=1, le=service.MAX_LIMIT)] = 200,
 ) -> list[dict[str, Any]]:
     """Audit events, newest first: ``id``, ``at``, ``actor``, ``address``, ``action``
@@ -62,7 +78,7 @@ def audit_page(
     session: SessionDep,
     actor: Annotated[str | None, Query(max_length=160)] = None,
     action: Annotated[str | None, Query(max_length=255)] = None,
-    before_id: Annotated[int | None, Query(ge=1)] = None,
+    before_id: BeforeId = None,
 ) -> HTMLResponse:
     """The audit trail as a table, filtered by actor and action, 200 a page."""
     flt = _filter(actor, action, None, None, before_id, 200)

@@ -36,14 +36,15 @@ def create(
 
     Raises:
         BadRequest: ``max_uses`` outside 1..100000, ``ttl_s`` outside (0, 30 days], or an
-            empty or over-long name.
+            empty or over-long name, or one with a control character (Postgres text cannot
+            hold NUL).
     """
     if not 1 <= max_uses <= MAX_USES:
         raise BadRequest(f"max_uses: 1 .. {MAX_USES}")
     if not 0 < ttl_s <= MAX_TTL_S:
         raise BadRequest(f"ttl_s: above 0 and at most {int(MAX_TTL_S)} (30 days)")
-    if not name.strip() or len(name) > 64:
-        raise BadRequest("name: 1-64 characters")
+    if not name.strip() or len(name) > 64 or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        raise BadRequest("name: 1-64 characters, no control characters")
     now = utcnow()
     token = ENROLL_PREFIX + secrets.token_urlsafe(32)
     row = EnrollmentToken(

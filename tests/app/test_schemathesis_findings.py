@@ -48,3 +48,27 @@ def test_the_admin_pages_refuse_a_token_id_out_of_range_with_a_400(
 
 def test_an_id_within_the_range_that_does_not_exist_is_still_a_404(server: LiveServer) -> None:
     assert httpx.get(f"{server.url}/api/v1/incidents/{2**31 - 1}", timeout=30).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ({"before_id": 212331284920}, "before_id"),
+        ({"until": "9500-01-01T00:00:00+00:00"}, "until"),
+        ({"since": "2026-01-01T00:00:00"}, "since"),
+    ],
+)
+def test_the_audit_filters_refuse_an_id_or_time_out_of_range_naming_it(
+    server: LiveServer, query: dict[str, object], named: str
+) -> None:
+    response = httpx.get(f"{server.url}/api/v1/audit", params=query, timeout=30)
+    assert 400 <= response.status_code < 500, response.text
+    assert named in response.text
+
+
+def test_an_enrollment_token_name_with_a_nul_is_refused_naming_it(server: LiveServer) -> None:
+    response = httpx.post(
+        f"{server.url}/api/v1/enrollment-tokens", json={"name": "rack\x00r12"}, timeout=30
+    )
+    assert response.status_code == 400, response.text
+    assert "name: 1-64 characters, no control characters" in response.text
