@@ -15,9 +15,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy import func, select, text
@@ -130,24 +132,65 @@ def rss_bytes(pid: int) -> int | None:
     return None
 
 
-def terminate_backends(db_url: str) -> int:
+@dataclass(frozen=True)
+class Terminated:
+    """The sessions one :func:`terminate_backends` ended: all of them, those running a
+    statement at that moment, and those of these whose statement named an alert or notify
+    table (rule evaluation, the notification worker)."""
+
+    sessions: int
+    active: int
+    alerting: int
+
+
+_SESSIONS = (
+    "FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid() "
+    "AND backend_type = 'client backend'"
+)
+_END_ALL = f"SELECT state, query, pg_terminate_backend(pid) AS ended {_SESSIONS}"
+_END_ALL_IF_RUNNING = (
+    f"{_END_ALL} AND EXISTS (SELECT 1 {_SESSIONS} AND state = 'active' "
+    "AND strpos(query, :pattern) > 0)"
+)
+
+
+def terminate_backends(db_url: str) -> Terminated:
     """``pg_terminate_backend`` every other session on ``db_url``'s database (what a Postgres
-    restart looks like to the server's pools, without restarting the shared Postgres);
-    returns how many were terminated."""
-    name = make_url(db_url).database
+    restart looks like to the server's pools, without restarting the shared Postgres)."""
     engine = make_engine(db_url)
     try:
         with engine.connect() as conn:
-            killed = conn.execute(
-                text(
-                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) "
-                    "FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid()"
-                ),
-                {"db": name},
-            ).scalar_one()
-        return int(killed)
+            rows = conn.execute(text(_END_ALL), {"db": make_url(db_url).database}).all()
     finally:
         engine.dispose()
+    return _tally(rows)
+
+
+def terminate_while_running(db_url: str, pattern: str, within_s: float) -> Terminated | None:
+    """Poll (every 2 ms, at most ``within_s``) until a session of ``db_url``'s database runs a
+    statement containing ``pattern`` (``alert_instance``: a rule evaluation), and in the same
+    statement end every session as :func:`terminate_backends` does; None when none ran one."""
+    engine = make_engine(db_url)
+    params = {"db": make_url(db_url).database, "pattern": pattern}
+    try:
+        with engine.connect() as conn:
+            deadline = time.monotonic() + within_s
+            while time.monotonic() < deadline:
+                rows = conn.execute(text(_END_ALL_IF_RUNNING), params).all()
+                conn.rollback()  # a fresh pg_stat_activity snapshot next time
+                if rows:
+                    return _tally(rows)
+                time.sleep(0.002)
+            return None
+    finally:
+        engine.dispose()
+
+
+def _tally(rows: Sequence[Any]) -> Terminated:
+    ended = [r for r in rows if r.ended]
+    active = [r for r in ended if r.state == "active"]
+    alerting = [r for r in active if "alert_" in (r.query or "") or "notify_" in (r.query or "")]
+    return Terminated(len(ended), len(active), len(alerting))
 
 
 def stored_samples(db_url: str) -> tuple[int, int]:
