@@ -92,6 +92,41 @@ class ServerProcess:
         return None if self.proc is None else rss_bytes(self.proc.pid)
 
 
+class WorkerProcess:
+    """``python -m app worker`` (the background jobs, no HTTP) for ``db_url``; output to
+    ``log_path``."""
+
+    def __init__(self, db_url: str, log_path: Path, env: Mapping[str, str] | None = None) -> None:
+        self.db_url = db_url
+        self.log_path = log_path
+        self.env = dict(env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start it (it runs until :meth:`stop`)."""
+        env = {**os.environ, "FLEETWATCH_DATABASE_URL": self.db_url, **self.env}
+        env.setdefault("FLEETWATCH_LOG_LEVEL", "warning")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "app", "worker"], cwd=ROOT, env=env, stdout=log, stderr=log
+            )
+
+    def kill(self) -> None:
+        """``kill -9``."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        """SIGTERM and wait (SIGKILL after 20 s)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
 def wait_ready(
     url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None, log_path: Path
 ) -> None:
