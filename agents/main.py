@@ -163,9 +163,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         validate_hostname(args.hostname)
+    except ValueError as exc:
+        parser.error(f"argument --hostname: {exc}")
+    try:
         labels = validate_labels(dict(args.label))
     except ValueError as exc:
-        parser.error(f"argument --hostname/--label: {exc}")
+        parser.error(f"argument --label: {exc}")
     if args.print and not args.once:
         parser.error("argument --print: only with --once")
     if args.inject_test_xid is not None and not args.once:

@@ -143,7 +143,11 @@ def validate_hostname(hostname: str) -> str:
         ValueError: empty, longer than 253 characters, or characters outside ``[A-Za-z0-9._-]``.
     """
     if len(hostname) > 253 or not _HOSTNAME.match(hostname):
-        raise ValueError(f"invalid hostname {hostname!r}: use letters, digits, '.', '_' and '-'")
+        raise ValueError(
+            f"invalid hostname {hostname!r}: use ASCII letters, digits, '.', '_' and '-', "
+            "starting and ending with a letter or digit (an internationalised name in its "
+            "punycode form, xn--…)"
+        )
     return hostname
 
 
