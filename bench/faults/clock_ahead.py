@@ -205,12 +205,16 @@ def main() -> int:
                 ("the agent said", r.agent_said[:300]),
                 ("other nodes: produced / stored", f"{r.others_generated} / {r.others_stored}"),
                 ("LOST on other nodes", r.others_generated - r.others_stored),
-                ("clock fixed -> samples stored again, s", r.recovered_s),
+                ("clock fixed -> samples stored again, s", _s(r.recovered_s)),
                 ("its health after the fix", r.healthy_after),
             ],
         )
     )
     return 0 if r.others_generated == r.others_stored and r.recovered_s is not None else 1
+
+
+def _s(value: float | None) -> str:
+    return "never" if value is None else f"{value:.1f}"
 
 
 if __name__ == "__main__":
