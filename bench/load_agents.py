@@ -8,9 +8,11 @@ evaluator with the default rule pack, health, rollups) on a fresh Postgres datab
 loopback. Bounded: at most 5,000 agents and 60 minutes.
 
 Prints: the machine; samples/s acknowledged over the run (sustained); the ingest latency
-(one push: request to answer, as the agent saw it) p50/p99/max; pushes that failed (retried);
-the server's RSS at start, every minute and at the end (growth) and its CPU seconds; and rows
-stored against samples acknowledged (and generated) after the agents flushed their spools.
+(one push: request to answer, as the agent saw it) p50/p99/max, and the server's own time
+per batch (its ``fleetwatch_ingest_batch_duration_seconds`` histogram, to the bucket); pushes
+that failed (retried); the server's RSS at start, every minute and at the end (growth) and its
+CPU seconds; and rows stored against samples acknowledged (and generated) after the agents
+flushed their spools.
 
     python bench/load_agents.py [--agents 200] [--minutes 2] [--interval 10] [--batch-interval 10]
 
@@ -29,6 +31,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -87,6 +92,32 @@ def cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def ingest_buckets(server_url: str) -> dict[float, float]:
+    """The server's ``fleetwatch_ingest_batch_duration_seconds`` histogram: upper bound (s) →
+    cumulative count."""
+    text = httpx.get(f"{server_url}/metrics", timeout=30).text
+    out: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "fleetwatch_ingest_batch_duration_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                out[float(sample.labels["le"])] = sample.value
+    return out
+
+
+def bucket_quantile(start: dict[float, float], end: dict[float, float], q: float) -> str:
+    """The bucket bound under which the ``q`` quantile of the batches between two scrapes
+    fell ("≤ 0.25 s"), from the histogram's cumulative counts."""
+    bounds = sorted(end)
+    counts = [end[b] - start.get(b, 0.0) for b in bounds]
+    total = counts[-1] if counts else 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if total and count >= q * total:
+            return f"<= {bound * 1000:.0f} ms" if bound != float("inf") else "> 30 s"
+    return "-"
+
+
 def pct(values: list[float], q: float) -> float:
     """The ``q`` quantile (0-1) of ``values`` (nearest rank)."""
     ordered = sorted(values)
@@ -134,6 +165,7 @@ def main() -> int:
         for fleet in fleets:
             for agent in fleet.agents.values():
                 latencies.wrap(agent.pusher)
+        buckets_start = ingest_buckets(server.url)
         started = time.monotonic()
         try:
             for fleet in fleets:
@@ -144,6 +176,7 @@ def main() -> int:
                 time.sleep(min(60.0, end - now))
                 rss.append((time.monotonic() - started, server.rss_bytes()))
             acked_in_run = sum(f.totals()["samples_acked"] for f in fleets)
+            buckets_end = ingest_buckets(server.url)
             run_s = time.monotonic() - started
             cpu_end = cpu_s(pid) or 0.0
         finally:
@@ -166,6 +199,9 @@ def main() -> int:
         print(f"ingest latency (push -> answer): p50 {statistics.median(ok) * 1000:.0f} ms, "
               f"p99 {pct(ok, 0.99) * 1000:.0f} ms, max {max(ok) * 1000:.0f} ms "
               f"over {len(ok)} pushes; {latencies.failed} failed and retried")  # fmt: skip
+    print("server side (fleetwatch_ingest_batch_duration_seconds, bucket bounds): p50 "
+          f"{bucket_quantile(buckets_start, buckets_end, 0.5)}, p99 "
+          f"{bucket_quantile(buckets_start, buckets_end, 0.99)}")  # fmt: skip
     trend = ", ".join(f"{t / 60:.1f} min {r / mib:.0f} MiB" for t, r in rss if r is not None)
     first, last = rss[0][1], rss[-1][1]
     if first and last:
