@@ -227,6 +227,12 @@ class Agent:
         )
 
     @property
+    def batches_unwritable(self) -> int:
+        """Batches the disk refused with no older batch left to drop (or refused otherwise:
+        read-only)."""
+        return self._unspoolable
+
+    @property
     def paused(self) -> bool:
         """Whether the collector asks the agent to play dead (simulated ``agent_stop``)."""
         until = self.collector.paused_until()

@@ -169,9 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         validate_hostname(args.hostname)
+    except ValueError as exc:
+        parser.error(f"argument --hostname: {exc}")
+    try:
         labels = validate_labels(dict(args.label))
     except ValueError as exc:
-        parser.error(f"argument --hostname/--label: {exc}")
+        parser.error(f"argument --label: {exc}")
     if args.print and not args.once:
         parser.error("argument --print: only with --once")
     if args.inject_test_xid is not None and not args.once:
@@ -242,7 +245,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     log.info("fleetwatch-agent %s: %s → %s", __version__, args.hostname, args.server)
     agent.run(stop)
+    log.info("%s", stop_summary(agent))
     return 0
+
+
+def stop_summary(agent: Agent) -> str:
+    """The agent's last log line: what it collected, what the server acknowledged, what was
+    lost (by cause) and what stays spooled for its next start."""
+    return (
+        f"stopped: {agent.samples_generated} samples collected, {agent.samples_acked} "
+        f"acknowledged; {agent.batches_dropped} batch(es) lost ({agent.spool.dropped_batches} "
+        f"dropped from a full spool or disk, {agent.batches_unwritable} unwritable, "
+        f"{agent.batches_rejected} refused, {agent.batches_refused_for_skew} refused for "
+        f"clock skew); {len(agent.spool)} "
+        "batch(es) still spooled"
+    )
 
 
 def _sources(

@@ -155,7 +155,9 @@ def validate_hostname(hostname: str) -> str:
             if dns and _HOSTNAME.match(dns) and len(dns) <= 253:
                 hint = f" (its DNS form is {dns!r}: run with --hostname {dns} and a token for it)"
         raise ValueError(
-            f"invalid hostname {hostname!r}: use letters, digits, '.', '_' and '-'{hint}"
+            f"invalid hostname {hostname!r}: use ASCII letters, digits, '.', '_' and '-', "
+            "starting and ending with a letter or digit (an internationalised name in its "
+            f"punycode form, xn--…){hint}"
         )
     return hostname
 

@@ -3,11 +3,14 @@
 One file per batch, ``<sequence>-<batch_id>.json``: the zero-padded sequence makes lexical
 order the send order, across restarts. Files are written atomically (temporary file, fsync,
 rename, fsync of the directory), so a crash leaves either the whole batch or nothing. When the
-spool is over its byte or file bound, the oldest batches are dropped, counted and logged.
+spool is over its byte or file bound, the oldest batches are dropped, counted and logged. So
+are they when the disk fills up before the bound is reached (``ENOSPC``, ``EDQUOT``): the
+newest readings are kept, as under the bound, instead of every new batch being refused.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -26,6 +29,8 @@ DEFAULT_MAX_FILES = 100_000
 _SUFFIX = ".json"
 _TMP_PREFIX = ".tmp-"
 _SEQ_DIGITS = 16
+#: errno values of a full disk or an exhausted quota.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,12 @@ class Spool:
         Evicts the oldest batches first when the bounds would be exceeded. A batch larger than
         ``max_bytes`` on its own is dropped (counted, logged) and ``None`` returned.
 
+        When the disk is full (``ENOSPC``/``EDQUOT``), the oldest batches are dropped one by
+        one (counted, logged) until the write succeeds.
+
         Raises:
-            OSError: the disk refused the write (full, read-only); nothing is left behind.
+            OSError: the disk refused the write (read-only; or full with no batch left to
+                drop); nothing is left behind.
         """
         data = encode_payload(payload)
         with self._lock:
@@ -112,7 +121,14 @@ class Spool:
             name = f"{self._next_seq:0{_SEQ_DIGITS}d}-{payload['batch_id']}{_SUFFIX}"
             self._next_seq += 1
             path = self.directory / name
-            _write_atomically(path, data)
+            while True:
+                try:
+                    _write_atomically(path, data)
+                    break
+                except OSError as exc:
+                    if exc.errno not in _DISK_FULL or not self._entries:
+                        raise
+                    self._drop_oldest(f"disk full ({exc.strerror})")
             self._entries[name] = len(data)
             return path
 
@@ -165,22 +181,27 @@ class Spool:
 
     def _evict_for(self, incoming: int) -> None:
         total = sum(self._entries.values())
-        for name in sorted(self._entries):
+        while self._entries:
             if len(self._entries) + 1 <= self.max_files and total + incoming <= self.max_bytes:
                 return
-            size = self._entries.pop(name)
-            total -= size
-            (self.directory / name).unlink(missing_ok=True)
-            self.dropped_batches += 1
-            log.warning(
-                "spool full (%d files, %d bytes max): dropped oldest batch %s (%d bytes); "
-                "%d batch(es) lost so far",
-                self.max_files,
-                self.max_bytes,
-                name,
-                size,
-                self.dropped_batches,
+            total -= self._drop_oldest(
+                f"spool full ({self.max_files} files, {self.max_bytes} bytes max)"
             )
+
+    def _drop_oldest(self, why: str) -> int:
+        """Delete the oldest batch, count and log it; return its size (bytes)."""
+        name = min(self._entries)
+        size = self._entries.pop(name)
+        (self.directory / name).unlink(missing_ok=True)
+        self.dropped_batches += 1
+        log.warning(
+            "%s: dropped oldest batch %s (%d bytes); %d batch(es) lost so far",
+            why,
+            name,
+            size,
+            self.dropped_batches,
+        )
+        return size
 
     def _set_aside(self, name: str, exc: Exception, *, known: bool = True) -> None:
         if known:

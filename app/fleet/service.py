@@ -63,7 +63,11 @@ def get_or_create_node(session: Session, *, hostname: str) -> Node:
         ValueError: ``hostname`` is not a valid hostname (RFC 1123 characters, ≤ 253).
     """
     if not HOSTNAME_RE.match(hostname):
-        raise ValueError(f"not a valid hostname: {hostname!r}{_dns_form_hint(hostname)}")
+        raise ValueError(
+            f"not a valid hostname: {hostname!r}: expected at most 253 ASCII letters, digits, "
+            "'.', '_' and '-', starting and ending with a letter or digit (an internationalised "
+            f"name in its punycode form, xn--…, as DNS holds it){_dns_form_hint(hostname)}"
+        )
     node = session.scalars(select(Node).where(Node.hostname == hostname)).one_or_none()
     if node is None:
         node = Node(hostname=hostname, labels={}, created_at=utcnow())

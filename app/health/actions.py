@@ -191,6 +191,11 @@ REASON_ACTIONS: dict[str, tuple[str, str]] = {
         "check_agent",
         "check the node answers and its fleetwatch-agent runs, then the network to the server",
     ),
+    reasons.CLOCK_SKEW: (
+        "check_agent",
+        "fix the node's clock: NTP/chrony must run and be in sync (timedatectl; chronyc "
+        "tracking); the agent's readings are refused or misdated until it is",
+    ),
     reasons.GPU_LOST: (
         "reboot_node",
         "the GPU stopped answering: drain the node and power-cycle it (as for Xid 79)",

@@ -366,3 +366,27 @@ def storage(view: NodeView, rules: HealthRules, evidence: Evidence) -> Found:
             )
         )
     return found
+
+
+def clock(view: NodeView, rules: HealthRules) -> Found:
+    """The node's clock further than ``rules.future_tolerance_s`` off the server's, as its
+    latest batch measured it (``clock_skew_s``: ``sent_at`` minus the receive time). Ahead,
+    ingest refuses its readings as ``sampled_at_in_future``, so its GPUs' health cannot be
+    known from them; behind, they are stored at the wrong times. Unknown, as a stale node."""
+    found: Found = defaultdict(list)
+    skew = view.node.clock_skew_s
+    if skew is None or abs(skew) <= rules.future_tolerance_s:
+        return found
+    if skew > 0:
+        text = (
+            f"the node's clock is {duration(skew)} ahead of the server's (more than "
+            f"{duration(rules.future_tolerance_s)}): its readings are refused as dated in the "
+            "future, so its GPUs' state is not known"
+        )
+    else:
+        text = (
+            f"the node's clock is {duration(-skew)} behind the server's (more than "
+            f"{duration(rules.future_tolerance_s)}): its readings are stored at the wrong times"
+        )
+    found[None].append(_reason(view, "node-live", State.UNKNOWN, reasons.CLOCK_SKEW, text))
+    return found

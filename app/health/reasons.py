@@ -40,6 +40,7 @@ NVLINK_DOWN = "nvlink_down"
 IB_PORT_DOWN = "ib_port_down"
 IB_PORT_FLAPPING = "ib_port_flapping"
 STORAGE_LATENCY_HIGH = "storage_latency_high"
+CLOCK_SKEW = "clock_skew"
 #: The Xid family, as a health rule's ``codes`` pattern names it.
 XID_FAMILY = "xid_*"
 
@@ -80,6 +81,13 @@ REASONS: tuple[Reason, ...] = (
         "an InfiniBand/RoCE port went down and up again repeatedly (link_downed_count)",
     ),
     Reason(STORAGE_LATENCY_HIGH, "node", State.DEGRADED, "a disk's wait or an NFS RTT is high"),
+    Reason(
+        CLOCK_SKEW,
+        "node",
+        State.UNKNOWN,
+        "the node's clock is off the server's by more than future_tolerance_s: ahead, its "
+        "readings are refused; behind, they are stored at the wrong times",
+    ),
 )
 CODES = {reason.code: reason for reason in REASONS}
 

@@ -104,6 +104,10 @@ class HealthRules:
     #: Xid a finding.
     xid_watch_bursts: int = 2
     stale_after_s: float = 120.0
+    #: A node's clock further than this off the server's (its latest batch's ``sent_at``
+    #: against the receive time) is a finding: ahead, ingest refuses its readings
+    #: (``FLEETWATCH_FUTURE_TOLERANCE_S``).
+    future_tolerance_s: float = 300.0
     event_window_s: float = 86400.0
     throttle_window_s: float = 60.0
     throttle_min_fraction: float = 0.8
@@ -165,6 +169,7 @@ def rules_from_settings(settings: Settings) -> HealthRules:
         xid_degraded=pick(settings.health_xid_degraded, DEFAULT_RULES.xid_degraded),
         xid_ignored=pick(settings.health_xid_ignored, DEFAULT_RULES.xid_ignored),
         stale_after_s=settings.stale_after_s,
+        future_tolerance_s=settings.future_tolerance_s,
         event_window_s=settings.health_event_window_s,
         throttle_window_s=settings.health_throttle_window_s,
         throttle_min_fraction=settings.health_throttle_min_fraction,

@@ -134,6 +134,7 @@ def evaluate_fresh(view: NodeView, rules: HealthRules, evidence: Evidence) -> No
             by_event,
         ]
         parts.append(checks.latest_values(view))
+        parts.append(checks.clock(view, rules))
         if evidence.throttle:
             parts.append(checks.throttling(view, rules, evidence))
         if evidence.links_down or evidence.links_gone:

@@ -3,12 +3,14 @@ corrupt files."""
 
 from __future__ import annotations
 
+import errno
 import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agents import spool as spool_module
 from agents.payload import build_node, build_payload, empty_sample, utc_now
 from agents.spool import Spool
 
@@ -121,3 +123,60 @@ def test_corrupt_files_are_moved_aside_and_logged_not_fatal(
 def test_bounds_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         Spool(tmp_path, max_bytes=0)
+
+
+class _SmallDisk:
+    """Stands in for a filesystem of ``capacity`` bytes under the spool (where no tmpfs can be
+    mounted): a write that would overflow it raises ``ENOSPC`` as the kernel does."""
+
+    def __init__(self, directory: Path, capacity: int) -> None:
+        self.directory, self.capacity = directory, capacity
+        self.refused = 0
+
+    def __call__(self, path: Path, data: bytes) -> None:
+        used = sum(p.stat().st_size for p in self.directory.iterdir())
+        if used + len(data) > self.capacity:
+            self.refused += 1
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        path.write_bytes(data)
+
+
+def test_a_full_disk_drops_the_oldest_batches_and_keeps_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    size = len(Path(Spool(tmp_path / "probe").put(_batch(pad=2000)) or "").read_bytes())
+    spool = Spool(tmp_path / "s")  # its bound (256 MiB) is far above the disk's size
+    disk = _SmallDisk(tmp_path / "s", capacity=int(size * 3.5))
+    monkeypatch.setattr(spool_module, "_write_atomically", disk)
+    sent = [_batch(pad=2000) for _ in range(7)]
+    with caplog.at_level(logging.WARNING, logger="agents.spool"):
+        for payload in sent:
+            assert spool.put(payload) is not None
+    assert disk.refused == 4
+    assert spool.dropped_batches == 4
+    assert _drain(spool) == [p["batch_id"] for p in sent[4:]]
+    assert "disk full (No space left on device): dropped oldest batch" in caplog.text
+
+
+def test_a_full_disk_with_no_batch_to_drop_refuses_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spool = Spool(tmp_path)
+    monkeypatch.setattr(spool_module, "_write_atomically", _SmallDisk(tmp_path, capacity=10))
+    with pytest.raises(OSError) as raised:
+        spool.put(_batch())
+    assert raised.value.errno == errno.ENOSPC
+    assert len(spool) == 0 and spool.dropped_batches == 0
+
+
+def test_other_write_errors_drop_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spool = Spool(tmp_path)
+    kept = spool.put(_batch())
+
+    def read_only(path: Path, data: bytes) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(spool_module, "_write_atomically", read_only)
+    with pytest.raises(OSError):
+        spool.put(_batch())
+    assert len(spool) == 1 and kept is not None and kept.exists()

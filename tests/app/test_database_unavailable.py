@@ -1,7 +1,7 @@
 """A request whose database connection drops (Postgres restarted, a failover, a connection cut;
-bench/faults.py ``postgres-drop`` cuts them for real) is answered 503 with ``Retry-After``, which
-agents retry, instead of an unhandled server error with a traceback per request (issue 14);
-the next request is served on a fresh connection."""
+bench/faults/pg_connections_dropped.py cuts them for real) is answered 503 with
+``Retry-After``, which agents retry, instead of an unhandled server error with a traceback per
+request (issue 14); the next request is served on a fresh connection."""
 
 from __future__ import annotations
 

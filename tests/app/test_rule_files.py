@@ -115,6 +115,7 @@ def test_the_default_pack_validates_and_names_a_runbook_for_every_rule() -> None
         "gpu-repeat-offender",
         "node-gpu-count-below-inventory",
         "node-agent-stale",
+        "node-clock-skew",
         "node-ib-port-down",
         "node-ib-port-flapping",
         "storage-latency-high",
@@ -176,13 +177,13 @@ def test_cli_apply_defaults_then_export_and_errors_exit_1(tmp_path: Path) -> Non
 
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines()[-1] == (
-        "22 created, 0 updated, 0 unchanged; inhibition rules: 6 created, 0 updated, 0 unchanged"
+        "23 created, 0 updated, 0 unchanged; inhibition rules: 6 created, 0 updated, 0 unchanged"
     )
     assert "created inhibition rule: gpu-lost-mutes-its-gpu" in first.stdout.splitlines()
     assert again.stdout.splitlines()[-1] == (
-        "0 created, 0 updated, 22 unchanged; inhibition rules: 0 created, 0 updated, 6 unchanged"
+        "0 created, 0 updated, 23 unchanged; inhibition rules: 0 created, 0 updated, 6 unchanged"
     )
-    assert exported.stdout.count("\n- name: ") == 22 + 6
+    assert exported.stdout.count("\n- name: ") == 23 + 6
     assert "\ninhibit_rules:\n" in exported.stdout
     assert failed.returncode == 1
     assert failed.stderr.startswith(f"{bad}:11: rules[0].condition.threshold.op: Input should be")

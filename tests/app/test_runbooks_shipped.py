@@ -99,6 +99,11 @@ EXPECTED: dict[str, list[str]] = {
         "ping -c 3 gpu-a-01",
         "fleetwatch token create gpu-a-01",
     ],
+    "node-clock-skew": [
+        "ssh gpu-a-01 timedatectl",
+        "ssh gpu-a-01 chronyc tracking",
+        "chronyc makestep",
+    ],
     "storage-latency-high": ["ibstat", "scontrol update nodename=gpu-a-01 state=drain reason="],
     "node-ib-port-down": [
         "scontrol update nodename=gpu-a-01 state=drain reason=",
