@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,10 +91,10 @@ def cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def ingest_buckets(server_url: str) -> dict[float, float]:
+def ingest_buckets(server: ServerProcess) -> dict[float, float]:
     """The server's ``fleetwatch_ingest_batch_duration_seconds`` histogram: upper bound (s) →
-    cumulative count."""
-    text = httpx.get(f"{server_url}/metrics", timeout=30).text
+    cumulative count (scraped with its API token, as Prometheus does)."""
+    text = server.api.get(f"{server.url}/metrics", timeout=30).text
     out: dict[float, float] = {}
     for family in text_string_to_metric_families(text):
         if family.name != "fleetwatch_ingest_batch_duration_seconds":
@@ -165,7 +164,7 @@ def main() -> int:
         for fleet in fleets:
             for agent in fleet.agents.values():
                 latencies.wrap(agent.pusher)
-        buckets_start = ingest_buckets(server.url)
+        buckets_start = ingest_buckets(server)
         started = time.monotonic()
         try:
             for fleet in fleets:
@@ -176,7 +175,7 @@ def main() -> int:
                 time.sleep(min(60.0, end - now))
                 rss.append((time.monotonic() - started, server.rss_bytes()))
             acked_in_run = sum(f.totals()["samples_acked"] for f in fleets)
-            buckets_end = ingest_buckets(server.url)
+            buckets_end = ingest_buckets(server)
             run_s = time.monotonic() - started
             cpu_end = cpu_s(pid) or 0.0
         finally:

@@ -31,12 +31,35 @@ from app.series.tables import gpu_sample
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def operator_token(db_url: str, *, role: str = "admin") -> str:
+    """An API token for the scripts' reads and changes, made as an operator makes one:
+    ``fleetwatch api-token create`` on ``db_url`` (migrated).
+
+    Raises:
+        RuntimeError: the command failed (its stderr said).
+    """
+    command = [sys.executable, "-m", "app", "api-token", "create", f"fault-script-{role}"]
+    done = subprocess.run(
+        [*command, "--role", role, "--database-url", db_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    token = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    if done.returncode != 0 or not token.startswith("fwk_"):
+        raise RuntimeError(f"fleetwatch api-token create failed: {done.stderr.strip()[-500:]}")
+    return token
+
+
 class ServerProcess:
     """``python -m app serve`` on 127.0.0.1:``port`` for ``db_url``, as an operator runs it.
 
     ``env`` adds ``FLEETWATCH_*`` settings; ``jobs`` runs the background jobs in it (else
     ``--no-jobs``). Output goes to ``log_path``. :meth:`start` may be called again after
-    :meth:`kill` or :meth:`stop` (same port).
+    :meth:`kill` or :meth:`stop` (same port). :attr:`api` is an HTTP client that sends an
+    admin API token (access control is on, as in production), made at the first start.
     """
 
     def __init__(
@@ -55,6 +78,23 @@ class ServerProcess:
         self.jobs = jobs
         self.env = dict(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
+        self._api: httpx.Client | None = None
+        self.token = ""
+
+    @property
+    def api(self) -> httpx.Client:
+        """A client whose requests carry ``Authorization: Bearer <admin API token>`` (a
+        request's own ``headers`` win, e.g. an agent token)."""
+        if self._api is None:
+            self.token = self.token or operator_token(self.db_url)
+            self._api = httpx.Client(headers={"Authorization": f"Bearer {self.token}"})
+        return self._api
+
+    def close_api(self) -> None:
+        """Close :attr:`api`'s connections (called by :meth:`stop`; the token is kept)."""
+        if self._api is not None:
+            self._api.close()
+            self._api = None
 
     def start(self, timeout_s: float = 60.0) -> float:
         """Start the process and wait until ``/readyz`` answers 200; return the seconds taken.
@@ -79,7 +119,8 @@ class ServerProcess:
             self.proc.wait(timeout=30)
 
     def stop(self) -> None:
-        """SIGTERM and wait (SIGKILL after 20 s)."""
+        """SIGTERM and wait (SIGKILL after 20 s); closes :attr:`api`."""
+        self.close_api()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 from sqlalchemy import func, select
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,9 +141,9 @@ def run(db_url: str, work: Path, *, skew_s: float = 900.0, seconds: float = 20.0
                     stderr=log,
                 )
             time.sleep(seconds)
-            node = httpx.get(f"{server.url}/api/v1/nodes/{SKEWED}", timeout=10).json()
+            node = server.api.get(f"{server.url}/api/v1/nodes/{SKEWED}", timeout=10).json()
             result.skew_s = node.get("clock_skew_s")
-            result.health = httpx.get(
+            result.health = server.api.get(
                 f"{server.url}/api/v1/nodes/{SKEWED}/health", timeout=10
             ).json()
             result.node_pages = sorted(
@@ -167,7 +166,7 @@ def run(db_url: str, work: Path, *, skew_s: float = 900.0, seconds: float = 20.0
             if wait_for(lambda: stored_for(db_url, SKEWED) > 0, 60) is not None:
                 result.recovered_s = time.monotonic() - fixed
             time.sleep(3.0)
-            after = httpx.get(f"{server.url}/api/v1/nodes/{SKEWED}/health", timeout=10).json()
+            after = server.api.get(f"{server.url}/api/v1/nodes/{SKEWED}/health", timeout=10).json()
             result.healthy_after = after["state"]
         finally:
             if agent is not None:

@@ -32,7 +32,12 @@ sys.path.insert(0, str(ROOT))
 
 from tests.factories import batch  # noqa: E402
 from tests.live_server import free_port  # noqa: E402
-from tests.server_process import ServerProcess, fresh_database, summary  # noqa: E402
+from tests.server_process import (  # noqa: E402
+    ServerProcess,
+    fresh_database,
+    operator_token,
+    summary,
+)
 
 UNICODE = "узел-01"
 PUNYCODE = "xn--e1ajebf-01"
@@ -70,8 +75,19 @@ def agent_once(server_url: str, token: str, hostname: str) -> subprocess.Complet
 
 
 def run_checks(db_url: str, server_url: str) -> list[Check]:
-    """Every check against the server at ``server_url`` on ``db_url``."""
-    env = {"FLEETWATCH_DATABASE_URL": db_url, "FLEETWATCH_SERVER": server_url}
+    """Every check against the server at ``server_url`` on ``db_url``, reading as an operator
+    with an admin API token (access control on)."""
+    api_token = operator_token(db_url)
+    with httpx.Client(headers={"Authorization": f"Bearer {api_token}"}) as api:
+        return _checks(db_url, server_url, api, api_token)
+
+
+def _checks(db_url: str, server_url: str, api: httpx.Client, api_token: str) -> list[Check]:
+    env = {
+        "FLEETWATCH_DATABASE_URL": db_url,
+        "FLEETWATCH_SERVER": server_url,
+        "FLEETWATCH_API_TOKEN": api_token,
+    }
     checks: list[Check] = []
 
     def add(what: str, got: str, ok: bool) -> None:
@@ -94,7 +110,7 @@ def run_checks(db_url: str, server_url: str) -> list[Check]:
     token = fleetwatch("token", "create", PUNYCODE, env=env)
     add(f"fleetwatch token create {PUNYCODE}", f"exit {token.returncode}", token.returncode == 0)
     key = token.stdout.strip()
-    posted = httpx.post(
+    posted = api.post(
         f"{server_url}/api/v1/ingest",
         json=batch(UNICODE),
         headers={"Authorization": f"Bearer {key}"},
@@ -106,9 +122,9 @@ def run_checks(db_url: str, server_url: str) -> list[Check]:
         posted.status_code == 422 and "hostname" in posted.text,
     )
     for path in (f"/api/v1/nodes/{UNICODE}", f"/api/v1/nodes/{quote(UNICODE)}/health"):
-        got = httpx.get(f"{server_url}{path}", timeout=30)
+        got = api.get(f"{server_url}{path}", timeout=30)
         add(f"GET {path}", f"{got.status_code} {got.text}", got.status_code == 404)
-    page = httpx.get(f"{server_url}/nodes/{UNICODE}", timeout=30)
+    page = api.get(f"{server_url}/nodes/{UNICODE}", timeout=30)
     add(f"GET /nodes/{UNICODE} (page)", f"{page.status_code}", page.status_code == 404)
     health = fleetwatch("health", "--node", UNICODE, env=env)
     add(
@@ -119,18 +135,18 @@ def run_checks(db_url: str, server_url: str) -> list[Check]:
     sent = agent_once(server_url, key, PUNYCODE)
     add(f"fleetwatch-agent --once as {PUNYCODE} with {LABELS}", f"exit {sent.returncode}",
         sent.returncode == 0)  # fmt: skip
-    node = httpx.get(f"{server_url}/api/v1/nodes/{PUNYCODE}", timeout=30).json()
+    node = api.get(f"{server_url}/api/v1/nodes/{PUNYCODE}", timeout=30).json()
     add(
         "GET /api/v1/nodes/<punycode>: labels",
         str(node.get("labels")),
         node.get("labels") == LABELS,
     )
     for path in (f"/nodes/{PUNYCODE}", "/"):
-        html = httpx.get(f"{server_url}{path}", timeout=30)
+        html = api.get(f"{server_url}{path}", timeout=30)
         shown = all(v in html.text for v in LABELS.values())
         add(f"GET {path} (page) shows the labels", f"{html.status_code} {shown}",
             html.status_code == 200 and shown)  # fmt: skip
-    metrics = httpx.get(f"{server_url}/metrics", timeout=30)
+    metrics = api.get(f"{server_url}/metrics", timeout=30)
     series = [
         s
         for family in text_string_to_metric_families(metrics.text)

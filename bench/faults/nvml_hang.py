@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -101,34 +99,34 @@ def run(db_url: str, work: Path, capture: Path, *, hang_s: float = 25.0) -> Hang
         thread.start()
         url = f"{server.url}/api/v1/nodes/{HOST}"
         try:
-            wait_for(lambda: httpx.get(url, timeout=10).status_code == 200, 60)
+            wait_for(lambda: server.api.get(url, timeout=10).status_code == 200, 60)
             time.sleep(3.0)
-            before = {g["index"]: g["last_sample_at"] for g in httpx.get(url).json()["gpus"]}
+            before = {g["index"]: g["last_sample_at"] for g in server.api.get(url).json()["gpus"]}
             fake.devices[HUNG].hang_s[CALL] = hang_s
             hung_at = time.monotonic()
 
             def marked() -> bool:
-                health = httpx.get(f"{url}/health", timeout=10).json()
+                health = server.api.get(f"{url}/health", timeout=10).json()
                 return any(
                     r["code"] == "gpu_unresponsive" for r in _health_gpu(health, HUNG)["reasons"]
                 )
 
             if wait_for(marked, timeout_s=hang_s) is not None:
                 result.marked_s = time.monotonic() - hung_at
-            health = httpx.get(f"{url}/health", timeout=10).json()
+            health = server.api.get(f"{url}/health", timeout=10).json()
             result.reason = next(
                 (r["text"] for r in _health_gpu(health, HUNG)["reasons"]), "(none)"
             )
-            node = httpx.get(url, timeout=10).json()
+            node = server.api.get(url, timeout=10).json()
             result.collection_error = "; ".join(
                 str(e.get("message")) for e in node.get("collection_errors") or []
             )
             time.sleep(2.0)  # the evaluator steps the rule
-            alerts = httpx.get(f"{server.url}/api/v1/alerts", timeout=10).json()
+            alerts = server.api.get(f"{server.url}/api/v1/alerts", timeout=10).json()
             result.alert_state = ", ".join(
                 f"{a['rule']} {a['state']}" for a in alerts if a["labels"].get("hostname") == HOST
             )
-            node = httpx.get(url, timeout=10).json()
+            node = server.api.get(url, timeout=10).json()
             result.others_reporting = all(
                 _gpu(node, i)["last_sample_at"] != before[i] for i in before if i != HUNG
             )
@@ -136,13 +134,13 @@ def run(db_url: str, work: Path, capture: Path, *, hang_s: float = 25.0) -> Hang
             del fake.devices[HUNG].hang_s[CALL]  # the stuck call returns when its sleep ends
 
             def back() -> bool:
-                health = httpx.get(f"{url}/health", timeout=10).json()
+                health = server.api.get(f"{url}/health", timeout=10).json()
                 return _health_gpu(health, HUNG)["state"] == "healthy"
 
             waited = wait_for(back, timeout_s=hang_s + 60)
             if waited is not None:
                 result.back_s = time.monotonic() - hung_at - hang_s
-            result.health_after = httpx.get(f"{url}/health", timeout=10).json()["state"]
+            result.health_after = server.api.get(f"{url}/health", timeout=10).json()["state"]
         finally:
             stop.set()
             thread.join(timeout=30)

@@ -5,8 +5,10 @@ jobs too (three schedulers of the same jobs in all), share a fresh database. Sim
 push to both servers; faults are injected on some nodes (each must page exactly once through a
 local webhook receiver) and other nodes are moved to ``remediating`` through the API (each must
 run the remediation hook exactly once: the hook appends the hostname to a file, after a second's
-sleep to widen any race). Halfway, one worker is killed with ``kill -9`` (the survivors take
-over its leader lock and leases).
+sleep to widen any race). Once the faults are injected, one worker is killed with ``kill -9``
+(the survivors take over its leader lock and the pages pending). A worker killed while a hook
+runs leaves that action to be run again after its lease: at least once by design, so the kill
+comes before the remediation moves.
 
 Prints: pages missing / doubled / unwanted, hook runs per remediated node (1 each), actions not
 ``succeeded``, samples lost.
@@ -24,8 +26,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -130,28 +130,31 @@ def run(
             for host, kind in faulted.items():
                 fault, index, xid, _ = FAULTS[kind]
                 by_host[host].inject(host, fault, index, 600.0, xid)
+            # A scheduler dies mid-run, with pages pending: the others take its locks over.
+            # (Before the remediation moves: a worker killed while its hook runs leaves the
+            # action to be run again after its lease, at least once by design, not exactly.)
+            workers[0].kill()
             for i, host in enumerate(result.remediated):
                 url = (web, web_jobs)[i % 2].url
                 for state in ("quarantined", "remediating"):
-                    moved = httpx.post(
+                    moved = web.api.post(
                         f"{url}/api/v1/nodes/{host}/lifecycle",
                         json={"to_state": state, "reason": "fault script", "actor": "bench"},
                         timeout=30,
                     )
                     moved.raise_for_status()
-                if i == len(result.remediated) // 2:
-                    workers[0].kill()  # a scheduler dies mid-run: the others take over
             wanted = {h: FAULTS[k][3] for h, k in faulted.items()}
             wait_for(lambda: page_check(pages(hook.bodies()), wanted)[0] == 0, 90)
             result.paged_s = time.monotonic() - injected
             wait_for(lambda: _hook_runs(hook_log).total() >= len(result.remediated), 60)
+            wait_for(lambda: _actions_done(web, result.remediated), 60, step_s=1.0)
             time.sleep(quiet_s)  # a second page or hook run would come by now
             result.missing, result.doubled, result.unwanted = page_check(
                 pages(hook.bodies()), wanted
             )
             result.hook_runs = _hook_runs(hook_log)
             for host in result.remediated:
-                life = httpx.get(f"{web.url}/api/v1/nodes/{host}/lifecycle", timeout=30).json()
+                life = web.api.get(f"{web.url}/api/v1/nodes/{host}/lifecycle", timeout=30).json()
                 for action in life["actions"]:
                     result.actions += 1
                     result.actions_not_succeeded += action["status"] != "succeeded"
@@ -168,6 +171,16 @@ def run(
                 for process in (web, web_jobs, *workers):
                     process.stop()
     return result
+
+
+def _actions_done(web: ServerProcess, hosts: list[str]) -> bool:
+    """Whether every action of ``hosts`` has ended (succeeded or failed, not queued or
+    running): a loaded machine commits a hook's outcome a while after the hook wrote its line."""
+    for host in hosts:
+        life = web.api.get(f"{web.url}/api/v1/nodes/{host}/lifecycle", timeout=30).json()
+        if any(a["status"] not in ("succeeded", "failed") for a in life["actions"]):
+            return False
+    return True
 
 
 def _hook_runs(path: Path) -> Counter[str]:

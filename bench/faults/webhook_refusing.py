@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -166,11 +164,11 @@ def run(
             time.sleep(4.0)
             for host in hosts:
                 fleet.inject(host, "gpu_lost", 1, 3600.0, None)
-            [channel] = httpx.get(f"{server.url}/api/v1/channels", timeout=10).json()
+            [channel] = server.api.get(f"{server.url}/api/v1/channels", timeout=10).json()
             log_url = f"{server.url}/api/v1/channels/{channel['id']}/deliveries"
 
             def failed() -> list[dict[str, Any]]:
-                rows = httpx.get(log_url, params={"status": "failed"}, timeout=10).json()
+                rows = server.api.get(log_url, params={"status": "failed"}, timeout=10).json()
                 return [r for r in rows if "hook-late" in r["summary"]]
 
             wait_for(lambda: len(failed()) >= len(hosts), timeout_s=deadline_s + 60)
@@ -178,9 +176,10 @@ def run(
             result.gave_up_rows = len(rows)
             result.gave_up = sum(1 for r in rows if "gave up at the deadline" in r["last_error"])
             result.record = rows[0]["last_error"] if rows else ""
-            page = httpx.get(f"{server.url}/notifications/channels/{channel['id']}", timeout=10)
+            channel_page = f"{server.url}/notifications/channels/{channel['id']}"
+            page = server.api.get(channel_page, timeout=10)
             result.page_shows = "gave up at the deadline" in page.text
-            metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+            metrics = server.api.get(f"{server.url}/metrics", timeout=10).text
             result.failed_counter = _counter(metrics, 'outcome="failed"')
         finally:
             fleet.stop(timeout_s=30)
