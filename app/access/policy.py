@@ -228,6 +228,8 @@ POLICY: dict[tuple[str, str], Decision] = {
     ("POST", "/admin/tokens"): ADMIN,
     ("POST", "/admin/tokens/{token_id}/revoke"): ADMIN,
     ("POST", "/admin/agent-tokens"): ADMIN,
+    ("POST", "/admin/enrollment-tokens"): ADMIN,
+    ("POST", "/admin/enrollment-tokens/{token_id}/revoke"): ADMIN,
     ("GET", "/api/v1/enrollment-tokens"): ADMIN,
     ("POST", "/api/v1/enrollment-tokens"): ADMIN,
     ("POST", "/api/v1/enrollment-tokens/{token_id}/revoke"): ADMIN,
