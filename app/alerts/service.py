@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.alerts.models import AlertAck, AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import Mutes, active_silences, matches
 from app.alerts.spec import SEVERITIES, RuleSpec
+from app.audit import service as audit
 from app.db import utcnow
 from app.errors import BadRequest, NotFound
 from app.maintenance import service as maintenance
@@ -124,6 +125,17 @@ def ack(session: Session, *, alert_id: int, owner: str, note: str) -> AlertAck:
     return record
 
 
+def silence_audit_state(silence: AlertSilence) -> dict[str, Any]:
+    """What the audit trail keeps of a silence before and after a change."""
+    return {
+        "matchers": silence.matchers,
+        "starts_at": silence.starts_at,
+        "ends_at": silence.ends_at,
+        "created_by": silence.created_by,
+        "comment": silence.comment,
+    }
+
+
 def create_silence(
     session: Session,
     *,
@@ -155,6 +167,7 @@ def create_silence(
             if matches(matchers, inst.labels):
                 inst.silenced = True
     session.flush()
+    audit.note_change("silence", silence.id, before=None, after=silence_audit_state(silence))
     return silence
 
 
@@ -182,10 +195,12 @@ def expire_silence(session: Session, *, silence_id: int) -> AlertSilence:
     if silence is None:
         raise NotFound(f"no silence with id {silence_id}")
     now = utcnow()
+    before = audit.snapshot(silence_audit_state(silence))
     if silence.ends_at > now:
         silence.ends_at = now
     session.flush()
     refresh_silenced(session, now=now)
+    audit.note_change("silence", silence.id, before=before, after=silence_audit_state(silence))
     return silence
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts.models import Runbook
 from app.alerts.spec import NAME_RE
+from app.audit import service as audit
 from app.db import utcnow
 from app.errors import BadRequest, NotFound
 from app.runbooks.context import RunbookContext
@@ -112,6 +113,20 @@ def file_names(runbooks_dir: Path) -> list[str]:
     return sorted(p.stem for p in runbooks_dir.glob("*.md") if NAME_RE.match(p.stem))
 
 
+def audit_state(doc: RunbookDoc | None) -> dict[str, object] | None:
+    """What the audit trail keeps of a runbook: its Markdown and where it comes from."""
+    if doc is None:
+        return None
+    return {"markdown": doc.markdown, "source": doc.source}
+
+
+def _current(session: Session, runbooks_dir: Path, name: str) -> RunbookDoc | None:
+    try:
+        return get_runbook(session, runbooks_dir=runbooks_dir, name=name)
+    except NotFound:
+        return None
+
+
 def get_runbook(session: Session, *, runbooks_dir: Path, name: str) -> RunbookDoc:
     """The runbook ``name``: its stored edit, else its file.
 
@@ -158,6 +173,7 @@ def save_runbook(session: Session, *, runbooks_dir: Path, name: str, markdown: s
     if "\x00" in markdown:
         raise BadRequest("markdown: may not contain NUL characters")
     markdown = markdown.replace("\r\n", "\n")
+    before = audit_state(_current(session, runbooks_dir, name))
     row = session.get(Runbook, name)
     now = utcnow()
     if row is None:
@@ -166,7 +182,9 @@ def save_runbook(session: Session, *, runbooks_dir: Path, name: str, markdown: s
         row.markdown = markdown
         row.updated_at = now
     session.flush()
-    return get_runbook(session, runbooks_dir=runbooks_dir, name=name)
+    doc = get_runbook(session, runbooks_dir=runbooks_dir, name=name)
+    audit.note_change("runbook", name, before=before, after=audit_state(doc))
+    return doc
 
 
 def revert_runbook(session: Session, *, runbooks_dir: Path, name: str) -> RunbookDoc | None:
@@ -180,12 +198,12 @@ def revert_runbook(session: Session, *, runbooks_dir: Path, name: str) -> Runboo
     row = session.get(Runbook, name)
     if row is None:
         raise NotFound(f"runbook {name!r} has no edit to revert")
+    before = audit_state(_current(session, runbooks_dir, name))
     session.delete(row)
     session.flush()
-    try:
-        return get_runbook(session, runbooks_dir=runbooks_dir, name=name)
-    except NotFound:
-        return None
+    doc = _current(session, runbooks_dir, name)
+    audit.note_change("runbook", name, before=before, after=audit_state(doc))
+    return doc
 
 
 def render_doc(doc: RunbookDoc, context: RunbookContext | None) -> RenderedRunbook:
