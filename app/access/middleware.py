@@ -278,6 +278,15 @@ def require_team(request: Request, team: str | None) -> None:
         raise Forbidden(f"{who.actor} acts for {teams}; it cannot give an object to team {team}")
 
 
+def sole_team(request: Request) -> str | None:
+    """The caller's team when it acts for exactly one (a team-scoped token, a user of one
+    team, not an admin): where a new silence or runbook edit goes when nothing else decides."""
+    who = identity_of(request)
+    if who.role == Role.admin or who.teams is None or len(who.teams) != 1:
+        return None
+    return next(iter(who.teams))
+
+
 def acting_name(request: Request, given: str) -> str:
     """Who an acknowledgement or silence is recorded as: a logged-in user's own name (not
     what a form says); for an API token the name given in the request (automation acting

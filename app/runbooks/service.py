@@ -38,6 +38,8 @@ class RunbookDoc:
     source: Source
     has_file: bool
     updated_at: datetime | None
+    #: The owning team of the stored edit (``None``: shared, and always for a file).
+    team: str | None = None
 
     @property
     def title(self) -> str:
@@ -117,7 +119,16 @@ def audit_state(doc: RunbookDoc | None) -> dict[str, object] | None:
     """What the audit trail keeps of a runbook: its Markdown and where it comes from."""
     if doc is None:
         return None
-    return {"markdown": doc.markdown, "source": doc.source}
+    return {"markdown": doc.markdown, "source": doc.source, "team": doc.team}
+
+
+def edit_team(session: Session, *, name: str) -> str | None:
+    """The owning team of runbook ``name``'s stored edit; ``None`` when it has none (shared)
+    or there is no edit (a file alone is shared)."""
+    if not NAME_RE.match(name):
+        return None
+    row = session.get(Runbook, name)
+    return row.team if row is not None else None
 
 
 def _current(session: Session, runbooks_dir: Path, name: str) -> RunbookDoc | None:
@@ -136,7 +147,7 @@ def get_runbook(session: Session, *, runbooks_dir: Path, name: str) -> RunbookDo
     from_file = _file_doc(runbooks_dir, name)
     row = session.get(Runbook, name)
     if row is not None:
-        return RunbookDoc(name, row.markdown, "ui", from_file is not None, row.updated_at)
+        return RunbookDoc(name, row.markdown, "ui", from_file is not None, row.updated_at, row.team)
     if from_file is None:
         raise NotFound(f"no runbook named {name!r}")
     return RunbookDoc(name, from_file[0], "file", True, from_file[1])
@@ -157,9 +168,11 @@ def list_runbooks(session: Session, *, runbooks_dir: Path) -> list[RunbookDoc]:
     return out
 
 
-def save_runbook(session: Session, *, runbooks_dir: Path, name: str, markdown: str) -> RunbookDoc:
+def save_runbook(
+    session: Session, *, runbooks_dir: Path, name: str, markdown: str, team: str | None = None
+) -> RunbookDoc:
     """Store ``markdown`` as the runbook ``name`` (creating or replacing its edit; the file is
-    never written).
+    never written), owned by ``team`` (``None``: shared).
 
     Raises:
         BadRequest: a bad name, or ``markdown`` empty, over 200,000 characters or holding a NUL
@@ -177,10 +190,11 @@ def save_runbook(session: Session, *, runbooks_dir: Path, name: str, markdown: s
     row = session.get(Runbook, name)
     now = utcnow()
     if row is None:
-        session.add(Runbook(name=name, markdown=markdown, updated_at=now))
+        session.add(Runbook(name=name, markdown=markdown, updated_at=now, team=team))
     else:
         row.markdown = markdown
         row.updated_at = now
+        row.team = team
     session.flush()
     doc = get_runbook(session, runbooks_dir=runbooks_dir, name=name)
     audit.note_change("runbook", name, before=before, after=audit_state(doc))

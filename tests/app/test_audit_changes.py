@@ -150,6 +150,7 @@ def test_a_silence_created_then_expired_keeps_its_state(api: str) -> None:
         "ends_at": ends.isoformat(),
         "created_by": "alice",
         "comment": "reboot",
+        "team": None,
     }
 
     assert httpx.post(f"{api}/silences/{silence['id']}/expire").status_code == 200
