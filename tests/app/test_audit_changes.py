@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.access_helpers import add_agent_token
 from tests.conftest import make_settings
 from tests.factories import wipe_alerts
 from tests.live_server import LiveServer
@@ -159,3 +160,61 @@ def test_a_silence_created_then_expired_keeps_its_state(api: str) -> None:
     ended = datetime.fromisoformat(expired["after"]["ends_at"])
     assert starts <= ended < ends
     assert expired["after"] == {**after, "ends_at": ended.isoformat()}
+
+
+def test_runbook_maintenance_and_lifecycle_changes_keep_their_states(api: str, db_url: str) -> None:
+    assert httpx.put(f"{api}/runbooks/audit-rb", json={"markdown": "# one"}).status_code == 200
+    assert httpx.put(f"{api}/runbooks/audit-rb", json={"markdown": "# two"}).status_code == 200
+    edited = _last(api, "PUT /api/v1/runbooks/{name}")["detail"]
+    assert edited == {
+        "object": "runbook",
+        "key": "audit-rb",
+        "before": {"markdown": "# one", "source": "ui", "team": None},
+        "after": {"markdown": "# two", "source": "ui", "team": None},
+    }
+    assert httpx.delete(f"{api}/runbooks/audit-rb").status_code == 204
+    reverted = _last(api, "DELETE /api/v1/runbooks/{name}")["detail"]
+    assert reverted["before"]["markdown"] == "# two" and reverted["after"] is None
+
+    add_agent_token(db_url, "audit-node-1")
+    ends = (datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0)
+    made = httpx.post(
+        f"{api}/maintenance",
+        json={"hostname": "audit-node-1", "reason": "PSU swap", "ends_at": ends.isoformat(),
+              "created_by": "bob"},
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    window_id = made.json()["id"]
+    opened = _last(api, "POST /api/v1/maintenance")["detail"]
+    assert (opened["object"], opened["key"], opened["before"]) == (
+        "maintenance_window",
+        window_id,
+        None,
+    )
+    assert opened["after"]["reason"] == "PSU swap" and opened["after"]["ended_by"] is None
+    assert datetime.fromisoformat(opened["after"]["ends_at"]) == ends
+    ended = httpx.post(f"{api}/maintenance/{window_id}/end", json={"ended_by": "bob"})
+    assert ended.status_code == 200, ended.text
+    closed = _last(api, "POST /api/v1/maintenance/{window_id}/end")["detail"]
+    assert closed["before"] == opened["after"]
+    assert closed["after"]["ended_by"] == "bob"
+    assert datetime.fromisoformat(closed["after"]["ends_at"]) < ends
+
+    moved = httpx.post(
+        f"{api}/nodes/audit-node-1/lifecycle",
+        json={"to_state": "quarantined", "reason": "Xid 79 on GPU 3", "actor": "carol"},
+    )
+    assert moved.status_code in (200, 201), moved.text
+    change = _last(api, "POST /api/v1/nodes/{hostname}/lifecycle")["detail"]
+    assert (change["object"], change["key"]) == ("node_lifecycle", "audit-node-1")
+    assert change["before"] == {
+        "state": "in_service", "since": None, "reason": None, "cause": None, "cause_ref": None,
+        "actor": None,
+    }  # fmt: skip
+    after = change["after"]
+    assert (after["state"], after["reason"], after["cause"]) == (
+        "quarantined",
+        "Xid 79 on GPU 3",
+        "person",
+    )
+    assert isinstance(after["transition_id"], int)
