@@ -162,7 +162,8 @@ def list_runbooks(session: Session, *, runbooks_dir: Path) -> list[RunbookDoc]:
         row = rows.get(name)
         from_file = _file_doc(runbooks_dir, name) if NAME_RE.match(name) else None
         if row is not None:
-            out.append(RunbookDoc(name, row.markdown, "ui", from_file is not None, row.updated_at))
+            has_file = from_file is not None
+            out.append(RunbookDoc(name, row.markdown, "ui", has_file, row.updated_at, row.team))
         elif from_file is not None:
             out.append(RunbookDoc(name, from_file[0], "file", True, from_file[1]))
     return out

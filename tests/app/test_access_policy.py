@@ -369,3 +369,28 @@ def test_silences_and_runbook_edits_belong_to_teams(
     )
     assert moved.status_code == 403
     assert httpx.delete(f"{api}/runbooks/rb-team", cookies=editor_a).status_code == 204
+
+
+def test_the_silence_form_gives_the_silence_a_team(
+    live: tuple[LiveServer, dict[str, Caller]],
+) -> None:
+    server, callers = live
+    setup = callers["_setup"].headers
+    rule = {"name": "rule-b", "condition": HOT, "owner_team": TEAM_B}
+    assert httpx.post(f"{server.url}/api/v1/rules", headers=setup, json=rule).status_code == 201
+    responder_a = callers["responder-A"].cookies
+
+    def post(value: str, team: str) -> httpx.Response:
+        form = {
+            "matcher_name": "alertname", "matcher_op": "=", "matcher_value": value,
+            "duration": "2h", "created_by": "x", "comment": "form", "team": team,
+        }  # fmt: skip
+        return httpx.post(f"{server.url}/silences", data=form, cookies=responder_a)
+
+    assert post("rule-b", "").status_code == 403
+    assert post("rr-none", TEAM_B).status_code == 403
+    assert post("rr-none", "").status_code == 303
+    page = httpx.get(f"{server.url}/silences", cookies=responder_a).text
+    assert re.search(r'rr-responder-a <span class="chip silence-team">team-a</span>', page)
+    [made] = httpx.get(f"{server.url}/api/v1/silences", headers=setup).json()
+    assert (made["team"], made["created_by"]) == (TEAM_A, "rr-responder-a")
