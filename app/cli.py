@@ -36,10 +36,11 @@ cli.add_typer(lifecycle_cli, name="lifecycle")
 from app.maintenance.cli import maintenance_cli  # noqa: E402
 
 cli.add_typer(maintenance_cli, name="maintenance")
-from app.access.cli import api_token_cli, user_cli  # noqa: E402
+from app.access.cli import api_token_cli, enroll_token_cli, user_cli  # noqa: E402
 
 cli.add_typer(user_cli, name="user")
 cli.add_typer(api_token_cli, name="api-token")
+cli.add_typer(enroll_token_cli, name="enroll-token")
 from app.client_cli import register as register_client_commands  # noqa: E402
 
 register_client_commands(cli)

@@ -1,5 +1,7 @@
-"""``/admin/access``: users and API tokens for admins — create (the password or token is
-shown once, in the answer, never in a URL), disable or enable a user, revoke a token."""
+"""``/admin/access``: users, API tokens, enrollment tokens and agent tokens for admins — create
+(the password or token is shown once, in the answer, never in a URL), disable or enable a user,
+revoke a token. Agent tokens are listed a page at a time (:data:`AGENT_PAGE`), filtered by
+hostname: a fleet of 5,000 nodes has at least as many."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from app.access import sessions, tokens, users
 from app.access.middleware import identity_of
 from app.access.roles import Role
 from app.alerts.page_views import parse_id
+from app.auth import enrollment
 from app.auth import service as agent_tokens
-from app.db import SessionDep, WriteSessionDep
+from app.db import SessionDep, WriteSessionDep, utcnow
 from app.errors import FleetwatchError
 from app.forms import Form, read_form
 from app.web import render
@@ -28,6 +31,33 @@ TTL_CHOICES = {
     "90d": 90 * 86400.0,
     "365d": 365 * 86400.0,
 }
+#: Enrollment token lifetimes offered by the form (at most 30 days, as the API allows).
+ENROLL_TTL_CHOICES = {"1h": 3600.0, "1d": 86400.0, "7d": 7 * 86400.0, "30d": 30 * 86400.0}
+#: Agent tokens per page of ``/admin/access``.
+AGENT_PAGE = 100
+
+
+def _agent_listing(request: Request, session: Session) -> dict[str, Any]:
+    """One page of agent tokens from the query ``agent_host`` (hostname contains, at most 253
+    characters) and ``agent_before`` (token id, the next page).
+
+    Raises:
+        BadRequest: ``agent_before`` not an id.
+    """
+    host = request.query_params.get("agent_host", "").strip()[:253]
+    raw_before = request.query_params.get("agent_before", "")
+    before = parse_id(raw_before, "agent_before") if raw_before else None
+    rows = agent_tokens.list_tokens(
+        session, hostname_contains=host or None, before_id=before, limit=AGENT_PAGE + 1
+    )
+    live, revoked = agent_tokens.count_tokens(session)
+    return {
+        "agent_tokens": rows[:AGENT_PAGE],
+        "agent_next": rows[AGENT_PAGE - 1][0].id if len(rows) > AGENT_PAGE else None,
+        "agent_host": host,
+        "agent_paged": before is not None,
+        "agent_counts": {"live": live, "revoked": revoked},
+    }
 
 
 def _page(
@@ -42,7 +72,10 @@ def _page(
         "nav": None,
         "users": users.list_users(session),
         "tokens": tokens.list_tokens(session),
-        "agent_tokens": agent_tokens.list_tokens(session),
+        "enrollment_tokens": enrollment.list_all(session),
+        "enroll_ttls": list(ENROLL_TTL_CHOICES),
+        "now": utcnow(),
+        **_agent_listing(request, session),
         "teams": users.list_teams(session),
         "roles": [r.name for r in Role],
         "ttls": list(TTL_CHOICES),
@@ -147,4 +180,40 @@ def revoke_agent_token(token_id: str, session: WriteSessionDep) -> Response:
     """Revoke one agent token at once."""
     number = parse_id(token_id, "token id")
     agent_tokens.revoke_token(session, token_id=number)
+    return RedirectResponse("/admin/access", status_code=303)
+
+
+@router.post("/admin/enrollment-tokens", response_class=HTMLResponse)
+def create_enrollment_token(
+    request: Request, session: WriteSessionDep, form: Annotated[Form, Depends(read_form)]
+) -> HTMLResponse:
+    """An enrollment token (name, how many nodes, expiry); the page shows it once."""
+    ttl = form.one("ttl")
+    raw_uses = form.one("max_uses").strip()
+    try:
+        if ttl not in ENROLL_TTL_CHOICES:
+            raise FleetwatchError(f"ttl: one of {', '.join(ENROLL_TTL_CHOICES)}")
+        if not raw_uses.isascii() or not raw_uses.isdigit() or len(raw_uses) > 7:
+            raise FleetwatchError(f"max_uses: a whole number 1 .. {enrollment.MAX_USES}")
+        row, secret = enrollment.create(
+            session,
+            name=form.one("name"),
+            max_uses=int(raw_uses),
+            ttl_s=ENROLL_TTL_CHOICES[ttl],
+            created_by=identity_of(request).actor,
+        )
+    except FleetwatchError as exc:
+        session.rollback()
+        return _page(request, session, error=exc.detail, status_code=exc.status_code)
+    until = f"{row.expires_at:%Y-%m-%d %H:%M} UTC"
+    shown = {"what": f"Enrollment token {row.name} ({row.max_uses} nodes, until {until})"}
+    shown["secret"] = secret
+    return _page(request, session, shown=shown, status_code=201)
+
+
+@router.post("/admin/enrollment-tokens/{token_id}/revoke")
+def revoke_enrollment_token(token_id: str, session: WriteSessionDep) -> Response:
+    """Revoke an enrollment token at once (the nodes it enrolled keep their own tokens)."""
+    number = parse_id(token_id, "token id")
+    enrollment.revoke(session, token_id=number)
     return RedirectResponse("/admin/access", status_code=303)

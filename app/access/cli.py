@@ -1,5 +1,6 @@
-"""``fleetwatch user create|passwd|list`` and ``fleetwatch api-token create|list|revoke`` on the
-database (for the first admin, before anyone can log in)."""
+"""``fleetwatch user create|passwd|list``, ``fleetwatch api-token create|list|revoke`` and
+``fleetwatch enroll-token create|list|revoke`` on the database (for the first admin, before
+anyone can log in)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from app.access.roles import Role
 
 user_cli = typer.Typer(help="Local users (log in to the pages).", no_args_is_help=True)
 api_token_cli = typer.Typer(help="API tokens for automation.", no_args_is_help=True)
+enroll_token_cli = typer.Typer(
+    help="Enrollment tokens: new nodes' agents exchange one for their own token.",
+    no_args_is_help=True,
+)
 
 DatabaseOpt = Annotated[
     str | None,
@@ -161,3 +166,82 @@ def api_token_list(database_url: DatabaseOpt = None) -> None:
                 f"expires={row.expires_at or 'never'}\tlast_used={row.last_used_at or '-'}"
                 + ("\trevoked" if row.revoked_at else "")
             )
+
+
+@enroll_token_cli.command("create")
+def enroll_token_create(
+    name: Annotated[str, typer.Argument(help="what the token is for, e.g. rack-12")],
+    max_uses: Annotated[
+        int, typer.Option("--max-uses", min=1, help="how many nodes it may enroll")
+    ] = 1,
+    ttl_hours: Annotated[
+        float,
+        typer.Option("--ttl-hours", min=0.001, max=720, help="expires after (at most 30 days)"),
+    ] = 24,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Create an enrollment token and print it (once: only its digest is stored)."""
+    from app.audit import service as audit
+    from app.auth import enrollment
+    from app.cli import _session
+
+    with _session(database_url) as session:
+        row, secret = enrollment.create(
+            session, name=name, max_uses=max_uses, ttl_s=ttl_hours * 3600, created_by="cli"
+        )
+        audit.record(
+            session,
+            actor="cli",
+            action="enrollment_token.create",
+            target={"token_id": row.id},
+            detail={
+                "after": {
+                    "name": row.name,
+                    "max_uses": row.max_uses,
+                    "expires_at": row.expires_at.isoformat(),
+                }
+            },
+        )
+    typer.echo(secret)
+
+
+@enroll_token_cli.command("list")
+def enroll_token_list(database_url: DatabaseOpt = None) -> None:
+    """Every enrollment token: id, name, prefix, uses/max, expiry, state."""
+    from app.auth import enrollment
+    from app.cli import _session
+    from app.db import utcnow
+
+    now = utcnow()
+    with _session(database_url) as session:
+        for row in enrollment.list_all(session):
+            if row.revoked_at is not None:
+                state = "revoked"
+            elif row.expires_at <= now:
+                state = "expired"
+            elif row.uses >= row.max_uses:
+                state = "used-up"
+            else:
+                state = "active"
+            typer.echo(
+                f"{row.id}\t{row.name}\t{row.prefix}…\tuses={row.uses}/{row.max_uses}\t"
+                f"expires={row.expires_at.isoformat()}\t{state}"
+            )
+
+
+@enroll_token_cli.command("revoke")
+def enroll_token_revoke(
+    token_id: Annotated[int, typer.Argument(help="the token's id (fleetwatch enroll-token list)")],
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Revoke an enrollment token at once (nodes it enrolled keep their own tokens)."""
+    from app.audit import service as audit
+    from app.auth import enrollment
+    from app.cli import _session
+
+    with _session(database_url) as session:
+        enrollment.revoke(session, token_id=token_id)
+        audit.record(
+            session, actor="cli", action="enrollment_token.revoke", target={"token_id": token_id}
+        )
+    typer.echo(f"revoked enrollment token {token_id}")

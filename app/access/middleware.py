@@ -151,12 +151,16 @@ class AccessMiddleware:
                 status.append(int(message["status"]))
             await send(message)
 
-        try:
-            await self.app(scope, receive, send_status if audited else send)
-        finally:
-            if audited:
-                code = status[0] if status else 500
-                await run_in_threadpool(self._audit, factory, scope, matched, identity, code)
+        with audit.collecting_changes() as changes:
+            try:
+                await self.app(scope, receive, send_status if audited else send)
+            finally:
+                if audited:
+                    code = status[0] if status else 500
+                    detail = audit.change_detail(changes) if code < 400 else None
+                    await run_in_threadpool(
+                        self._audit, factory, scope, matched, identity, code, detail
+                    )
 
     def _authorize(
         self, factory: Any, scope: Scope, matched: MatchedRoute
@@ -229,7 +233,12 @@ class AccessMiddleware:
 
     @staticmethod
     def _audit(
-        factory: Any, scope: Scope, matched: MatchedRoute, identity: Identity, status: int
+        factory: Any,
+        scope: Scope,
+        matched: MatchedRoute,
+        identity: Identity,
+        status: int,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         try:
             with session_scope(factory) as session:
@@ -240,6 +249,7 @@ class AccessMiddleware:
                     address=client_address(scope),
                     target=matched.params or None,
                     status=status,
+                    detail=detail,
                 )
         except Exception:  # the change is made; a lost audit row is logged, never a 500 after it
             log.exception(
@@ -266,6 +276,15 @@ def require_team(request: Request, team: str | None) -> None:
     if not who.acts_for(team):
         teams = ", ".join(sorted(who.teams or ())) or "no team"
         raise Forbidden(f"{who.actor} acts for {teams}; it cannot give an object to team {team}")
+
+
+def sole_team(request: Request) -> str | None:
+    """The caller's team when it acts for exactly one (a team-scoped token, a user of one
+    team, not an admin): where a new silence or runbook edit goes when nothing else decides."""
+    who = identity_of(request)
+    if who.role == Role.admin or who.teams is None or len(who.teams) != 1:
+        return None
+    return next(iter(who.teams))
 
 
 def acting_name(request: Request, given: str) -> str:

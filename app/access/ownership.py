@@ -16,6 +16,7 @@ from app.alerts import store as alerts_store
 from app.api_params import MAX_ID
 from app.errors import FleetwatchError
 from app.notify import service as notify_service
+from app.runbooks import service as runbook_service
 
 
 def _int(params: Mapping[str, str], key: str) -> int | None:
@@ -44,6 +45,25 @@ def alert_team(session: Session, params: Mapping[str, str]) -> str | None:
     try:
         return alerts_service.get_alert(session, alert_id=alert_id)[1].owner_team
     except FleetwatchError:
+        return None
+
+
+def silence_team(session: Session, params: Mapping[str, str]) -> str | None:
+    """``team`` of silence ``{silence_id}``."""
+    silence_id = _int(params, "silence_id")
+    if silence_id is None:
+        return None
+    try:
+        return alerts_service.get_silence(session, silence_id=silence_id).team
+    except FleetwatchError:
+        return None
+
+
+def runbook_team(session: Session, params: Mapping[str, str]) -> str | None:
+    """``team`` of the stored edit of runbook ``{name}`` (a runbook file alone is shared)."""
+    try:
+        return runbook_service.edit_team(session, name=params["name"])
+    except KeyError:
         return None
 
 

@@ -61,7 +61,9 @@ EDIT = Need(Role.editor)
 ADMIN = Need(Role.admin)
 EDIT_PREVIEW = Need(Role.editor, audit=False)
 RESPOND_ALERT = Need(Role.responder, ownership.alert_team)
+RESPOND_SILENCE = Need(Role.responder, ownership.silence_team)
 EDIT_RULE = Need(Role.editor, ownership.rule_team)
+EDIT_RUNBOOK = Need(Role.editor, ownership.runbook_team)
 EDIT_CHANNEL = Need(Role.editor, ownership.channel_team)
 EDIT_ROUTE = Need(Role.editor, ownership.route_team)
 
@@ -161,9 +163,9 @@ POLICY: dict[tuple[str, str], Decision] = {
     ("POST", "/alerts/{alert_id}/ack"): RESPOND_ALERT,
     ("POST", "/api/v1/alerts/{alert_id}/ack"): RESPOND_ALERT,
     ("POST", "/silences"): RESPOND,
-    ("POST", "/silences/{silence_id}/expire"): RESPOND,
+    ("POST", "/silences/{silence_id}/expire"): RESPOND_SILENCE,
     ("POST", "/api/v1/silences"): RESPOND,
-    ("POST", "/api/v1/silences/{silence_id}/expire"): RESPOND,
+    ("POST", "/api/v1/silences/{silence_id}/expire"): RESPOND_SILENCE,
     ("POST", "/maintenance"): RESPOND,
     ("POST", "/maintenance/{window_id}/end"): RESPOND,
     ("POST", "/api/v1/maintenance"): RESPOND,
@@ -192,12 +194,12 @@ POLICY: dict[tuple[str, str], Decision] = {
     ("POST", "/api/v1/rules/{name}/{action}"): EDIT_RULE,
     ("PUT", "/api/v1/inhibit-rules/{name}"): EDIT,
     ("DELETE", "/api/v1/inhibit-rules/{name}"): EDIT,
-    ("GET", "/runbooks/{name}/edit"): EDIT,
-    ("POST", "/runbooks/{name}/edit"): EDIT,
+    ("GET", "/runbooks/{name}/edit"): EDIT_RUNBOOK,
+    ("POST", "/runbooks/{name}/edit"): EDIT_RUNBOOK,
     ("POST", "/runbooks/{name}/preview"): EDIT_PREVIEW,
-    ("POST", "/runbooks/{name}/revert"): EDIT,
-    ("PUT", "/api/v1/runbooks/{name}"): EDIT,
-    ("DELETE", "/api/v1/runbooks/{name}"): EDIT,
+    ("POST", "/runbooks/{name}/revert"): EDIT_RUNBOOK,
+    ("PUT", "/api/v1/runbooks/{name}"): EDIT_RUNBOOK,
+    ("DELETE", "/api/v1/runbooks/{name}"): EDIT_RUNBOOK,
     ("GET", "/notifications/channels/new"): EDIT,
     ("GET", "/notifications/channels/{channel_id}/edit"): EDIT_CHANNEL,
     ("GET", "/notifications/channels/{channel_id}/delete"): EDIT_CHANNEL,
@@ -228,6 +230,8 @@ POLICY: dict[tuple[str, str], Decision] = {
     ("POST", "/admin/tokens"): ADMIN,
     ("POST", "/admin/tokens/{token_id}/revoke"): ADMIN,
     ("POST", "/admin/agent-tokens"): ADMIN,
+    ("POST", "/admin/enrollment-tokens"): ADMIN,
+    ("POST", "/admin/enrollment-tokens/{token_id}/revoke"): ADMIN,
     ("GET", "/api/v1/enrollment-tokens"): ADMIN,
     ("POST", "/api/v1/enrollment-tokens"): ADMIN,
     ("POST", "/api/v1/enrollment-tokens/{token_id}/revoke"): ADMIN,

@@ -150,6 +150,8 @@ class AlertSilence(Base):
     created_by: Mapped[str] = mapped_column(String(128))
     comment: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    #: The owning team (``None``: shared): who may expire it (responders of this team).
+    team: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
 class AlertAck(Base):
@@ -175,3 +177,5 @@ class Runbook(Base):
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     markdown: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    #: The owning team of this edit (``None``: shared): who may change or revert it.
+    team: Mapped[str | None] = mapped_column(String(128), nullable=True)

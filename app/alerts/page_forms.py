@@ -78,6 +78,7 @@ class SilenceForm:
     duration: str = ""
     created_by: str = ""
     comment: str = ""
+    team: str = ""
     errors: dict[str, str] = field(default_factory=dict)
     starts_at: datetime | None = None
     ends_at: datetime | None = None
@@ -98,6 +99,7 @@ class SilenceForm:
             duration=form.one("duration"),
             created_by=form.one("created_by"),
             comment=(form.get("comment") or [""])[0],
+            team=form.one("team")[:128],
         )
 
     def rows(self) -> list[tuple[str, str, str]]:

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.access.middleware import acting_name, identity_of
 from app.alerts import service as alert_service
+from app.alerts import silence_teams
 from app.alerts.page_forms import SilenceForm, validate_silence
 from app.alerts.page_views import parse_id
 from app.alerts.silences import MATCH_OPS
@@ -75,9 +76,12 @@ def create_silence(
     typed = validate_silence(posted, zone=viewer_tz(request), now=utcnow())
     if typed.errors or typed.starts_at is None or typed.ends_at is None:
         return _page(request, session, typed, status_code=422)
+    matchers = typed.matcher_dicts()
+    team = silence_teams.choose_team(request, session, given=typed.team or None, matchers=matchers)
     alert_service.create_silence(
         session,
-        matchers=typed.matcher_dicts(),
+        matchers=matchers,
+        team=team,
         starts_at=typed.starts_at,
         ends_at=typed.ends_at,
         created_by=typed.created_by,

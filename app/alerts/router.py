@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
 from app.access.middleware import acting_name, require_team
-from app.alerts import inhibition, rule_reach, store
+from app.alerts import inhibition, rule_reach, silence_teams, store
 from app.alerts import service as alert_service
 from app.alerts.inhibit_spec import InhibitRuleSpec
 from app.alerts.models import AlertInhibitRule, AlertInstance, AlertRule, AlertSilence
@@ -223,9 +223,12 @@ def list_silences(session: SessionDep, include_expired: bool = False) -> list[Si
 def create_silence(request: Request, session: WriteSessionDep, body: SilenceIn) -> SilenceOut:
     """Mute alerts whose labels match every matcher, from ``starts_at`` (default now) to
     ``ends_at``. A logged-in user is recorded as ``created_by`` whatever the body says."""
+    matchers = [m.model_dump() for m in body.matchers]
+    team = silence_teams.choose_team(request, session, given=body.team, matchers=matchers)
     silence: AlertSilence = alert_service.create_silence(
         session,
-        matchers=[m.model_dump() for m in body.matchers],
+        matchers=matchers,
+        team=team,
         starts_at=body.starts_at or utcnow(),
         ends_at=body.ends_at,
         created_by=acting_name(request, body.created_by),

@@ -180,6 +180,13 @@ class SilenceIn(BaseModel):
     ends_at: datetime
     created_by: PersonName = Field(min_length=1, max_length=128)
     comment: StorableText = Field(default="", max_length=4096)
+    team: PersonName | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="owning team; left out: the matched rules' one team, else the caller's "
+        "only team, else shared",
+    )
 
     @field_validator("starts_at", "ends_at")
     @classmethod
@@ -201,3 +208,4 @@ class SilenceOut(BaseModel):
     created_by: str
     comment: str
     created_at: datetime
+    team: str | None

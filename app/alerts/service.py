@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.alerts.models import AlertAck, AlertEvent, AlertInstance, AlertRule, AlertSilence
 from app.alerts.silences import Mutes, active_silences, matches
 from app.alerts.spec import SEVERITIES, RuleSpec
+from app.audit import service as audit
 from app.db import utcnow
 from app.errors import BadRequest, NotFound
 from app.maintenance import service as maintenance
@@ -124,6 +125,48 @@ def ack(session: Session, *, alert_id: int, owner: str, note: str) -> AlertAck:
     return record
 
 
+def silence_audit_state(silence: AlertSilence) -> dict[str, Any]:
+    """What the audit trail keeps of a silence before and after a change."""
+    return {
+        "matchers": silence.matchers,
+        "starts_at": silence.starts_at,
+        "ends_at": silence.ends_at,
+        "created_by": silence.created_by,
+        "comment": silence.comment,
+        "team": silence.team,
+    }
+
+
+def get_silence(session: Session, *, silence_id: int) -> AlertSilence:
+    """Silence ``silence_id``.
+
+    Raises:
+        NotFound: no such silence.
+    """
+    silence = session.get(AlertSilence, silence_id)
+    if silence is None:
+        raise NotFound(f"no silence with id {silence_id}")
+    return silence
+
+
+def silence_rules_team(session: Session, *, matchers: list[dict[str, str]]) -> str | None:
+    """The team whose alerts a silence mutes when its ``alertname`` matchers select only rules
+    of that one team: the rules whose name satisfies every ``alertname`` matcher all have
+    ``owner_team`` T → T. ``None`` when there is no ``alertname`` matcher (it may mute any
+    rule's alerts), it selects no rule, or the rules are of several teams or of none."""
+    by_name = [m for m in matchers if m.get("name") == "alertname"]
+    if not by_name:
+        return None
+    teams = {
+        rule.owner_team
+        for rule in session.scalars(select(AlertRule))
+        if matches(by_name, {"alertname": rule.name})
+    }
+    if len(teams) != 1:
+        return None
+    return teams.pop()
+
+
 def create_silence(
     session: Session,
     *,
@@ -132,9 +175,10 @@ def create_silence(
     ends_at: datetime,
     created_by: str,
     comment: str,
+    team: str | None = None,
 ) -> AlertSilence:
-    """A silence; active instances it matches are marked silenced now (the evaluator keeps the
-    mark up to date afterwards).
+    """A silence owned by ``team`` (``None``: shared); active instances it matches are marked
+    silenced now (the evaluator keeps the mark up to date afterwards).
 
     Raises:
         BadRequest: ``ends_at`` is not after ``starts_at``.
@@ -148,6 +192,7 @@ def create_silence(
         created_by=created_by,
         comment=comment,
         created_at=utcnow(),
+        team=team,
     )
     session.add(silence)
     if starts_at <= utcnow():
@@ -155,6 +200,7 @@ def create_silence(
             if matches(matchers, inst.labels):
                 inst.silenced = True
     session.flush()
+    audit.note_change("silence", silence.id, before=None, after=silence_audit_state(silence))
     return silence
 
 
@@ -178,14 +224,14 @@ def expire_silence(session: Session, *, silence_id: int) -> AlertSilence:
     Raises:
         NotFound: no such silence.
     """
-    silence = session.get(AlertSilence, silence_id)
-    if silence is None:
-        raise NotFound(f"no silence with id {silence_id}")
+    silence = get_silence(session, silence_id=silence_id)
     now = utcnow()
+    before = audit.snapshot(silence_audit_state(silence))
     if silence.ends_at > now:
         silence.ends_at = now
     session.flush()
     refresh_silenced(session, now=now)
+    audit.note_change("silence", silence.id, before=before, after=silence_audit_state(silence))
     return silence
 
 

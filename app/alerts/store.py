@@ -16,6 +16,7 @@ from app.alerts.kinds import observe
 from app.alerts.lifecycle import InstanceState, Timing, step
 from app.alerts.models import AlertEvent, AlertInstance, AlertRule
 from app.alerts.spec import RuleSpec
+from app.audit import service as audit
 from app.db import utcnow
 from app.errors import Conflict, NotFound
 from app.health.rules import HealthRules
@@ -29,6 +30,12 @@ def stored_form(spec: RuleSpec) -> dict[str, Any]:
 def spec_of(rule: AlertRule) -> RuleSpec:
     """The validated spec of a stored rule."""
     return RuleSpec.model_validate(rule.spec)
+
+
+def audit_state(rule: AlertRule) -> dict[str, Any]:
+    """What the audit trail keeps of a rule before and after a change: its stored spec
+    document (name, condition, severity, owner_team, enabled …) and its source."""
+    return {"spec": rule.spec, "source": rule.source}
 
 
 def list_rules(session: Session) -> list[AlertRule]:
@@ -67,6 +74,7 @@ def create_rule(session: Session, *, spec: RuleSpec, source: str = "api") -> Ale
     _fill(rule, spec, source, now)
     session.add(rule)
     session.flush()
+    audit.note_change("rule", rule.name, before=None, after=audit_state(rule))
     return rule
 
 
@@ -85,8 +93,10 @@ def update_rule(
         and session.scalars(select(AlertRule.id).where(AlertRule.name == spec.name)).first()
     ):
         raise Conflict(f"an alert rule named {spec.name!r} already exists")
+    before = audit.snapshot(audit_state(rule))
     _fill(rule, spec, source or rule.source, utcnow())
     session.flush()
+    audit.note_change("rule", name, before=before, after=audit_state(rule))
     return rule
 
 
@@ -98,12 +108,14 @@ def set_enabled(session: Session, *, name: str, enabled: bool) -> AlertRule:
         NotFound: no such rule.
     """
     rule = get_rule(session, name=name)
+    before = audit.snapshot(audit_state(rule))
     spec = spec_of(rule).model_copy(update={"enabled": enabled})
     now = utcnow()
     _fill(rule, spec, rule.source, now)
     if not enabled:
         _end_instances(session, rule=rule, severity=spec.severity, now=now)
     session.flush()
+    audit.note_change("rule", name, before=before, after=audit_state(rule))
     return rule
 
 
@@ -141,8 +153,11 @@ def delete_rule(session: Session, *, name: str) -> None:
     Raises:
         NotFound: no such rule.
     """
-    session.delete(get_rule(session, name=name))
+    rule = get_rule(session, name=name)
+    before = audit.snapshot(audit_state(rule))
+    session.delete(rule)
     session.flush()
+    audit.note_change("rule", name, before=before, after=None)
 
 
 @dataclass

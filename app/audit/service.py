@@ -1,10 +1,14 @@
-"""Record and read the audit trail (the ``audit_event`` table)."""
+"""Record and read the audit trail (the ``audit_event`` table), and collect the before/after
+states the owning services report of the objects a request changes (:func:`note_change`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -16,6 +20,74 @@ from app.db import utcnow
 #: Path parameters never written to the trail (signed acknowledgement links carry a secret).
 SECRET_PARAMS = frozenset({"token"})
 MAX_LIMIT = 1000
+
+
+#: The changes noted while serving the current request (``None`` outside one: CLI, scheduler).
+#: A list set by the middleware, shared by the threads the request's code runs in (each copies
+#: the context, so they append to the same list).
+_changes: ContextVar[list[dict[str, Any]] | None] = ContextVar("audit_changes", default=None)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+def snapshot(state: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A deep, JSON-ready copy of ``state`` (datetimes as ISO 8601), unaffected by later
+    changes to the object it was read from."""
+    if state is None:
+        return None
+    copied: dict[str, Any] = json.loads(json.dumps(dict(state), default=_plain))
+    return copied
+
+
+def note_change(
+    kind: str,
+    key: str | int,
+    *,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    redacted_changed: list[str] | None = None,
+) -> None:
+    """Report, from the service that made it, that object ``kind`` ``key`` (a rule's name, a
+    silence's id …) went from ``before`` to ``after`` (``None``: did not exist / no longer
+    exists). The states must hold no secret: the owner replaces them (``"…"``) and names the
+    secret fields that changed in ``redacted_changed``. The change lands in ``detail`` of the
+    current request's audit event, and only when the request succeeds (status < 400); outside
+    a request it is dropped (the CLI records its own events)."""
+    bucket = _changes.get()
+    if bucket is None:
+        return
+    change: dict[str, Any] = {
+        "object": kind,
+        "key": key,
+        "before": snapshot(before),
+        "after": snapshot(after),
+    }
+    if redacted_changed:
+        change["redacted_changed"] = sorted(redacted_changed)
+    bucket.append(change)
+
+
+@contextmanager
+def collecting_changes() -> Iterator[list[dict[str, Any]]]:
+    """Collect :func:`note_change` reports made inside the block (the request being served)."""
+    bucket: list[dict[str, Any]] = []
+    token = _changes.set(bucket)
+    try:
+        yield bucket
+    finally:
+        _changes.reset(token)
+
+
+def change_detail(changes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``detail`` for a request's noted changes: one change as ``{object, key, before, after}``,
+    several as ``{"changes": [...]}``, none as ``None``."""
+    if not changes:
+        return None
+    return dict(changes[0]) if len(changes) == 1 else {"changes": list(changes)}
 
 
 def record(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.auth.models import NodeToken
@@ -80,11 +80,37 @@ def revoke_tokens(session: Session, *, hostname: str) -> int:
     return len(rows)
 
 
-def list_tokens(session: Session) -> list[tuple[NodeToken, str]]:
-    """Every node token (revoked ones too) with its node's hostname, newest first."""
-    rows = list(session.scalars(select(NodeToken).order_by(NodeToken.id.desc())))
+def list_tokens(
+    session: Session,
+    *,
+    hostname_contains: str | None = None,
+    before_id: int | None = None,
+    limit: int | None = None,
+) -> list[tuple[NodeToken, str]]:
+    """Node tokens (revoked ones too) with their node's hostname, newest first: only nodes
+    whose hostname contains ``hostname_contains`` (case-insensitive), only ids below
+    ``before_id`` (the next page), at most ``limit`` (every one when ``None``)."""
+    query = select(NodeToken)
+    if hostname_contains:
+        node_ids = fleet_service.node_ids_matching(session, hostname_contains=hostname_contains)
+        query = query.where(NodeToken.node_id.in_(node_ids))
+    if before_id is not None:
+        query = query.where(NodeToken.id < before_id)
+    query = query.order_by(NodeToken.id.desc())
+    if limit is not None:
+        query = query.limit(limit)
+    rows = list(session.scalars(query))
     names = fleet_service.hostnames(session, [r.node_id for r in rows])
     return [(r, names.get(r.node_id, "?")) for r in rows]
+
+
+def count_tokens(session: Session) -> tuple[int, int]:
+    """(live, revoked) node tokens."""
+    live = session.scalar(
+        select(func.count()).select_from(NodeToken).where(NodeToken.revoked_at.is_(None))
+    )
+    total = session.scalar(select(func.count()).select_from(NodeToken))
+    return int(live or 0), int(total or 0) - int(live or 0)
 
 
 def revoke_token(session: Session, *, token_id: int) -> NodeToken:

@@ -56,6 +56,12 @@ def hostnames(session: Session, node_ids: list[int]) -> dict[int, str]:
     return {node_id: hostname for node_id, hostname in rows}
 
 
+def node_ids_matching(session: Session, *, hostname_contains: str) -> list[int]:
+    """Ids of the nodes whose hostname contains ``hostname_contains`` (case-insensitive)."""
+    query = select(Node.id).where(Node.hostname.icontains(hostname_contains, autoescape=True))
+    return list(session.scalars(query))
+
+
 def get_or_create_node(session: Session, *, hostname: str) -> Node:
     """The node named ``hostname``, created (never seen, no labels) if it does not exist.
 

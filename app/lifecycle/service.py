@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.audit import service as audit
 from app.db import utcnow
 from app.errors import Conflict
 from app.fleet import retire
@@ -110,7 +111,8 @@ def transition(
         except ValueError as exc:
             raise ValueError(f"cause_ref: {exc}") from None
     now = utcnow()
-    before = current(session, node.id).state
+    was = current(session, node.id)
+    before = was.state
     row = LifecycleTransition(
         node_id=node.id,
         at=now,
@@ -147,7 +149,25 @@ def transition(
         entering_remediation=target == states.REMEDIATING and before != states.REMEDIATING,
     )
     session.flush()
+    audit.note_change(
+        "node_lifecycle",
+        node.hostname,
+        before=_audit_state(was),
+        after={**_audit_state(current(session, node.id)), "transition_id": row.id},
+    )
     return Changed(row, actions)
+
+
+def _audit_state(state: Current) -> dict[str, object]:
+    """What the audit trail keeps of a node's lifecycle state."""
+    return {
+        "state": state.state,
+        "since": state.since,
+        "reason": state.reason,
+        "cause": state.cause,
+        "cause_ref": state.cause_ref,
+        "actor": state.actor,
+    }
 
 
 def check(

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.alerts.silences import matches
+from app.audit import service as audit
 from app.db import utcnow
 from app.errors import BadRequest, Conflict, NotFound
 from app.fleet.models import Node
@@ -58,6 +59,18 @@ def _fleet(session: Session) -> list[tuple[int, str, dict[str, str]]]:
 def selected(session: Session, matchers: list[dict[str, str]]) -> list[str]:
     """Hostnames of the nodes (not retired) ``matchers`` select now, sorted."""
     return sorted(host for _, host, labels in _fleet(session) if matches(matchers, labels))
+
+
+def audit_state(window: MaintenanceWindow) -> dict[str, object]:
+    """What the audit trail keeps of a maintenance window."""
+    return {
+        "matchers": window.matchers,
+        "reason": window.reason,
+        "starts_at": window.starts_at,
+        "ends_at": window.ends_at,
+        "created_by": window.created_by,
+        "ended_by": window.ended_by,
+    }
 
 
 def create(
@@ -119,6 +132,7 @@ def create(
     )
     session.add(window)
     session.flush()
+    audit.note_change("maintenance_window", window.id, before=None, after=audit_state(window))
     return window
 
 
@@ -148,9 +162,11 @@ def end(
     if window.ends_at <= now or window.ends_at <= window.starts_at:
         raise Conflict(f"maintenance window {window_id} has ended (or was cancelled) already")
     actor = actor.strip()[:MAX_ACTOR] or "unknown"
+    before = audit.snapshot(audit_state(window))
     window.ends_at = max(now, window.starts_at)
     window.ended_by = actor
     session.flush()
+    audit.note_change("maintenance_window", window.id, before=before, after=audit_state(window))
     return window
 
 

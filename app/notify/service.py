@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import wakeups
+from app.audit import service as audit
 from app.db import utcnow
 from app.errors import BadRequest, Conflict, NotFound
 from app.notify.channels.base import ChannelConfig
@@ -22,7 +24,7 @@ from app.notify.notices import test_payload
 from app.notify.outbox import DEADLINE_S
 from app.notify.pacing import parse_pace
 from app.notify.schemas import ChannelIn, ChannelOut, ChannelUpdate, DeliveryOut, RouteIn
-from app.notify.secrets import SecretBox, mask_url
+from app.notify.secrets import MASK, SecretBox, SecretUnreadable, mask_url
 from app.notify.ssrf import BadURL, BlockedDestination, check_url, parse_url
 
 
@@ -46,6 +48,37 @@ def channel_out(channel: NotifyChannel, box: SecretBox) -> ChannelOut:
         created_at=channel.created_at,
         updated_at=channel.updated_at,
     )
+
+
+def channel_audit_state(channel: NotifyChannel, box: SecretBox) -> dict[str, Any]:
+    """What the audit trail keeps of a channel: its settings with the URL masked as the API
+    shows it (scheme and host) and the signing secret only as present or not."""
+    out = channel_out(channel, box)
+    return {
+        "name": out.name,
+        "kind": out.kind,
+        "team": out.team,
+        "url": out.url_masked,
+        "secret": MASK if out.has_secret else None,
+        "options": out.options,
+        "enabled": out.enabled,
+    }
+
+
+def _readable(box: SecretBox, token: str | None) -> str | None:
+    """The plain value of a stored secret; ``None`` when absent or unreadable (a changed key:
+    the user is entering it again)."""
+    if token is None:
+        return None
+    try:
+        return box.decrypt(token)
+    except SecretUnreadable:
+        return None
+
+
+def route_audit_state(route: NotifyRoute) -> dict[str, Any]:
+    """What the audit trail keeps of a route: every setting but its timestamps."""
+    return {key: getattr(route, key) for key in RouteIn.model_fields if hasattr(route, key)}
 
 
 def _validate(kind_name: str, config: ChannelConfig, allow_hosts: Sequence[str]) -> None:
@@ -106,6 +139,7 @@ def create_channel(
     )
     session.add(channel)
     session.flush()
+    audit.note_change("channel", channel.id, before=None, after=channel_audit_state(channel, box))
     return channel
 
 
@@ -139,6 +173,8 @@ def update_channel(
         NotFound, BadRequest, Conflict: as :func:`create_channel`.
     """
     channel = get_channel(session, channel_id=channel_id)
+    before = audit.snapshot(channel_audit_state(channel, box))
+    redacted_changed = []
     fields = data.model_fields_set
     if "name" in fields and data.name is not None:
         _name_free(session, data.name, other_than=channel.id)
@@ -151,6 +187,10 @@ def update_channel(
             secret = box.decrypt(channel.secret_encrypted) if channel.secret_encrypted else None
         options = data.options if data.options is not None else dict(channel.options or {})
         _validate(channel.kind, ChannelConfig(url=url, secret=secret, options=options), allow_hosts)
+        if url != _readable(box, channel.url_encrypted):
+            redacted_changed.append("url")
+        if secret != _readable(box, channel.secret_encrypted):
+            redacted_changed.append("secret")
         channel.url_encrypted = box.encrypt(url)
         channel.secret_encrypted = box.encrypt(secret) if secret else None
         channel.options = options
@@ -163,13 +203,23 @@ def update_channel(
             channel.broken, channel.last_error = False, None
     channel.updated_at = utcnow()
     session.flush()
+    audit.note_change(
+        "channel",
+        channel.id,
+        before=before,
+        after=channel_audit_state(channel, box),
+        redacted_changed=redacted_changed,
+    )
     return channel
 
 
 def delete_channel(session: Session, *, channel_id: int) -> None:
     """Delete a channel, its routes and its delivery log. Raises NotFound."""
-    session.delete(get_channel(session, channel_id=channel_id))
+    channel = get_channel(session, channel_id=channel_id)
+    before = {"name": channel.name, "kind": channel.kind, "team": channel.team}
+    session.delete(channel)
     session.flush()
+    audit.note_change("channel", channel_id, before=before, after=None)
 
 
 def send_test(session: Session, *, channel_id: int) -> NotifyDelivery:
@@ -251,6 +301,7 @@ def create_route(session: Session, *, data: RouteIn) -> NotifyRoute:
     route = NotifyRoute(**data.model_dump(), created_at=utcnow())
     session.add(route)
     session.flush()
+    audit.note_change("route", route.id, before=None, after=route_audit_state(route))
     return route
 
 
@@ -275,16 +326,21 @@ def replace_route(session: Session, *, route_id: int, data: RouteIn) -> NotifyRo
     route = get_route(session, route_id=route_id)
     if session.get(NotifyChannel, data.channel_id) is None:
         raise BadRequest(f"channel_id: no channel with id {data.channel_id}")
+    before = audit.snapshot(route_audit_state(route))
     for key, value in data.model_dump().items():
         setattr(route, key, value)
     session.flush()
+    audit.note_change("route", route.id, before=before, after=route_audit_state(route))
     return route
 
 
 def delete_route(session: Session, *, route_id: int) -> None:
     """Delete a route. Raises NotFound."""
-    session.delete(get_route(session, route_id=route_id))
+    route = get_route(session, route_id=route_id)
+    before = audit.snapshot(route_audit_state(route))
+    session.delete(route)
     session.flush()
+    audit.note_change("route", route_id, before=before, after=None)
 
 
 DEMO_CHANNEL = "demo-webhook"

@@ -15,6 +15,7 @@ from app import forms
 from app.db import SessionDep, WriteSessionDep
 from app.errors import BadRequest, NotFound
 from app.runbooks import service as runbook_service
+from app.runbooks import teams
 from app.runbooks.context import RunbookContext, context_for_alert
 from app.runbooks.render import render_markdown
 from app.runbooks.service import MAX_MARKDOWN_CHARS, RunbookDoc
@@ -143,9 +144,11 @@ def save(request: Request, session: WriteSessionDep, name: str, form: FormDep) -
     empty or oversized text re-shows the editor with the error (400)."""
     runbook_service.check_name(name)
     markdown = form.get("markdown", "")
+    given = form.get("team", "").strip()[:128] or None
+    team = teams.choose_team(request, session, name=name, given=given)
     try:
         runbook_service.save_runbook(
-            session, runbooks_dir=_folder(request), name=name, markdown=markdown
+            session, runbooks_dir=_folder(request), name=name, markdown=markdown, team=team
         )
     except BadRequest as exc:
         try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi import APIRouter, Request, Response
 
 from app.db import SessionDep, WriteSessionDep
-from app.runbooks import pages
+from app.runbooks import pages, teams
 from app.runbooks import service as runbook_service
 from app.runbooks.schemas import RunbookIn, RunbookOut
 
@@ -42,8 +42,10 @@ def put_runbook(
     request: Request, session: WriteSessionDep, name: str, body: RunbookIn
 ) -> RunbookOut:
     """Store ``markdown`` as the runbook's edit (the file is left as it is)."""
+    runbook_service.check_name(name)
+    team = teams.choose_team(request, session, name=name, given=body.team)
     doc = runbook_service.save_runbook(
-        session, runbooks_dir=runbooks_dir(request), name=name, markdown=body.markdown
+        session, runbooks_dir=runbooks_dir(request), name=name, markdown=body.markdown, team=team
     )
     return RunbookOut.of(doc)
 

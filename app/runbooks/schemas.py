@@ -20,6 +20,8 @@ class RunbookOut(BaseModel):
     has_file: bool
     updated_at: datetime | None
     markdown: str
+    #: The owning team of the edit (``None``: shared; a file is always shared).
+    team: str | None = None
 
     @classmethod
     def of(cls, doc: RunbookDoc) -> RunbookOut:
@@ -31,6 +33,7 @@ class RunbookOut(BaseModel):
             has_file=doc.has_file,
             updated_at=doc.updated_at,
             markdown=doc.markdown,
+            team=doc.team,
         )
 
 
@@ -38,3 +41,10 @@ class RunbookIn(BaseModel):
     """A new text for a runbook (Markdown with ``{{ … }}`` alert values)."""
 
     markdown: str = Field(min_length=1, max_length=MAX_MARKDOWN_CHARS)
+    team: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="owning team; left out: the edit's team, else the caller's only team",
+    )

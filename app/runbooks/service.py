@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts.models import Runbook
 from app.alerts.spec import NAME_RE
+from app.audit import service as audit
 from app.db import utcnow
 from app.errors import BadRequest, NotFound
 from app.runbooks.context import RunbookContext
@@ -37,6 +38,8 @@ class RunbookDoc:
     source: Source
     has_file: bool
     updated_at: datetime | None
+    #: The owning team of the stored edit (``None``: shared, and always for a file).
+    team: str | None = None
 
     @property
     def title(self) -> str:
@@ -112,6 +115,29 @@ def file_names(runbooks_dir: Path) -> list[str]:
     return sorted(p.stem for p in runbooks_dir.glob("*.md") if NAME_RE.match(p.stem))
 
 
+def audit_state(doc: RunbookDoc | None) -> dict[str, object] | None:
+    """What the audit trail keeps of a runbook: its Markdown and where it comes from."""
+    if doc is None:
+        return None
+    return {"markdown": doc.markdown, "source": doc.source, "team": doc.team}
+
+
+def edit_team(session: Session, *, name: str) -> str | None:
+    """The owning team of runbook ``name``'s stored edit; ``None`` when it has none (shared)
+    or there is no edit (a file alone is shared)."""
+    if not NAME_RE.match(name):
+        return None
+    row = session.get(Runbook, name)
+    return row.team if row is not None else None
+
+
+def _current(session: Session, runbooks_dir: Path, name: str) -> RunbookDoc | None:
+    try:
+        return get_runbook(session, runbooks_dir=runbooks_dir, name=name)
+    except NotFound:
+        return None
+
+
 def get_runbook(session: Session, *, runbooks_dir: Path, name: str) -> RunbookDoc:
     """The runbook ``name``: its stored edit, else its file.
 
@@ -121,7 +147,7 @@ def get_runbook(session: Session, *, runbooks_dir: Path, name: str) -> RunbookDo
     from_file = _file_doc(runbooks_dir, name)
     row = session.get(Runbook, name)
     if row is not None:
-        return RunbookDoc(name, row.markdown, "ui", from_file is not None, row.updated_at)
+        return RunbookDoc(name, row.markdown, "ui", from_file is not None, row.updated_at, row.team)
     if from_file is None:
         raise NotFound(f"no runbook named {name!r}")
     return RunbookDoc(name, from_file[0], "file", True, from_file[1])
@@ -136,15 +162,18 @@ def list_runbooks(session: Session, *, runbooks_dir: Path) -> list[RunbookDoc]:
         row = rows.get(name)
         from_file = _file_doc(runbooks_dir, name) if NAME_RE.match(name) else None
         if row is not None:
-            out.append(RunbookDoc(name, row.markdown, "ui", from_file is not None, row.updated_at))
+            has_file = from_file is not None
+            out.append(RunbookDoc(name, row.markdown, "ui", has_file, row.updated_at, row.team))
         elif from_file is not None:
             out.append(RunbookDoc(name, from_file[0], "file", True, from_file[1]))
     return out
 
 
-def save_runbook(session: Session, *, runbooks_dir: Path, name: str, markdown: str) -> RunbookDoc:
+def save_runbook(
+    session: Session, *, runbooks_dir: Path, name: str, markdown: str, team: str | None = None
+) -> RunbookDoc:
     """Store ``markdown`` as the runbook ``name`` (creating or replacing its edit; the file is
-    never written).
+    never written), owned by ``team`` (``None``: shared).
 
     Raises:
         BadRequest: a bad name, or ``markdown`` empty, over 200,000 characters or holding a NUL
@@ -158,15 +187,19 @@ def save_runbook(session: Session, *, runbooks_dir: Path, name: str, markdown: s
     if "\x00" in markdown:
         raise BadRequest("markdown: may not contain NUL characters")
     markdown = markdown.replace("\r\n", "\n")
+    before = audit_state(_current(session, runbooks_dir, name))
     row = session.get(Runbook, name)
     now = utcnow()
     if row is None:
-        session.add(Runbook(name=name, markdown=markdown, updated_at=now))
+        session.add(Runbook(name=name, markdown=markdown, updated_at=now, team=team))
     else:
         row.markdown = markdown
         row.updated_at = now
+        row.team = team
     session.flush()
-    return get_runbook(session, runbooks_dir=runbooks_dir, name=name)
+    doc = get_runbook(session, runbooks_dir=runbooks_dir, name=name)
+    audit.note_change("runbook", name, before=before, after=audit_state(doc))
+    return doc
 
 
 def revert_runbook(session: Session, *, runbooks_dir: Path, name: str) -> RunbookDoc | None:
@@ -180,12 +213,12 @@ def revert_runbook(session: Session, *, runbooks_dir: Path, name: str) -> Runboo
     row = session.get(Runbook, name)
     if row is None:
         raise NotFound(f"runbook {name!r} has no edit to revert")
+    before = audit_state(_current(session, runbooks_dir, name))
     session.delete(row)
     session.flush()
-    try:
-        return get_runbook(session, runbooks_dir=runbooks_dir, name=name)
-    except NotFound:
-        return None
+    doc = _current(session, runbooks_dir, name)
+    audit.note_change("runbook", name, before=before, after=audit_state(doc))
+    return doc
 
 
 def render_doc(doc: RunbookDoc, context: RunbookContext | None) -> RenderedRunbook:

@@ -5,11 +5,13 @@ and the server refuses exactly what the decision refuses.
 Callers: anonymous, viewer, responder of team A, editor of team A, editor of team B, admin
 (all logged in through ``POST /login``), an API token (responder, every team) and a node's
 agent token. Team-scoped routes are called on objects owned by team A (a rule, a channel, a
-route), recreated before each route in case the previous one deleted them.
+route, a silence, a runbook edit), recreated before each route in case the previous one
+deleted them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from fastapi.routing import iter_route_contexts
 
 from app.access import policy
 from app.access.roles import Role
+from app.errors import Conflict
 from app.main import create_app
 from tests.access_helpers import (
     Caller,
@@ -91,11 +94,15 @@ def live(postgres_url: str, tmp_path: Path) -> Iterator[tuple[LiveServer, dict[s
     server = LiveServer(settings, as_admin=False)
     server.start()
     url = postgres_url
-    add_user(url, "rr-viewer", Role.viewer)
-    add_user(url, "rr-responder-a", Role.responder, (TEAM_A,))
-    add_user(url, "rr-editor-a", Role.editor, (TEAM_A,))
-    add_user(url, "rr-editor-b", Role.editor, (TEAM_B,))
-    add_user(url, "rr-admin", Role.admin)
+    for name, role, teams in (
+        ("rr-viewer", Role.viewer, ()),
+        ("rr-responder-a", Role.responder, (TEAM_A,)),
+        ("rr-editor-a", Role.editor, (TEAM_A,)),
+        ("rr-editor-b", Role.editor, (TEAM_B,)),
+        ("rr-admin", Role.admin, ()),
+    ):
+        with contextlib.suppress(Conflict):  # users outlive a wipe: a second test has them
+            add_user(url, name, role, teams)
     session = {
         name: log_in(server.url, name)
         for name in ("rr-viewer", "rr-responder-a", "rr-editor-a", "rr-editor-b", "rr-admin")
@@ -132,8 +139,8 @@ def live(postgres_url: str, tmp_path: Path) -> Iterator[tuple[LiveServer, dict[s
 
 
 def ensure_team_a_objects(base: str, url: str, setup: Caller) -> dict[str, str]:
-    """A rule (with a firing alert), a channel and a route owned by team A (created when
-    missing); their keys."""
+    """A rule (with a firing alert), a channel, a route, a silence and a runbook edit owned by
+    team A (created when missing); their keys."""
     api = f"{base}/api/v1"
     h = setup.headers
     if httpx.get(f"{api}/rules/rule-a", headers=h).status_code == 404:
@@ -165,11 +172,36 @@ def ensure_team_a_objects(base: str, url: str, setup: Caller) -> dict[str, str]:
         )
         assert made.status_code == 201, made.text
         routes = [made.json()]
+    silences = httpx.get(f"{api}/silences", headers=h, params={"include_expired": True}).json()
+    silences = [s for s in silences if s["team"] == TEAM_A]
+    if not silences:
+        silences = [make_silence(api, h, "rule-a", TEAM_A)]
+    runbook = httpx.get(f"{api}/runbooks/runbook-a", headers=h)
+    if runbook.status_code == 404:
+        made = httpx.put(
+            f"{api}/runbooks/runbook-a", headers=h, json={"markdown": "# A", "team": TEAM_A}
+        )
+        assert made.status_code == 200 and made.json()["team"] == TEAM_A, made.text
     return {
         "channel_id": channel_id,
         "route_id": str(routes[0]["id"]),
         "alert_id": firing_instance(url, "rule-a"),
+        "silence_id": str(silences[0]["id"]),
     }
+
+
+def make_silence(api: str, headers: dict[str, str], rule: str, team: str | None) -> Any:
+    """A two-hour silence of ``rule``'s alerts, owned by ``team``; its JSON."""
+    body: dict[str, Any] = {
+        "matchers": [{"name": "alertname", "op": "=", "value": rule}],
+        "ends_at": "2099-01-01T00:00:00Z",
+        "created_by": "rr",
+    }
+    if team is not None:
+        body["team"] = team
+    made = httpx.post(f"{api}/silences", headers=headers, json=body)
+    assert made.status_code == 201, made.text
+    return made.json()
 
 
 def fill(template: str, keys: dict[str, str]) -> str:
@@ -189,7 +221,9 @@ def fill(template: str, keys: dict[str, str]) -> str:
         "token": "not-a-signed-link",
         "action": "disable",
         **keys,
-        "name": "rule-a" if "/rules/" in template else "rr-none",
+        "name": "rule-a"
+        if "/rules/" in template
+        else ("runbook-a" if "/runbooks/" in template else "rr-none"),
     }
     return re.sub(r"\{(\w+)(:\w+)?\}", lambda m: values[m.group(1)], template)
 
@@ -267,3 +301,96 @@ def test_every_route_for_every_caller(
     assert mismatches == [], "\n".join(mismatches)
     # Every (route, caller) pair was tried: the size of the table.
     assert checked == len([r for r in ROUTES if r[0] != "HEAD"]) * len(callers)
+
+
+def test_silences_and_runbook_edits_belong_to_teams(
+    live: tuple[LiveServer, dict[str, Caller]],
+) -> None:
+    """Team A's responder expires team A's silence, not team B's; a new silence is owned by
+    the team the body names, else its rules' one team, else the caller's one team; nobody
+    silences the rules of a team they do not act for. A runbook edit keeps its team; team B's
+    editor cannot change team A's."""
+    server, callers = live
+    api = f"{server.url}/api/v1"
+    setup = callers["_setup"].headers
+    for name, team in (("rule-a", TEAM_A), ("rule-b", TEAM_B)):
+        made = httpx.post(
+            f"{api}/rules", headers=setup, json={"name": name, "condition": HOT, "owner_team": team}
+        )
+        assert made.status_code == 201, made.text
+    responder_a = callers["responder-A"].cookies
+
+    def expire(silence: dict[str, Any]) -> httpx.Response:
+        return httpx.post(f"{api}/silences/{silence['id']}/expire", cookies=responder_a)
+
+    silence_a = make_silence(api, setup, "rule-a", TEAM_A)
+    silence_b = make_silence(api, setup, "rule-b", TEAM_B)
+    refused_b = expire(silence_b)
+    assert refused_b.status_code == 403 and "owned by team team-b" in refused_b.text
+    assert expire(silence_a).status_code == 200
+    page_b = httpx.post(f"{server.url}/silences/{silence_b['id']}/expire", cookies=responder_a)
+    assert page_b.status_code == 403
+    # Left out, the team comes from the matched rules (the admin's too), else the caller's.
+    assert make_silence(api, setup, "rule-b", None)["team"] == TEAM_B
+    assert make_silence(api, setup, "rr-none", None)["team"] is None
+    ends = "2099-01-01T00:00:00Z"
+
+    def silence_as_a(matchers: list[dict[str, str]], **extra: str) -> httpx.Response:
+        body = {"matchers": matchers, "ends_at": ends, "created_by": "x", **extra}
+        return httpx.post(f"{api}/silences", cookies=responder_a, json=body)
+
+    by_host = silence_as_a([{"name": "hostname", "op": "=", "value": "rr-node"}])
+    assert by_host.status_code == 201 and by_host.json()["team"] == TEAM_A
+    assert by_host.json()["created_by"] == "rr-responder-a"
+    of_b = silence_as_a([{"name": "alertname", "op": "=", "value": "rule-b"}])
+    assert of_b.status_code == 403 and "team team-b" in of_b.text
+    named_a = silence_as_a([{"name": "alertname", "op": "=~", "value": "rule-.*"}], team=TEAM_A)
+    assert named_a.status_code == 201  # the rules are of two teams: none decides
+    given_b = silence_as_a([{"name": "alertname", "op": "=", "value": "rule-a"}], team=TEAM_B)
+    assert given_b.status_code == 403
+    trail = httpx.get(f"{api}/audit", headers=setup, params={"action": "/expire"}).json()
+    assert [(e["action"], e["target"]["silence_id"], e["status"]) for e in trail[:3]] == [
+        ("POST /silences/{silence_id}/expire", str(silence_b["id"]), 403),
+        ("POST /api/v1/silences/{silence_id}/expire", str(silence_a["id"]), 200),
+        ("POST /api/v1/silences/{silence_id}/expire", str(silence_b["id"]), 403),
+    ]
+    assert trail[1]["detail"]["before"]["team"] == TEAM_A
+
+    editor_a, editor_b = callers["editor-A"].cookies, callers["editor-B"].cookies
+    made = httpx.put(f"{api}/runbooks/rb-team", cookies=editor_a, json={"markdown": "# one"})
+    assert made.status_code == 200 and made.json()["team"] == TEAM_A
+    taken = httpx.put(f"{api}/runbooks/rb-team", cookies=editor_b, json={"markdown": "# two"})
+    assert taken.status_code == 403 and "owned by team team-a" in taken.text
+    assert httpx.delete(f"{api}/runbooks/rb-team", cookies=editor_b).status_code == 403
+    kept = httpx.put(f"{api}/runbooks/rb-team", cookies=editor_a, json={"markdown": "# three"})
+    assert kept.status_code == 200 and kept.json()["team"] == TEAM_A
+    moved = httpx.put(
+        f"{api}/runbooks/rb-team", cookies=editor_a, json={"markdown": "# 4", "team": TEAM_B}
+    )
+    assert moved.status_code == 403
+    assert httpx.delete(f"{api}/runbooks/rb-team", cookies=editor_a).status_code == 204
+
+
+def test_the_silence_form_gives_the_silence_a_team(
+    live: tuple[LiveServer, dict[str, Caller]],
+) -> None:
+    server, callers = live
+    setup = callers["_setup"].headers
+    rule = {"name": "rule-b", "condition": HOT, "owner_team": TEAM_B}
+    assert httpx.post(f"{server.url}/api/v1/rules", headers=setup, json=rule).status_code == 201
+    responder_a = callers["responder-A"].cookies
+
+    def post(value: str, team: str) -> httpx.Response:
+        form = {
+            "matcher_name": "alertname", "matcher_op": "=", "matcher_value": value,
+            "duration": "2h", "created_by": "x", "comment": "form", "team": team,
+        }  # fmt: skip
+        return httpx.post(f"{server.url}/silences", data=form, cookies=responder_a)
+
+    assert post("rule-b", "").status_code == 403
+    assert post("rr-none", TEAM_B).status_code == 403
+    assert post("rr-none", "").status_code == 303
+    page = httpx.get(f"{server.url}/silences", cookies=responder_a).text
+    assert re.search(r'rr-responder-a <span class="chip silence-team">team-a</span>', page)
+    [made] = httpx.get(f"{server.url}/api/v1/silences", headers=setup).json()
+    assert (made["team"], made["created_by"]) == (TEAM_A, "rr-responder-a")
