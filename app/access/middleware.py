@@ -20,7 +20,7 @@ from fastapi.routing import iter_route_contexts
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import compile_path
+from starlette.routing import compile_path, get_route_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.access import policy
@@ -120,11 +120,17 @@ class AccessMiddleware:
         self.anonymous_role = anonymous_role
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(policy.PUBLIC_MOUNTS):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        # The path the router matches: under a root path (uvicorn --root-path) the scope's
+        # path starts with it, and matching the whole of it would find no route (unchecked).
+        route_path = get_route_path(scope)
+        if route_path.startswith(policy.PUBLIC_MOUNTS):
             await self.app(scope, receive, send)
             return
         method = scope["method"]
-        matched = match(scope["app"], method, scope["path"])
+        matched = match(scope["app"], method, route_path)
         if matched is None or isinstance(
             matched.decision, (policy.AgentToken, policy.EnrollmentToken)
         ):
@@ -211,7 +217,7 @@ class AccessMiddleware:
 
     @staticmethod
     def _refuse(scope: Scope, receive: Receive, refusal: Refusal) -> Response:
-        path = scope["path"]
+        path = get_route_path(scope)
         if path.startswith("/api/") or path == "/metrics":
             headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
             return JSONResponse({"detail": refusal.detail}, refusal.status, headers=headers)
