@@ -35,6 +35,8 @@ from app.web import render_error_page
 log = logging.getLogger(__name__)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Key in the request state of what an endpoint adds to its audit row (:func:`note_audit`).
+AUDIT_DETAIL = "audit_detail"
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,7 @@ class AccessMiddleware:
                     address=client_address(scope),
                     target=matched.params or None,
                     status=status,
+                    detail=scope.get("state", {}).get(AUDIT_DETAIL) or None,
                 )
         except Exception:  # the change is made; a lost audit row is logged, never a 500 after it
             log.exception(
@@ -274,12 +277,21 @@ def require_team(request: Request, team: str | None) -> None:
         raise Forbidden(f"{who.actor} acts for {teams}; it cannot give an object to team {team}")
 
 
+def note_audit(request: Request, **detail: Any) -> None:
+    """Add ``detail`` (JSON-able: ``before``, ``after``, ``acting_as`` …) to the audit row the
+    middleware writes for this request."""
+    state = request.scope.setdefault("state", {})
+    state.setdefault(AUDIT_DETAIL, {}).update(detail)
+
+
 def acting_name(request: Request, given: str) -> str:
     """Who an acknowledgement or silence is recorded as: a logged-in user's own name (not
     what a form says); for an API token the name given in the request (automation acting
-    for someone), the token itself being in the audit trail."""
+    for someone), the token itself being in the audit trail with this name (``acting_as``)."""
     who = identity_of(request)
-    return who.name if who.kind == "user" else given
+    name = who.name if who.kind == "user" else given
+    note_audit(request, acting_as=name)
+    return name
 
 
 def params_of(values: Mapping[str, Any]) -> dict[str, str]:

@@ -6,6 +6,7 @@ less the root path), so a prefixed path is never an unchecked one."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -14,13 +15,15 @@ from sqlalchemy import select
 
 from app.access.models import User
 from app.access.roles import Role
-from app.db import session_scope
-from tests.access_helpers import add_token
+from app.db import session_scope, utcnow
+from tests.access_helpers import add_token, firing_instance
 from tests.conftest import make_settings
 from tests.dbs import session_factory
+from tests.factories import wipe_alerts
 from tests.live_server import LiveServer
 
 PREFIX = "/fleetwatch"
+HOT = {"kind": "threshold", "target": "gpu", "metric": "temp_c", "op": ">", "threshold": 85}
 
 
 @pytest.fixture
@@ -50,3 +53,54 @@ def test_a_path_under_the_root_path_is_checked_like_the_route_it_reaches(
     assert read.status_code == 200, read.text
     users = prefixed.get("/api/v1/users", headers={"Authorization": f"Bearer {viewer}"})
     assert users.status_code == 403, users.text
+
+
+@pytest.fixture
+def production(db_url: str, tmp_path: Path) -> Iterator[LiveServer]:
+    server = LiveServer(make_settings(db_url, tmp_path), as_admin=False)
+    server.start()
+    yield server
+    server.stop()
+    wipe_alerts(db_url)
+
+
+def test_the_audit_trail_keeps_what_an_ack_or_a_silence_recorded(
+    production: LiveServer, db_url: str
+) -> None:
+    """An API token acks and silences in someone's name: the audit row says whose, and what
+    the ack or silence was (after), and what an expiry changed (before/after)."""
+    admin = {"Authorization": f"Bearer {add_token(db_url, 'trail-admin', Role.admin, None)}"}
+    bot = {"Authorization": f"Bearer {add_token(db_url, 'trail-bot', Role.responder, None)}"}
+    api = f"{production.url}/api/v1"
+    rule = {"name": "trail-rule", "condition": HOT}
+    assert httpx.post(f"{api}/rules", json=rule, headers=admin).status_code == 201
+    alert_id = firing_instance(db_url, "trail-rule")
+    acked = httpx.post(
+        f"{api}/alerts/{alert_id}/ack", json={"owner": "alice", "note": "on it"}, headers=bot
+    )
+    assert acked.status_code == 201, acked.text
+    silence = {
+        "matchers": [{"name": "alertname", "value": "trail-rule"}],
+        "ends_at": (utcnow() + timedelta(hours=1)).isoformat(),
+        "created_by": "dave",
+        "comment": "disk swap",
+    }
+    made = httpx.post(f"{api}/silences", json=silence, headers=bot)
+    assert made.status_code == 201, made.text
+    silence_id = made.json()["id"]
+    ended = httpx.post(f"{api}/silences/{silence_id}/expire", headers=bot)
+    assert ended.status_code == 200, ended.text
+
+    trail = httpx.get(f"{api}/audit", params={"actor": "token:trail-bot"}, headers=admin).json()
+    by_action = {e["action"]: e for e in trail}
+    ack = by_action["POST /api/v1/alerts/{alert_id}/ack"]["detail"]
+    assert ack["acting_as"] == "alice"
+    assert ack["after"] == {"owner": "alice", "note": "on it"}
+    created = by_action["POST /api/v1/silences"]["detail"]
+    assert created["acting_as"] == "dave"
+    assert created["after"]["id"] == silence_id
+    assert created["after"]["matchers"] == made.json()["matchers"]
+    assert created["after"]["comment"] == "disk swap"
+    expired = by_action["POST /api/v1/silences/{silence_id}/expire"]["detail"]
+    assert expired["before"]["ends_at"] == made.json()["ends_at"]
+    assert expired["after"]["ends_at"] == ended.json()["ends_at"]
