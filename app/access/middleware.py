@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from fastapi.routing import iter_route_contexts
 from starlette.concurrency import run_in_threadpool
@@ -228,9 +228,14 @@ class AccessMiddleware:
             target = path + (
                 f"?{scope['query_string'].decode('latin-1')}" if scope["query_string"] else ""
             )
-            login = f"/login?next={quote(target, safe='')}"
             if request.headers.get("hx-request") == "true":
+                # A partial's refresh: back to the page the browser shows, not the fragment.
+                shown = urlsplit(request.headers.get("hx-current-url", ""))
+                if shown.path.startswith("/") and not shown.path.startswith("//"):
+                    target = shown.path + (f"?{shown.query}" if shown.query else "")
+                login = f"/login?next={quote(target, safe='')}"
                 return Response(status_code=401, headers={"HX-Redirect": login})
+            login = f"/login?next={quote(target, safe='')}"
             if scope["method"] in SAFE_METHODS:
                 return RedirectResponse(login, status_code=303)
         return render_error_page(request, status_code=refusal.status, detail=refusal.detail)

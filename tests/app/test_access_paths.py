@@ -104,3 +104,20 @@ def test_the_audit_trail_keeps_what_an_ack_or_a_silence_recorded(
     expired = by_action["POST /api/v1/silences/{silence_id}/expire"]["detail"]
     assert expired["before"]["ends_at"] == made.json()["ends_at"]
     assert expired["after"]["ends_at"] == ended.json()["ends_at"]
+
+
+def test_an_htmx_refresh_sends_an_anonymous_browser_to_log_in_back_to_its_page(
+    production: LiveServer,
+) -> None:
+    """A partial's refresh (session expired) sends the browser to the login page with the page
+    it shows as ``next``, not the partial (a bare fragment after the login)."""
+    shown = f"{production.url}/alerts?state=firing"
+    partial = httpx.get(
+        f"{production.url}/alerts/_list?state=firing",
+        headers={"HX-Request": "true", "HX-Current-URL": shown},
+    )
+    assert partial.status_code == 401
+    assert partial.headers["hx-redirect"] == "/login?next=%2Falerts%3Fstate%3Dfiring"
+    # Without the header (or with one that is not a URL path) the request's own path is kept.
+    bare = httpx.get(f"{production.url}/alerts/_list", headers={"HX-Request": "true"})
+    assert bare.headers["hx-redirect"] == "/login?next=%2Falerts%2F_list"
