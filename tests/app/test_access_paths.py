@@ -121,3 +121,18 @@ def test_an_htmx_refresh_sends_an_anonymous_browser_to_log_in_back_to_its_page(
     # Without the header (or with one that is not a URL path) the request's own path is kept.
     bare = httpx.get(f"{production.url}/alerts/_list", headers={"HX-Request": "true"})
     assert bare.headers["hx-redirect"] == "/login?next=%2Falerts%2F_list"
+
+
+def test_an_over_long_password_or_name_on_the_login_form_is_a_wrong_login_not_json(
+    production: LiveServer,
+) -> None:
+    """A pasted passphrase past 1,024 characters (or a name past 64) gets the login form back
+    with its message, as any wrong login does, never a JSON validation error in the browser."""
+    for name, password in (("admin", "p" * 1100), ("u" * 100, "p" * 20)):
+        answer = httpx.post(
+            f"{production.url}/login", data={"username": name, "password": password, "next": "/"}
+        )
+        assert answer.status_code == 401, answer.text[:200]
+        assert answer.headers["content-type"].startswith("text/html")
+        assert "Wrong user name or password." in answer.text
+        assert password not in answer.text  # the validation error echoed it back
