@@ -136,3 +136,20 @@ def test_an_over_long_password_or_name_on_the_login_form_is_a_wrong_login_not_js
         assert answer.headers["content-type"].startswith("text/html")
         assert "Wrong user name or password." in answer.text
         assert password not in answer.text  # the validation error echoed it back
+
+
+def test_a_validation_error_never_echoes_a_password_back(
+    production: LiveServer, db_url: str
+) -> None:
+    admin = {"Authorization": f"Bearer {add_token(db_url, 'echo-admin', Role.admin, None)}"}
+    secret = "q" * 1030
+    answer = httpx.post(
+        f"{production.url}/api/v1/users",
+        json={"name": "echo", "role": "viewer", "password": secret},
+        headers=admin,
+    )
+    assert answer.status_code == 422
+    (error,) = answer.json()["detail"]
+    assert error["loc"] == ["body", "password"]
+    assert "input" not in error
+    assert secret not in answer.text
