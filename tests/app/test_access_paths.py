@@ -5,7 +5,9 @@ less the root path), so a prefixed path is never an unchecked one."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -153,3 +155,34 @@ def test_a_validation_error_never_echoes_a_password_back(
     assert error["loc"] == ["body", "password"]
     assert "input" not in error
     assert secret not in answer.text
+
+
+def test_agents_enrolling_at_once_with_a_single_use_token_get_one_token(
+    production: LiveServer, db_url: str
+) -> None:
+    """Eight agents start at once with an enrollment token good for one node: one is
+    enrolled, the others are refused as used up (the use count is not raced past)."""
+    admin = {"Authorization": f"Bearer {add_token(db_url, 'race-admin', Role.admin, None)}"}
+    made = httpx.post(
+        f"{production.url}/api/v1/enrollment-tokens",
+        json={"name": "race", "max_uses": 1, "ttl_s": 600},
+        headers=admin,
+    )
+    assert made.status_code == 201, made.text
+    enroll = {"Authorization": f"Bearer {made.json()['token']}"}
+    start = threading.Barrier(8)
+
+    def one(i: int) -> int:
+        start.wait()
+        return httpx.post(
+            f"{production.url}/api/v1/enroll",
+            json={"hostname": f"race-node-{i}"},
+            headers=enroll,
+            timeout=30,
+        ).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = sorted(pool.map(one, range(8)))
+    assert codes == [201] + [401] * 7
+    listed = httpx.get(f"{production.url}/api/v1/enrollment-tokens", headers=admin).json()
+    assert [(t["name"], t["uses"]) for t in listed] == [("race", 1)]
