@@ -111,6 +111,15 @@ class SchemaNotMigrated(RuntimeError):
     """The database is not at the newest migration; run ``fleetwatch migrate``."""
 
 
+#: Field names whose value a validation error never echoes back.
+SECRET_FIELDS = frozenset({"password", "token", "secret", "client_secret", "webhook_secret"})
+
+
+def _names_a_secret(loc: Any) -> bool:
+    """Whether a validation error's ``loc`` (``("body", "password")`` …) is a secret field."""
+    return any(isinstance(part, str) and part in SECRET_FIELDS for part in loc)
+
+
 def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> FastAPI:
     """Build the FastAPI application for ``settings`` (default: from the environment).
 
@@ -421,6 +430,13 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        if any(_names_a_secret(e.get("loc", ())) for e in exc.errors()):
+            # A password, token or secret is never echoed back (nor kept by a proxy's log);
+            # no input is echoed then, which also keeps NaN or a lone surrogate out of JSON.
+            errors = [
+                {k: v for k, v in e.items() if k not in ("input", "ctx")} for e in exc.errors()
+            ]
+            return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
         try:
             return await request_validation_exception_handler(request, exc)
         except ValueError:  # the echoed input holds NaN/inf or a lone surrogate: JSON cannot

@@ -49,8 +49,11 @@ class LiveServer:
         *,
         run_jobs: bool = False,
         as_admin: bool = True,
+        root_path: str = "",
     ) -> None:
         self.settings = settings
+        # uvicorn's --root-path: the app served under a path prefix.
+        self.root_path = root_path
         self.run_jobs = run_jobs
         # Requests without credentials act as a real admin API token (tests/admin_harness.py);
         # False: the production behaviour (the access tests).
@@ -87,6 +90,7 @@ class LiveServer:
             port=self.port,
             log_level="warning",
             lifespan="on",
+            root_path=self.root_path,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._serve, args=(self._server,), daemon=True)

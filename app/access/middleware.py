@@ -14,13 +14,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from fastapi.routing import iter_route_contexts
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import compile_path
+from starlette.routing import compile_path, get_route_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.access import policy
@@ -35,6 +35,8 @@ from app.web import render_error_page
 log = logging.getLogger(__name__)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Key in the request state of what an endpoint adds to its audit row (:func:`note_audit`).
+AUDIT_DETAIL = "audit_detail"
 
 
 @dataclass(frozen=True)
@@ -120,11 +122,17 @@ class AccessMiddleware:
         self.anonymous_role = anonymous_role
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(policy.PUBLIC_MOUNTS):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        # The path the router matches: under a root path (uvicorn --root-path) the scope's
+        # path starts with it, and matching the whole of it would find no route (unchecked).
+        route_path = get_route_path(scope)
+        if route_path.startswith(policy.PUBLIC_MOUNTS):
             await self.app(scope, receive, send)
             return
         method = scope["method"]
-        matched = match(scope["app"], method, scope["path"])
+        matched = match(scope["app"], method, route_path)
         if matched is None or isinstance(
             matched.decision, (policy.AgentToken, policy.EnrollmentToken)
         ):
@@ -215,7 +223,7 @@ class AccessMiddleware:
 
     @staticmethod
     def _refuse(scope: Scope, receive: Receive, refusal: Refusal) -> Response:
-        path = scope["path"]
+        path = get_route_path(scope)
         if path.startswith("/api/") or path == "/metrics":
             headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
             return JSONResponse({"detail": refusal.detail}, refusal.status, headers=headers)
@@ -224,9 +232,14 @@ class AccessMiddleware:
             target = path + (
                 f"?{scope['query_string'].decode('latin-1')}" if scope["query_string"] else ""
             )
-            login = f"/login?next={quote(target, safe='')}"
             if request.headers.get("hx-request") == "true":
+                # A partial's refresh: back to the page the browser shows, not the fragment.
+                shown = urlsplit(request.headers.get("hx-current-url", ""))
+                if shown.path.startswith("/") and not shown.path.startswith("//"):
+                    target = shown.path + (f"?{shown.query}" if shown.query else "")
+                login = f"/login?next={quote(target, safe='')}"
                 return Response(status_code=401, headers={"HX-Redirect": login})
+            login = f"/login?next={quote(target, safe='')}"
             if scope["method"] in SAFE_METHODS:
                 return RedirectResponse(login, status_code=303)
         return render_error_page(request, status_code=refusal.status, detail=refusal.detail)
@@ -249,7 +262,10 @@ class AccessMiddleware:
                     address=client_address(scope),
                     target=matched.params or None,
                     status=status,
-                    detail=detail,
+                    # What the services noted of the change (before/after) and what the
+                    # endpoint noted of the call (acting_as …), in one detail.
+                    detail={**(detail or {}), **scope.get("state", {}).get(AUDIT_DETAIL, {})}
+                    or None,
                 )
         except Exception:  # the change is made; a lost audit row is logged, never a 500 after it
             log.exception(
@@ -287,12 +303,21 @@ def sole_team(request: Request) -> str | None:
     return next(iter(who.teams))
 
 
+def note_audit(request: Request, **detail: Any) -> None:
+    """Add ``detail`` (JSON-able: ``before``, ``after``, ``acting_as`` …) to the audit row the
+    middleware writes for this request."""
+    state = request.scope.setdefault("state", {})
+    state.setdefault(AUDIT_DETAIL, {}).update(detail)
+
+
 def acting_name(request: Request, given: str) -> str:
     """Who an acknowledgement or silence is recorded as: a logged-in user's own name (not
     what a form says); for an API token the name given in the request (automation acting
-    for someone), the token itself being in the audit trail."""
+    for someone), the token itself being in the audit trail with this name (``acting_as``)."""
     who = identity_of(request)
-    return who.name if who.kind == "user" else given
+    name = who.name if who.kind == "user" else given
+    note_audit(request, acting_as=name)
+    return name
 
 
 def params_of(values: Mapping[str, Any]) -> dict[str, str]:

@@ -21,6 +21,12 @@ from app.notify.secrets import secret_key
 from app.web import render, templates
 
 router = APIRouter()
+
+#: The login form's limits: a longer name or password is a wrong login (neither hashed nor
+#: looked up as given), a longer ``next`` is cut.
+MAX_FORM_NAME_CHARS = 64
+MAX_PASSWORD_CHARS = 1024
+MAX_NEXT_CHARS = 2048
 api = APIRouter(prefix="/api/v1", tags=["access"])
 
 templates.env.globals["identity_of"] = identity_of
@@ -75,18 +81,25 @@ def login_page(request: Request, next: str | None = None) -> HTMLResponse:
 def login_submit(
     request: Request,
     session: WriteSessionDep,
-    username: Annotated[str, Form(max_length=64)] = "",
-    password: Annotated[str, Form(max_length=1024)] = "",
-    next: Annotated[str, Form(max_length=2048)] = "/",
+    username: Annotated[str, Form()] = "",
+    password: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/",
 ) -> Response:
     """Check the password; on success a new session (the old cookie's is revoked) and a 303 to
-    ``next``; else the form again with 401 (429 past the failed-login limit)."""
+    ``next``; else the form again with 401 (429 past the failed-login limit). A name past 64
+    characters or a password past 1,024 is a wrong login (the form again, counted as a
+    failure), not a validation error echoing the password back."""
     address = client_address(request.scope)
-    target = safe_next(next)
+    target = safe_next(next[:MAX_NEXT_CHARS])
+    username = username.strip()
+    if len(password) > MAX_PASSWORD_CHARS or len(username) > MAX_FORM_NAME_CHARS:
+        # Fails as a wrong password does (no local password is empty), recorded and limited;
+        # the over-long value itself is never hashed or looked up.
+        username, password = username[:MAX_FORM_NAME_CHARS], ""
     try:
         found = sessions.login(
             session,
-            username=username.strip(),
+            username=username,
             password=password,
             address=address,
             ttl_s=request.app.state.settings.session_ttl_s,

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.access.middleware import acting_name
+from app.access.middleware import acting_name, note_audit
 from app.alerts import inhibition, page_rules, page_silences
 from app.alerts import service as alert_service
 from app.alerts.alert_chart import alert_chart
@@ -331,5 +331,6 @@ def ack_alert(
         alert_service.ack(session, alert_id=number, owner=owner, note=note)
     except BadRequest as exc:
         return _detail(request, session, number, errors={"owner": exc.detail}, status_code=400)
+    note_audit(request, after={"owner": owner, "note": note})
     tz = tz_query(request)
     return RedirectResponse(f"/alerts/{number}{'?' + tz if tz else ''}", status_code=303)

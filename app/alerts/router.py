@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
-from app.access.middleware import acting_name, require_team
+from app.access.middleware import acting_name, note_audit, require_team
 from app.alerts import inhibition, rule_reach, silence_teams, store
 from app.alerts import service as alert_service
 from app.alerts.inhibit_spec import InhibitRuleSpec
@@ -205,9 +205,11 @@ def ack_alert(request: Request, session: WriteSessionDep, alert_id: IdPath, body
     """Acknowledge a pending or firing alert (owner and note); held until it resolves. A
     logged-in user is recorded as the owner whatever ``owner`` says."""
     owner = acting_name(request, body.owner)
-    return AckOut.model_validate(
+    done = AckOut.model_validate(
         alert_service.ack(session, alert_id=alert_id, owner=owner, note=body.note)
     )
+    note_audit(request, after={"owner": done.owner, "note": done.note})
+    return done
 
 
 @router.get("/silences", response_model=list[SilenceOut], summary="Silences")
@@ -234,13 +236,21 @@ def create_silence(request: Request, session: WriteSessionDep, body: SilenceIn) 
         created_by=acting_name(request, body.created_by),
         comment=body.comment,
     )
-    return SilenceOut.model_validate(silence)
+    made = SilenceOut.model_validate(silence)
+    note_audit(request, after=made.model_dump(mode="json"))
+    return made
 
 
 @router.post("/silences/{silence_id}/expire", response_model=SilenceOut, summary="Expire")
-def expire_silence(session: WriteSessionDep, silence_id: IdPath) -> SilenceOut:
+def expire_silence(request: Request, session: WriteSessionDep, silence_id: IdPath) -> SilenceOut:
     """End a silence now."""
-    return SilenceOut.model_validate(alert_service.expire_silence(session, silence_id=silence_id))
+    found = session.get(AlertSilence, silence_id)
+    if found is not None:
+        before = SilenceOut.model_validate(found).model_dump(mode="json")
+        note_audit(request, before={"ends_at": before["ends_at"]})
+    ended = SilenceOut.model_validate(alert_service.expire_silence(session, silence_id=silence_id))
+    note_audit(request, after={"ends_at": ended.model_dump(mode="json")["ends_at"]})
+    return ended
 
 
 def inhibit_rule_out(rule: AlertInhibitRule) -> InhibitRuleOut:
