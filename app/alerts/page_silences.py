@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from app.access.middleware import acting_name, identity_of, note_audit
+from app.access.middleware import acting_name, identity_of
 from app.alerts import service as alert_service
 from app.alerts import silence_teams
 from app.alerts.page_forms import SilenceForm, validate_silence
@@ -78,7 +78,7 @@ def create_silence(
         return _page(request, session, typed, status_code=422)
     matchers = typed.matcher_dicts()
     team = silence_teams.choose_team(request, session, given=typed.team or None, matchers=matchers)
-    made = alert_service.create_silence(
+    alert_service.create_silence(
         session,
         matchers=matchers,
         team=team,
@@ -86,17 +86,6 @@ def create_silence(
         ends_at=typed.ends_at,
         created_by=typed.created_by,
         comment=typed.comment,
-    )
-    note_audit(
-        request,
-        after={
-            "id": made.id,
-            "matchers": made.matchers,
-            "starts_at": made.starts_at.isoformat(),
-            "ends_at": made.ends_at.isoformat(),
-            "created_by": made.created_by,
-            "comment": made.comment,
-        },
     )
     tz = tz_query(request)
     return RedirectResponse(f"/silences{'?' + tz if tz else ''}", status_code=303)
@@ -106,7 +95,6 @@ def create_silence(
 def expire_silence(request: Request, session: WriteSessionDep, silence_id: str) -> Response:
     """End a silence now (400 for a non-numeric id, 404 if unknown), back to the list."""
     number = parse_id(silence_id, "silence id")
-    ended = alert_service.expire_silence(session, silence_id=number)
-    note_audit(request, after={"ends_at": ended.ends_at.isoformat()})
+    alert_service.expire_silence(session, silence_id=number)
     tz = tz_query(request)
     return RedirectResponse(f"/silences{'?' + tz if tz else ''}", status_code=303)

@@ -236,21 +236,13 @@ def create_silence(request: Request, session: WriteSessionDep, body: SilenceIn) 
         created_by=acting_name(request, body.created_by),
         comment=body.comment,
     )
-    made = SilenceOut.model_validate(silence)
-    note_audit(request, after=made.model_dump(mode="json"))
-    return made
+    return SilenceOut.model_validate(silence)
 
 
 @router.post("/silences/{silence_id}/expire", response_model=SilenceOut, summary="Expire")
 def expire_silence(request: Request, session: WriteSessionDep, silence_id: IdPath) -> SilenceOut:
-    """End a silence now."""
-    found = session.get(AlertSilence, silence_id)
-    if found is not None:
-        before = SilenceOut.model_validate(found).model_dump(mode="json")
-        note_audit(request, before={"ends_at": before["ends_at"]})
-    ended = SilenceOut.model_validate(alert_service.expire_silence(session, silence_id=silence_id))
-    note_audit(request, after={"ends_at": ended.model_dump(mode="json")["ends_at"]})
-    return ended
+    """End a silence now (the audit row's before/after come from the service)."""
+    return SilenceOut.model_validate(alert_service.expire_silence(session, silence_id=silence_id))
 
 
 def inhibit_rule_out(rule: AlertInhibitRule) -> InhibitRuleOut:
