@@ -43,7 +43,7 @@ def test_channels_show_a_masked_url_and_never_the_secret(
         "team": "vision",
         "options": {"max_alerts": "10"},
     }
-    created = httpx.post(f"{api}/channels", json=body)
+    created = httpx.post(f"{api}/channels", json=body, timeout=30)
     assert created.status_code == 201, created.text
     out = created.json()
     assert out["url_masked"] == "http://127.0.0.1:9/…"
@@ -55,15 +55,15 @@ def test_channels_show_a_masked_url_and_never_the_secret(
     )
     texts = [
         created.text,
-        httpx.get(f"{api}/channels").text,
-        httpx.get(f"{api}/channels/{out['id']}").text,
-        httpx.patch(f"{api}/channels/{out['id']}", json={"enabled": False}).text,
-        httpx.get(f"{server.url}/openapi.json").text,
+        httpx.get(f"{api}/channels", timeout=30).text,
+        httpx.get(f"{api}/channels/{out['id']}", timeout=30).text,
+        httpx.patch(f"{api}/channels/{out['id']}", json={"enabled": False}, timeout=30).text,
+        httpx.get(f"{server.url}/openapi.json", timeout=30).text,
     ]
     for text in texts:
         assert "SECRET" not in text
-    assert httpx.get(f"{api}/channels", params={"team": "research"}).json() == []
-    assert httpx.post(f"{api}/channels", json=body).status_code == 409
+    assert httpx.get(f"{api}/channels", params={"team": "research"}, timeout=30).json() == []
+    assert httpx.post(f"{api}/channels", json=body, timeout=30).status_code == 409
 
 
 @pytest.mark.parametrize(
