@@ -78,11 +78,10 @@ def incident_message(group: NoticeGroup) -> dict[str, Any]:
     notices = list(group.notices)
     head = incident_text.title(card, notices)
     facts = "\n".join(f"*{k}:* {slack.escape(v)}" for k, v in incident_text.facts(card))
-    lines = [
+    links = [
         slack.link(n.dashboard_url, incident_text.alert_line(n)) for n in notices[:ALERT_LINES]
     ]
-    if len(notices) > ALERT_LINES:
-        lines.append(f"and {len(notices) - ALERT_LINES} more alerts")
+    lines = incident_text.fit_lines(links, len(notices), slack.SECTION_CHARS) if notices else []
     blocks: list[dict[str, Any]] = [
         {
             "type": "header",
@@ -95,7 +94,7 @@ def incident_message(group: NoticeGroup) -> dict[str, Any]:
         {"type": "section", "text": {"type": "mrkdwn", "text": _cut(facts)}},
     ]
     if lines:
-        alerts = _cut("\n".join(lines))
+        alerts = "\n".join(lines)
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": alerts}})
     buttons = [("Open incident", card.url, "open-incident")]
     runbook = next((n.runbook_url for n in incident_text.firing(notices) if n.runbook_url), None)
