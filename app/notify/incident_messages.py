@@ -13,6 +13,8 @@ An edit that the service refuses because the message is gone or can no longer be
 (Slack ``message_not_found`` / ``edit_window_closed``, Discord 10008 Unknown Message), or
 refuses for good for any other reason than a broken channel, is posted as a new message, whose
 reference replaces the old one: a change is never lost. A retryable failure retries the edit.
+A message in a Slack channel the settings no longer name (``options.channel`` changed) is not
+edited: the change is posted to the configured channel.
 
 :func:`app.notify.incident_rows.enqueue_changes` (with the repeat scan, every 15 s) queues an
 ``incident`` row for each message whose incident closed (its quiet period passed), or whose
@@ -184,7 +186,7 @@ def send(
         )
 
     try:
-        if batch.ref is not None:
+        if batch.ref is not None and kind.message_here(config, batch.ref):
             requests = kind.build_update(group, config, batch.ref)
             edited = one(requests[0])
             outcome = edited.outcome

@@ -23,7 +23,7 @@ from app.incidents.models import Incident
 from app.notify import service
 from app.notify.incident_rows import enqueue_changes
 from app.notify.models import NotifyDelivery, NotifyIncidentMessage
-from app.notify.schemas import ChannelIn, RouteIn
+from app.notify.schemas import ChannelIn, ChannelUpdate, RouteIn
 from app.notify.secrets import SecretBox
 from app.notify.worker import DeliveryWorker
 from tests.app.test_notify_delivery import make_worker
@@ -409,3 +409,84 @@ def test_a_failed_slack_edit_is_retried_as_an_edit_or_posted_anew_when_refused_f
     second = next(ts for ts in slack.messages if ts != first)
     assert message_of(env, incident_id).ref == {"channel": CHANNEL, "ts": second}
     assert [s for _, s, _ in deliveries(env)] == ["delivered"] * 3
+
+
+def test_a_slack_incident_moves_to_the_channel_set_since_and_the_channel_stays_working(
+    env: Env,
+) -> None:
+    """The channel's Slack channel is changed mid-incident (the old one archived): the next
+    change is posted to the new channel (the old message is in a channel no longer
+    configured), by a restarted worker reading the stored reference, and the channel is
+    not marked broken by an edit of the old channel's message."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        channel_id = add_channel(
+            env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL}
+        )
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+        [first] = slack.messages
+        with session_scope(env.factory) as session:
+            service.update_channel(
+                session,
+                channel_id=channel_id,
+                data=ChannelUpdate(options={"channel": "C0NEWCHAN"}),
+                box=env.box,
+                allow_hosts=["127.0.0.1"],
+            )
+        # The old channel is archived: Slack refuses an edit there.
+        slack.update_failures = [Answer(200, b'{"ok": false, "error": "is_archived"}', {})]
+        worker = make_worker(env)  # the server restarted
+        env.alerts.transition("gpu-lost", "node-a", "resolved", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+    repost = api.requests[-1]
+    assert (repost.path, repost.json()["channel"]) == ("/api/chat.postMessage", "C0NEWCHAN")
+    second = next(ts for ts in slack.messages if ts != first)
+    assert message_of(env, incident_id).ref == {"channel": "C0NEWCHAN", "ts": second}
+    with session_scope(env.factory) as session:
+        assert service.get_channel(session, channel_id=channel_id).broken is False
+    assert [s for _, s, _ in deliveries(env)] == ["delivered", "delivered"]
+
+
+def test_a_revoked_slack_token_marks_the_channel_broken_and_is_not_posted_anew(
+    env: Env,
+) -> None:
+    """``token_revoked`` on an edit: the channel is broken (shown on the channels page with
+    Slack's error), the row fails once, nothing is re-posted or retried in a loop; a new
+    token clears it and the next change edits the same message."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        channel_id = add_channel(
+            env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL}
+        )
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        [first] = slack.messages
+        slack.update_failures = [Answer(200, b'{"ok": false, "error": "token_revoked"}', {})]
+        env.alerts.transition("gpu-xid", "node-a", "firing", from_state="pending", extra=gpu(3))
+        drain(env, worker)
+        with session_scope(env.factory) as session:
+            channel = service.get_channel(session, channel_id=channel_id)
+            assert channel.broken is True and "token_revoked" in (channel.last_error or "")
+        assert [r.path for r in api.requests] == ["/api/chat.postMessage", "/api/chat.update"]
+        assert [s for _, s, _ in deliveries(env)] == ["delivered", "failed"]
+        with session_scope(env.factory) as session:
+            service.update_channel(
+                session,
+                channel_id=channel_id,
+                data=ChannelUpdate(secret=TOKEN),
+                box=env.box,
+                allow_hosts=["127.0.0.1"],
+            )
+        env.alerts.transition("gpu-lost", "node-a", "resolved", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+    assert list(slack.messages) == [first]
+    assert message_of(env, incident_id).ref == {"channel": CHANNEL, "ts": first}
+    assert api.requests[-2].path == "/api/chat.update"

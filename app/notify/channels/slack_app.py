@@ -207,6 +207,12 @@ class SlackAppKind(EditingKind):
             return {"channel": str(parsed["channel"]), "ts": str(parsed["ts"])}
         return None
 
+    def message_here(self, config: ChannelConfig, ref: Mapping[str, str]) -> bool:
+        """The message is in the configured channel (``options.channel`` changed since, the
+        old channel perhaps archived: an edit there would answer ``is_archived`` or
+        ``channel_not_found`` and mark the working channel broken)."""
+        return ref.get("channel") == self._channel(config)
+
     def message_gone(self, status_code: int, body: bytes) -> bool:
         """``message_not_found``, ``cant_update_message``, ``edit_window_closed``."""
         return _json(body).get("error") in GONE_ERRORS
