@@ -6,6 +6,7 @@ made is posted anew, never lost; alerts of no incident go out as before."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -490,3 +491,34 @@ def test_a_revoked_slack_token_marks_the_channel_broken_and_is_not_posted_anew(
     assert list(slack.messages) == [first]
     assert message_of(env, incident_id).ref == {"channel": CHANNEL, "ts": first}
     assert api.requests[-2].path == "/api/chat.update"
+
+
+def test_an_alert_whose_edit_failed_for_good_is_still_shown_by_the_next_edit(env: Env) -> None:
+    """Slack answers 500 to every edit until the row's deadline (an hour by default) passes:
+    the row fails. The next change (the incident's close) edits the message in full: the
+    alert whose row failed is in it, firing, not left out as if it never fired."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        add_channel(env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL})
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        [ts] = slack.messages
+        slack.update_failures = [Answer(500, b"upstream error")] * 50
+        env.alerts.transition("gpu-xid", "node-a", "firing", from_state="pending", extra=gpu(3))
+        worker.close()
+        worker = make_worker(env, deadline_s=1.5)  # the hour of failures, in a moment
+        worker.run_once()  # the first failed edit
+        time.sleep(1.6)
+        drain(env, worker)
+        assert [s for _, s, _ in deliveries(env)] == ["delivered", "failed"]
+        slack.update_failures = []
+        long_ago = utcnow() - timedelta(hours=1)
+        change_incident(env, incident_id, opened_at=long_ago, last_event_at=long_ago)
+        drain(env, worker)
+        worker.close()
+    assert list(slack.messages) == [ts]
+    text = slack.messages[ts]["text"]
+    assert "2 alerts firing" in text and text.endswith("· closed")
+    assert "gpu-xid on node-a" in slack.messages[ts]["blocks"][2]["text"]["text"]
