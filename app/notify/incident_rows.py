@@ -31,7 +31,8 @@ def digest(row: incidents_service.IncidentRow) -> str:
 
 def enqueue_changes(session: Session, *, now: datetime, quiet_s: float, deadline_s: float) -> int:
     """Queue an ``incident`` row for each message (of an enabled, working channel) whose
-    incident closed, or changed beyond its alerts, since it was last told; returns how many.
+    incident closed, or changed beyond its alerts, since it was last told (delivered), unless
+    one is queued already; returns how many.
     A message whose incident was pruned is left alone from then on."""
     messages = list(
         session.scalars(
@@ -87,9 +88,9 @@ def enqueue_changes(session: Session, *, now: datetime, quiet_s: float, deadline
                 incident_id=message.incident_id,
             )
         )
-        message.seen = digest(row)
-        if not row.open:
-            message.closed_told_at = now
+        # ``seen`` and ``closed_told_at`` are set when the row is delivered
+        # (incident_messages.remember): a row that fails (the service down past its
+        # deadline) is queued again by a later scan, so a close is never lost.
         queued += 1
     session.flush()
     return queued

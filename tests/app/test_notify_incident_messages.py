@@ -522,3 +522,38 @@ def test_an_alert_whose_edit_failed_for_good_is_still_shown_by_the_next_edit(env
     text = slack.messages[ts]["text"]
     assert "2 alerts firing" in text and text.endswith("· closed")
     assert "gpu-xid on node-a" in slack.messages[ts]["blocks"][2]["text"]["text"]
+
+
+def test_a_close_whose_edit_failed_is_told_again_once_slack_answers(env: Env) -> None:
+    """Every edit of the incident's close fails until the row's deadline (Slack down for the
+    hour): once Slack answers again, the close is queued anew and the message says closed,
+    instead of showing "open: closes at …" for good."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        add_channel(env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL})
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+        [ts] = slack.messages
+        slack.update_failures = [Answer(503, b"unavailable")] * 50
+        long_ago = utcnow() - timedelta(hours=1)
+        change_incident(env, incident_id, opened_at=long_ago, last_event_at=long_ago)
+        worker = make_worker(env, deadline_s=1.5)  # the hour of failures, in a moment
+        with session_scope(env.factory) as session:
+            assert enqueue_changes(session, now=utcnow(), quiet_s=180.0, deadline_s=1.5) == 1
+        worker.run_once()
+        time.sleep(1.6)
+        worker.run_once()
+        assert [(k, s) for k, s, _ in deliveries(env)] == [
+            ("firing", "delivered"),
+            ("incident", "failed"),
+        ]
+        assert "· open" in slack.messages[ts]["text"]
+        slack.update_failures = []
+        drain(env, worker)
+        worker.close()
+    assert list(slack.messages) == [ts]
+    assert slack.messages[ts]["text"].endswith("· closed")
+    assert message_of(env, incident_id).closed_told_at is not None
