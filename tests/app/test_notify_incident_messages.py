@@ -30,7 +30,7 @@ from app.notify.worker import DeliveryWorker
 from tests.app.test_notify_delivery import make_worker
 from tests.chat_apis import DiscordApi, SlackApi
 from tests.conftest import make_settings
-from tests.notify_helpers import Alerts, Answer, receiver, wipe_notify
+from tests.notify_helpers import Alerts, Answer, Received, receiver, wipe_notify
 
 TOKEN = "xoxb-1234-5678-TOPSECRETtoken"
 CHANNEL = "C0123ABCD"
@@ -557,3 +557,34 @@ def test_a_close_whose_edit_failed_is_told_again_once_slack_answers(env: Env) ->
     assert list(slack.messages) == [ts]
     assert slack.messages[ts]["text"].endswith("· closed")
     assert message_of(env, incident_id).closed_told_at is not None
+
+
+def test_a_discord_edit_answered_429_waits_its_retry_after_and_edits_the_same_message(
+    env: Env,
+) -> None:
+    """Discord's 429 on ``PATCH`` (``retry_after`` in the JSON body, no header): the edit
+    is retried after it, as an edit: no second message."""
+    discord = DiscordApi(WEBHOOK)
+    limited = [Answer(429, b'{"message": "rate limited", "retry_after": 0.3, "global": false}')]
+
+    def serve(got: Received) -> Answer:
+        if got.method == "PATCH" and limited:
+            return limited.pop()
+        return discord(got)
+
+    with receiver(serve=serve) as api:
+        add_channel(env, "discord", api.url + WEBHOOK)
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        env.alerts.transition("gpu-lost", "node-a", "resolved", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+    post, limited_patch, patch = api.requests
+    assert (limited_patch.method, limited_patch.status) == ("PATCH", 429)
+    assert (patch.method, patch.status) == ("PATCH", 200)
+    assert patch.at - limited_patch.at >= 0.3
+    [only] = discord.messages
+    assert message_of(env, incident_id).ref == {"id": only}
+    assert "all alerts resolved" in discord.messages[only]["embeds"][0]["title"]
