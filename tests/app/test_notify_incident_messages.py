@@ -582,6 +582,7 @@ def test_a_discord_edit_answered_429_waits_its_retry_after_and_edits_the_same_me
         drain(env, worker)
         worker.close()
     post, limited_patch, patch = api.requests
+    assert (post.method, post.path) == ("POST", WEBHOOK + "?wait=true")
     assert (limited_patch.method, limited_patch.status) == ("PATCH", 429)
     assert (patch.method, patch.status) == ("PATCH", 200)
     assert patch.at - limited_patch.at >= 0.3
