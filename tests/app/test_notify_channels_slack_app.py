@@ -125,3 +125,15 @@ def test_a_long_incident_keeps_whole_alert_links_and_says_how_many_are_not_shown
     assert lines[-1] == f"and {40 - len(shown)} more alerts"
     assert "*Suggested action:*" in facts and "*Status:* open" in facts
     assert re.search(r"&(?!amp;|lt;|gt;)", facts) is None  # never an entity cut in two
+
+
+def test_a_thread_reply_of_many_changes_keeps_whole_lines_and_counts_the_rest() -> None:
+    changes = tuple(f"Critical firing: Xid 79 & 48 on GPU {i} " + "w" * 80 for i in range(60))
+    group = make_group([make_notice(0)], incident=card(changes=changes))
+    _update, reply = KIND.build_update(group, CONFIG, {"channel": "C0123ABCD", "ts": "1.2"})
+    text = json.loads(reply.body)["text"]
+    lines = text.split("\n")
+    assert len(text) <= 3000
+    assert all(line.endswith("w" * 80) for line in lines[:-1])
+    assert lines[-1] == f"and {60 - (len(lines) - 1)} more changes"
+    assert re.search(r"&(?!amp;|lt;|gt;)", text) is None

@@ -75,15 +75,20 @@ def alert_line(notice: AlertNotice) -> str:
 
 
 def fit_lines(
-    lines: Sequence[str], total: int, limit: int, size: Callable[[str], int] = len
+    lines: Sequence[str],
+    total: int,
+    limit: int,
+    size: Callable[[str], int] = len,
+    *,
+    noun: str = "alerts",
 ) -> list[str]:
     """The first whole ``lines`` (already rendered: escaped, links) that fit in ``limit``
-    (measured by ``size``, joined by newlines) with, when fewer than ``total`` alerts are
-    shown, a last line ``and N more alerts``. A line is never cut: a cut link or escape
-    would show as raw markup."""
+    (measured by ``size``, joined by newlines) with, when fewer than ``total`` are shown, a
+    last line ``and N more <noun>``. A line is never cut: a cut link or escape would show as
+    raw markup."""
 
     def more(shown: int) -> str:
-        return f"and {total - shown} more alerts"
+        return f"and {total - shown} more {noun}"
 
     kept: list[str] = []
     used = 0

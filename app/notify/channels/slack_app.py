@@ -189,8 +189,11 @@ class SlackAppKind(EditingKind):
             )
         ]
         if card.changes:
-            text = "\n".join(slack.escape(line) for line in card.changes)
-            reply = {"channel": channel, "thread_ts": ts, "text": _cut(text)}
+            lines = [slack.escape(common.truncate(line, 500)) for line in card.changes]
+            text = "\n".join(
+                incident_text.fit_lines(lines, len(lines), slack.SECTION_CHARS, noun="changes")
+            )
+            reply = {"channel": channel, "thread_ts": ts, "text": text}
             requests.append(
                 OutboundRequest(
                     url=method_url(config, "chat.postMessage"),
