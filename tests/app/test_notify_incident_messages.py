@@ -589,3 +589,54 @@ def test_a_discord_edit_answered_429_waits_its_retry_after_and_edits_the_same_me
     [only] = discord.messages
     assert message_of(env, incident_id).ref == {"id": only}
     assert "all alerts resolved" in discord.messages[only]["embeds"][0]["title"]
+
+
+def test_two_incidents_of_one_node_in_quick_succession_have_a_message_each(env: Env) -> None:
+    """Incident 1 closes; incident 2 opens on the same node a moment later: its alert posts
+    a second message; the resolve of incident 1's alert edits the first, not the second."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        add_channel(env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL})
+        first_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        quiet = timedelta(seconds=env.settings.incident_quiet_s)
+        closed_at = utcnow() - quiet - timedelta(seconds=5)
+        change_incident(env, first_id, opened_at=closed_at, last_event_at=closed_at)
+        drain(env, worker)
+        [first_ts] = slack.messages
+        now = utcnow()
+        with session_scope(env.factory) as session:
+            node_id = session.get_one(Incident, first_id).node_id
+            second = Incident(
+                node_id=node_id,
+                opened_at=now,
+                last_event_at=now,
+                event_count=1,
+                gpu_indexes=[5],
+                xids=[48],
+                kinds=["xid"],
+                state="unhealthy",
+                job_fatal=True,
+                action_code="reset_gpu",
+                action_text="reset the GPU",
+                updated_at=now,
+                test=False,
+            )
+            session.add(second)
+            session.flush()
+            second_id = second.id
+        env.alerts.transition("gpu-xid", "node-a", "firing", from_state="pending", extra=gpu(5))
+        drain(env, worker)
+        second_ts = next(ts for ts in slack.messages if ts != first_ts)
+        assert f"Incident {second_id} on node-a" in slack.messages[second_ts]["text"]
+        env.alerts.transition("gpu-lost", "node-a", "resolved", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+    assert len(slack.messages) == 2
+    assert f"Incident {first_id} on node-a" in slack.messages[first_ts]["text"]
+    assert "all alerts resolved · closed" in slack.messages[first_ts]["text"]
+    assert "1 alert firing · open" in slack.messages[second_ts]["text"]
+    assert "gpu-lost" not in slack.messages[second_ts]["blocks"][2]["text"]["text"]
+    assert [i for _, _, i in deliveries(env)][-2:] == [second_id, first_id]
