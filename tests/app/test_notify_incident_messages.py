@@ -640,3 +640,27 @@ def test_two_incidents_of_one_node_in_quick_succession_have_a_message_each(env: 
     assert "1 alert firing · open" in slack.messages[second_ts]["text"]
     assert "gpu-lost" not in slack.messages[second_ts]["blocks"][2]["text"]["text"]
     assert [i for _, _, i in deliveries(env)][-2:] == [second_id, first_id]
+
+
+def test_an_alert_queued_before_its_incident_opened_joins_it_before_it_is_sent(
+    env: Env,
+) -> None:
+    """The race between the evaluator and incident grouping: an alert of the node fires (its
+    row queued, no incident yet) and, before the route's group wait ends, the kernel-log
+    event of the same fault opens the incident. The page goes out as the incident's message,
+    not as a plain message followed by a second one for the incident."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        add_channel(env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL})
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        assert [i for _, _, i in deliveries(env)] == [None]
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        drain(env, worker)
+        env.alerts.transition("gpu-xid", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+    [ts] = slack.messages
+    assert f"Incident {incident_id} on node-a" in slack.messages[ts]["text"]
+    assert "2 alerts firing" in slack.messages[ts]["text"]
+    assert [i for _, _, i in deliveries(env)] == [incident_id, incident_id]
