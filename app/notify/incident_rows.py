@@ -59,13 +59,19 @@ def enqueue_changes(session: Session, *, now: datetime, quiet_s: float, deadline
             continue
         if row.open and digest(row) == message.seen:
             continue
+        # One at a time; after a failure, the next try waits out a deadline's length, so a
+        # refusal for good (a 400) is retried hourly rather than at every scan.
         waiting = session.scalar(
             select(NotifyDelivery.id)
             .where(
                 NotifyDelivery.incident_id == message.incident_id,
                 NotifyDelivery.channel_id == message.channel_id,
                 NotifyDelivery.kind == "incident",
-                NotifyDelivery.status == "queued",
+                or_(
+                    NotifyDelivery.status == "queued",
+                    (NotifyDelivery.status == "failed")
+                    & (NotifyDelivery.created_at > now - timedelta(seconds=deadline_s)),
+                ),
             )
             .limit(1)
         )

@@ -552,6 +552,9 @@ def test_a_close_whose_edit_failed_is_told_again_once_slack_answers(env: Env) ->
         ]
         assert "· open" in slack.messages[ts]["text"]
         slack.update_failures = []
+        with session_scope(env.factory) as session:  # not before a deadline's length
+            assert enqueue_changes(session, now=utcnow(), quiet_s=180.0, deadline_s=3600.0) == 0
+            assert enqueue_changes(session, now=utcnow(), quiet_s=180.0, deadline_s=1.5) == 1
         drain(env, worker)
         worker.close()
     assert list(slack.messages) == [ts]
@@ -579,6 +582,8 @@ def test_a_discord_edit_answered_429_waits_its_retry_after_and_edits_the_same_me
         env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
         drain(env, worker)
         env.alerts.transition("gpu-lost", "node-a", "resolved", extra=gpu(1))
+        worker.run_once()  # the 429
+        time.sleep(0.4)
         drain(env, worker)
         worker.close()
     post, limited_patch, patch = api.requests
