@@ -4,7 +4,8 @@
 Delivery rows carry their alert's incident (``notify_delivery.incident_id``, set when queued by
 :mod:`app.notify.outbox`). On an editing channel the worker claims every due row of one
 incident as one batch (:func:`prepare` reads, in the claim's transaction, what the message must
-show: the incident, every alert of it told to the channel in its latest state, and the lines of
+show: the incident, every alert of it told (or meant to be told: a row that failed) to the
+channel in its latest state, and the lines of
 what changed); :func:`send` (no transaction) posts the message when the channel has none for
 the incident yet, else edits it (and, on Slack, replies in its thread with the changes);
 :func:`remember` stores the posted message's reference (``notify_incident_message``).
@@ -13,6 +14,8 @@ An edit that the service refuses because the message is gone or can no longer be
 (Slack ``message_not_found`` / ``edit_window_closed``, Discord 10008 Unknown Message), or
 refuses for good for any other reason than a broken channel, is posted as a new message, whose
 reference replaces the old one: a change is never lost. A retryable failure retries the edit.
+A message in a Slack channel the settings no longer name (``options.channel`` changed) is not
+edited: the change is posted to the configured channel.
 
 :func:`app.notify.incident_rows.enqueue_changes` (with the repeat scan, every 15 s) queues an
 ``incident`` row for each message whose incident closed (its quiet period passed), or whose
@@ -114,7 +117,10 @@ def prepare(
             NotifyDelivery.channel_id == channel_id,
             NotifyDelivery.instance_id.is_not(None),
             or_(
-                NotifyDelivery.status == "delivered",
+                # A failed row (its edit refused until the deadline, the channel broken)
+                # still names a real alert: the next edit shows it; a suppressed one was
+                # silenced and stays out.
+                NotifyDelivery.status.in_(("delivered", "failed")),
                 NotifyDelivery.id.in_([row_id for row_id, _, _ in claimed]),
             ),
         )
@@ -184,7 +190,7 @@ def send(
         )
 
     try:
-        if batch.ref is not None:
+        if batch.ref is not None and kind.message_here(config, batch.ref):
             requests = kind.build_update(group, config, batch.ref)
             edited = one(requests[0])
             outcome = edited.outcome

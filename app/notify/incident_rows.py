@@ -3,7 +3,8 @@ and sends the messages): what a message last told of its incident (:func:`digest
 ``incident`` rows queued when an incident closes or grows without a new alert
 (:func:`enqueue_changes`, run with the repeat scan); the incidents another worker is sending
 (:func:`busy`); the alerts of an incident still firing on a channel that cannot edit
-(:func:`with_firing_counts`, for PagerDuty's resolve)."""
+(:func:`with_firing_counts`, for PagerDuty's resolve); the incident of a first page queued
+before that incident opened (:func:`attach_late`)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def digest(row: incidents_service.IncidentRow) -> str:
 
 def enqueue_changes(session: Session, *, now: datetime, quiet_s: float, deadline_s: float) -> int:
     """Queue an ``incident`` row for each message (of an enabled, working channel) whose
-    incident closed, or changed beyond its alerts, since it was last told; returns how many.
+    incident closed, or changed beyond its alerts, since it was last told (delivered), unless
+    one is queued already; returns how many.
     A message whose incident was pruned is left alone from then on."""
     messages = list(
         session.scalars(
@@ -57,13 +59,19 @@ def enqueue_changes(session: Session, *, now: datetime, quiet_s: float, deadline
             continue
         if row.open and digest(row) == message.seen:
             continue
+        # One at a time; after a failure, the next try waits out a deadline's length, so a
+        # refusal for good (a 400) is retried hourly rather than at every scan.
         waiting = session.scalar(
             select(NotifyDelivery.id)
             .where(
                 NotifyDelivery.incident_id == message.incident_id,
                 NotifyDelivery.channel_id == message.channel_id,
                 NotifyDelivery.kind == "incident",
-                NotifyDelivery.status == "queued",
+                or_(
+                    NotifyDelivery.status == "queued",
+                    (NotifyDelivery.status == "failed")
+                    & (NotifyDelivery.created_at > now - timedelta(seconds=deadline_s)),
+                ),
             )
             .limit(1)
         )
@@ -87,9 +95,9 @@ def enqueue_changes(session: Session, *, now: datetime, quiet_s: float, deadline
                 incident_id=message.incident_id,
             )
         )
-        message.seen = digest(row)
-        if not row.open:
-            message.closed_told_at = now
+        # ``seen`` and ``closed_told_at`` are set when the row is delivered
+        # (incident_messages.remember): a row that fails (the service down past its
+        # deadline) is queued again by a later scan, so a close is never lost.
         queued += 1
     session.flush()
     return queued
@@ -152,3 +160,35 @@ def busy(session: Session, *, rows: list[NotifyDelivery], now: datetime) -> set[
         .distinct()
     )
     return {(c, i) for c, i in found if i is not None and (c, i) in pairs}
+
+
+def attach_late(session: Session, rows: list[NotifyDelivery]) -> int:
+    """Give each claimed first page (``firing``, never sent) of no incident the incident its
+    node has now for the moment it was queued, as :mod:`app.notify.outbox` would have: an
+    alert can fire before the event of the same fault opens the incident (the kernel-log
+    line in a later batch), and would otherwise page apart from the incident's message.
+    One statement per queueing moment. Returns how many rows joined an incident."""
+    late: dict[datetime, list[NotifyDelivery]] = {}
+    for row in rows:
+        first_page = row.kind == "firing" and row.attempts == 0 and row.message_id is None
+        if first_page and row.incident_id is None and row.instance_id is not None:
+            late.setdefault(row.created_at, []).append(row)
+    joined = 0
+    for at, some in late.items():
+        keys = {key for key in map(_key, some) if key is not None}
+        found = incidents_service.incidents_of_alerts(session, keys=keys, at=at)
+        for row in some:
+            key = _key(row)
+            incident_id = found.get(key) if key is not None else None
+            if incident_id is not None:
+                row.incident_id = incident_id
+                row.payload = {**row.payload, "incident_id": incident_id}
+                joined += 1
+    return joined
+
+
+def _key(row: NotifyDelivery) -> tuple[str, bool] | None:
+    """(hostname, test) of a row's alert labels, None without a hostname."""
+    labels = (row.payload or {}).get("labels") or {}
+    hostname = labels.get("hostname")
+    return (str(hostname), str(labels.get("test")) == "true") if hostname else None

@@ -161,6 +161,7 @@ class DeliveryWorker:
         rows = list(session.scalars(stmt))
         messages = self._messages(session, rows)
         rows = [r for r in rows if r.message_id is None or r.message_id in messages]
+        incident_rows.attach_late(session, rows)
         held = self._held(session, rows, now)
         busy = incident_rows.busy(session, rows=rows, now=now)
         rows = [r for r in rows if r.id not in held and (r.channel_id, r.incident_id) not in busy]

@@ -3,6 +3,8 @@ cannot ping, escaped markdown, and 429 ``retry_after`` in the body."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from tests.app.test_notify_channels_common import (
     make_group,
     make_notice,
 )
+from tests.app.test_notify_channels_slack_app import long_incident
 
 KIND = discord.DiscordKind()
 CONFIG = ChannelConfig(url="https://discord.com/api/webhooks/1/tok")
@@ -250,3 +253,18 @@ def test_interpret_reads_discord_answers(
 def test_interpret_reads_an_http_date_retry_after() -> None:
     outcome = KIND.interpret(429, {"Retry-After": "Sun, 01 Jan 2100 00:00:00 GMT"}, b"")
     assert outcome.retryable and outcome.retry_after_s is not None and outcome.retry_after_s > 1e8
+
+
+def test_a_long_incident_message_keeps_whole_alert_links_under_the_description_limit() -> None:
+    notices, incident = long_incident()
+    body = json.loads(KIND.build_post(make_group(notices, incident=incident), CONFIG).body)
+    description = body["embeds"][0]["description"]
+    assert discord.units(description) <= discord.DESCRIPTION_CHARS
+    assert discord.embed_chars(body["embeds"][0]) <= discord.MESSAGE_EMBED_CHARS
+    facts, _, alerts = description.partition("\n\n")
+    assert "**Suggested action:**" in facts and "**Status:** open" in facts
+    lines = alerts.split("\n")
+    shown = [line for line in lines if line.startswith("[")]
+    link = r"\[[^\[\]]+\]\(https://fw\.example/alerts/\d+\)"
+    assert shown and all(re.fullmatch(link, line) for line in shown)
+    assert lines[-1] == f"and {40 - len(shown)} more alerts"

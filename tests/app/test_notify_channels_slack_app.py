@@ -4,12 +4,14 @@ Slack's ``ok``/``error`` answers read into outcomes, and its settings checked.""
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from app.notify.channels import slack_app
-from app.notify.channels.base import ChannelConfig, IncidentCard
+from app.notify.channels.base import AlertNotice, ChannelConfig, IncidentCard
 from tests.app.test_notify_channels_common import T0, make_group, make_notice
 
 KIND = slack_app.SlackAppKind()
@@ -98,3 +100,40 @@ def test_the_settings_need_a_bot_token_and_a_channel_id() -> None:
         KIND.validate(ChannelConfig(url="", secret=None, options={"channel": "C0123ABCD"}))
     with pytest.raises(ValueError, match=r"options\.channel: the Slack channel ID"):
         KIND.validate(ChannelConfig(url="", secret="xoxb-1", options={"channel": "#gpu-ops"}))
+
+
+def long_incident() -> tuple[list[AlertNotice], IncidentCard]:
+    """40 alerts with 260-character summaries and an incident whose action text is 4,800
+    characters of ``&`` (escaped to ``&amp;``): each section is past Slack's 3,000."""
+    notices = [
+        replace(make_notice(i), annotations={"summary": f"Xid 79 on GPU {i % 8} " + "z" * 240})
+        for i in range(40)
+    ]
+    return notices, card(gpu_indexes=tuple(range(8)), action_text="a & b " * 800)
+
+
+def test_a_long_incident_keeps_whole_alert_links_and_says_how_many_are_not_shown() -> None:
+    notices, incident = long_incident()
+    body = json.loads(KIND.build_post(make_group(notices, incident=incident), CONFIG).body)
+    facts, alerts = (body["blocks"][i]["text"]["text"] for i in (1, 2))
+    assert len(facts) <= 3000 and len(alerts) <= 3000
+    lines = alerts.split("\n")
+    shown = [line for line in lines if line.startswith("<")]
+    assert shown and all(
+        re.fullmatch(r"<https://fw\.example/alerts/\d+\|[^<>|]+>", s) for s in shown
+    )
+    assert lines[-1] == f"and {40 - len(shown)} more alerts"
+    assert "*Suggested action:*" in facts and "*Status:* open" in facts
+    assert re.search(r"&(?!amp;|lt;|gt;)", facts) is None  # never an entity cut in two
+
+
+def test_a_thread_reply_of_many_changes_keeps_whole_lines_and_counts_the_rest() -> None:
+    changes = tuple(f"Critical firing: Xid 79 & 48 on GPU {i} " + "w" * 80 for i in range(60))
+    group = make_group([make_notice(0)], incident=card(changes=changes))
+    _update, reply = KIND.build_update(group, CONFIG, {"channel": "C0123ABCD", "ts": "1.2"})
+    text = json.loads(reply.body)["text"]
+    lines = text.split("\n")
+    assert len(text) <= 3000
+    assert all(line.endswith("w" * 80) for line in lines[:-1])
+    assert lines[-1] == f"and {60 - (len(lines) - 1)} more changes"
+    assert re.search(r"&(?!amp;|lt;|gt;)", text) is None

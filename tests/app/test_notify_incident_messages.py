@@ -6,6 +6,7 @@ made is posted anew, never lost; alerts of no incident go out as before."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,13 +24,13 @@ from app.incidents.models import Incident
 from app.notify import service
 from app.notify.incident_rows import enqueue_changes
 from app.notify.models import NotifyDelivery, NotifyIncidentMessage
-from app.notify.schemas import ChannelIn, RouteIn
+from app.notify.schemas import ChannelIn, ChannelUpdate, RouteIn
 from app.notify.secrets import SecretBox
 from app.notify.worker import DeliveryWorker
 from tests.app.test_notify_delivery import make_worker
 from tests.chat_apis import DiscordApi, SlackApi
 from tests.conftest import make_settings
-from tests.notify_helpers import Alerts, Answer, receiver, wipe_notify
+from tests.notify_helpers import Alerts, Answer, Received, receiver, wipe_notify
 
 TOKEN = "xoxb-1234-5678-TOPSECRETtoken"
 CHANNEL = "C0123ABCD"
@@ -409,3 +410,262 @@ def test_a_failed_slack_edit_is_retried_as_an_edit_or_posted_anew_when_refused_f
     second = next(ts for ts in slack.messages if ts != first)
     assert message_of(env, incident_id).ref == {"channel": CHANNEL, "ts": second}
     assert [s for _, s, _ in deliveries(env)] == ["delivered"] * 3
+
+
+def test_a_slack_incident_moves_to_the_channel_set_since_and_the_channel_stays_working(
+    env: Env,
+) -> None:
+    """The channel's Slack channel is changed mid-incident (the old one archived): the next
+    change is posted to the new channel (the old message is in a channel no longer
+    configured), by a restarted worker reading the stored reference, and the channel is
+    not marked broken by an edit of the old channel's message."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        channel_id = add_channel(
+            env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL}
+        )
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+        [first] = slack.messages
+        with session_scope(env.factory) as session:
+            service.update_channel(
+                session,
+                channel_id=channel_id,
+                data=ChannelUpdate(options={"channel": "C0NEWCHAN"}),
+                box=env.box,
+                allow_hosts=["127.0.0.1"],
+            )
+        # The old channel is archived: Slack refuses an edit there.
+        slack.update_failures = [Answer(200, b'{"ok": false, "error": "is_archived"}', {})]
+        worker = make_worker(env)  # the server restarted
+        env.alerts.transition("gpu-lost", "node-a", "resolved", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+    repost = api.requests[-1]
+    assert (repost.path, repost.json()["channel"]) == ("/api/chat.postMessage", "C0NEWCHAN")
+    second = next(ts for ts in slack.messages if ts != first)
+    assert message_of(env, incident_id).ref == {"channel": "C0NEWCHAN", "ts": second}
+    with session_scope(env.factory) as session:
+        assert service.get_channel(session, channel_id=channel_id).broken is False
+    assert [s for _, s, _ in deliveries(env)] == ["delivered", "delivered"]
+
+
+def test_a_revoked_slack_token_marks_the_channel_broken_and_is_not_posted_anew(
+    env: Env,
+) -> None:
+    """``token_revoked`` on an edit: the channel is broken (shown on the channels page with
+    Slack's error), the row fails once, nothing is re-posted or retried in a loop; a new
+    token clears it and the next change edits the same message."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        channel_id = add_channel(
+            env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL}
+        )
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        [first] = slack.messages
+        slack.update_failures = [Answer(200, b'{"ok": false, "error": "token_revoked"}', {})]
+        env.alerts.transition("gpu-xid", "node-a", "firing", from_state="pending", extra=gpu(3))
+        drain(env, worker)
+        with session_scope(env.factory) as session:
+            channel = service.get_channel(session, channel_id=channel_id)
+            assert channel.broken is True and "token_revoked" in (channel.last_error or "")
+        assert [r.path for r in api.requests] == ["/api/chat.postMessage", "/api/chat.update"]
+        assert [s for _, s, _ in deliveries(env)] == ["delivered", "failed"]
+        with session_scope(env.factory) as session:
+            service.update_channel(
+                session,
+                channel_id=channel_id,
+                data=ChannelUpdate(secret=TOKEN),
+                box=env.box,
+                allow_hosts=["127.0.0.1"],
+            )
+        env.alerts.transition("gpu-lost", "node-a", "resolved", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+    assert list(slack.messages) == [first]
+    assert message_of(env, incident_id).ref == {"channel": CHANNEL, "ts": first}
+    assert api.requests[-2].path == "/api/chat.update"
+
+
+def test_an_alert_whose_edit_failed_for_good_is_still_shown_by_the_next_edit(env: Env) -> None:
+    """Slack answers 500 to every edit until the row's deadline (an hour by default) passes:
+    the row fails. The next change (the incident's close) edits the message in full: the
+    alert whose row failed is in it, firing, not left out as if it never fired."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        add_channel(env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL})
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        [ts] = slack.messages
+        slack.update_failures = [Answer(500, b"upstream error")] * 50
+        env.alerts.transition("gpu-xid", "node-a", "firing", from_state="pending", extra=gpu(3))
+        worker.close()
+        worker = make_worker(env, deadline_s=1.5)  # the hour of failures, in a moment
+        worker.run_once()  # the first failed edit
+        time.sleep(1.6)
+        drain(env, worker)
+        assert [s for _, s, _ in deliveries(env)] == ["delivered", "failed"]
+        slack.update_failures = []
+        long_ago = utcnow() - timedelta(hours=1)
+        change_incident(env, incident_id, opened_at=long_ago, last_event_at=long_ago)
+        drain(env, worker)
+        worker.close()
+    assert list(slack.messages) == [ts]
+    text = slack.messages[ts]["text"]
+    assert "2 alerts firing" in text and text.endswith("· closed")
+    assert "gpu-xid on node-a" in slack.messages[ts]["blocks"][2]["text"]["text"]
+
+
+def test_a_close_whose_edit_failed_is_told_again_once_slack_answers(env: Env) -> None:
+    """Every edit of the incident's close fails until the row's deadline (Slack down for the
+    hour): once Slack answers again, the close is queued anew and the message says closed,
+    instead of showing "open: closes at …" for good."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        add_channel(env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL})
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+        [ts] = slack.messages
+        slack.update_failures = [Answer(503, b"unavailable")] * 50
+        long_ago = utcnow() - timedelta(hours=1)
+        change_incident(env, incident_id, opened_at=long_ago, last_event_at=long_ago)
+        worker = make_worker(env, deadline_s=1.5)  # the hour of failures, in a moment
+        with session_scope(env.factory) as session:
+            assert enqueue_changes(session, now=utcnow(), quiet_s=180.0, deadline_s=1.5) == 1
+        worker.run_once()
+        time.sleep(1.6)
+        worker.run_once()
+        assert [(k, s) for k, s, _ in deliveries(env)] == [
+            ("firing", "delivered"),
+            ("incident", "failed"),
+        ]
+        assert "· open" in slack.messages[ts]["text"]
+        slack.update_failures = []
+        with session_scope(env.factory) as session:  # not before a deadline's length
+            assert enqueue_changes(session, now=utcnow(), quiet_s=180.0, deadline_s=3600.0) == 0
+            assert enqueue_changes(session, now=utcnow(), quiet_s=180.0, deadline_s=1.5) == 1
+        drain(env, worker)
+        worker.close()
+    assert list(slack.messages) == [ts]
+    assert slack.messages[ts]["text"].endswith("· closed")
+    assert message_of(env, incident_id).closed_told_at is not None
+
+
+def test_a_discord_edit_answered_429_waits_its_retry_after_and_edits_the_same_message(
+    env: Env,
+) -> None:
+    """Discord's 429 on ``PATCH`` (``retry_after`` in the JSON body, no header): the edit
+    is retried after it, as an edit: no second message."""
+    discord = DiscordApi(WEBHOOK)
+    limited = [Answer(429, b'{"message": "rate limited", "retry_after": 0.3, "global": false}')]
+
+    def serve(got: Received) -> Answer:
+        if got.method == "PATCH" and limited:
+            return limited.pop()
+        return discord(got)
+
+    with receiver(serve=serve) as api:
+        add_channel(env, "discord", api.url + WEBHOOK)
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        env.alerts.transition("gpu-lost", "node-a", "resolved", extra=gpu(1))
+        worker.run_once()  # the 429
+        time.sleep(0.4)
+        drain(env, worker)
+        worker.close()
+    post, limited_patch, patch = api.requests
+    assert (post.method, post.path) == ("POST", WEBHOOK + "?wait=true")
+    assert (limited_patch.method, limited_patch.status) == ("PATCH", 429)
+    assert (patch.method, patch.status) == ("PATCH", 200)
+    assert patch.at - limited_patch.at >= 0.3
+    [only] = discord.messages
+    assert message_of(env, incident_id).ref == {"id": only}
+    assert "all alerts resolved" in discord.messages[only]["embeds"][0]["title"]
+
+
+def test_two_incidents_of_one_node_in_quick_succession_have_a_message_each(env: Env) -> None:
+    """Incident 1 closes; incident 2 opens on the same node a moment later: its alert posts
+    a second message; the resolve of incident 1's alert edits the first, not the second."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        add_channel(env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL})
+        first_id = open_incident(env)
+        worker = make_worker(env)
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        quiet = timedelta(seconds=env.settings.incident_quiet_s)
+        closed_at = utcnow() - quiet - timedelta(seconds=5)
+        change_incident(env, first_id, opened_at=closed_at, last_event_at=closed_at)
+        drain(env, worker)
+        [first_ts] = slack.messages
+        now = utcnow()
+        with session_scope(env.factory) as session:
+            node_id = session.get_one(Incident, first_id).node_id
+            second = Incident(
+                node_id=node_id,
+                opened_at=now,
+                last_event_at=now,
+                event_count=1,
+                gpu_indexes=[5],
+                xids=[48],
+                kinds=["xid"],
+                state="unhealthy",
+                job_fatal=True,
+                action_code="reset_gpu",
+                action_text="reset the GPU",
+                updated_at=now,
+                test=False,
+            )
+            session.add(second)
+            session.flush()
+            second_id = second.id
+        env.alerts.transition("gpu-xid", "node-a", "firing", from_state="pending", extra=gpu(5))
+        drain(env, worker)
+        second_ts = next(ts for ts in slack.messages if ts != first_ts)
+        assert f"Incident {second_id} on node-a" in slack.messages[second_ts]["text"]
+        env.alerts.transition("gpu-lost", "node-a", "resolved", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+    assert len(slack.messages) == 2
+    assert f"Incident {first_id} on node-a" in slack.messages[first_ts]["text"]
+    assert "all alerts resolved · closed" in slack.messages[first_ts]["text"]
+    assert "1 alert firing · open" in slack.messages[second_ts]["text"]
+    assert "gpu-lost" not in slack.messages[second_ts]["blocks"][2]["text"]["text"]
+    assert [i for _, _, i in deliveries(env)][-2:] == [second_id, first_id]
+
+
+def test_an_alert_queued_before_its_incident_opened_joins_it_before_it_is_sent(
+    env: Env,
+) -> None:
+    """The race between the evaluator and incident grouping: an alert of the node fires (its
+    row queued, no incident yet) and, before the route's group wait ends, the kernel-log
+    event of the same fault opens the incident. The page goes out as the incident's message,
+    not as a plain message followed by a second one for the incident."""
+    slack = SlackApi(TOKEN)
+    with receiver(serve=slack) as api:
+        add_channel(env, "slack_app", api.url + "/api", secret=TOKEN, options={"channel": CHANNEL})
+        env.alerts.transition("gpu-lost", "node-a", "firing", from_state="pending", extra=gpu(1))
+        assert [i for _, _, i in deliveries(env)] == [None]
+        incident_id = open_incident(env)
+        worker = make_worker(env)
+        drain(env, worker)
+        env.alerts.transition("gpu-xid", "node-a", "firing", from_state="pending", extra=gpu(1))
+        drain(env, worker)
+        worker.close()
+    [ts] = slack.messages
+    assert f"Incident {incident_id} on node-a" in slack.messages[ts]["text"]
+    assert "2 alerts firing" in slack.messages[ts]["text"]
+    assert [i for _, _, i in deliveries(env)] == [incident_id, incident_id]

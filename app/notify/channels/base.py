@@ -221,6 +221,12 @@ class EditingKind(ChannelKind):
         """The posted message's reference from a successful post's answer; ``None`` when the
         answer holds none (the next change then posts a new message)."""
 
+    def message_here(self, config: ChannelConfig, ref: Mapping[str, str]) -> bool:
+        """Whether message ``ref`` is where ``config`` posts now (False: the settings moved
+        the channel elsewhere since, so the incident's next change is posted there anew
+        rather than edited in a channel no longer configured)."""
+        return True
+
     @abstractmethod
     def message_gone(self, status_code: int, body: bytes) -> bool:
         """Whether a failed update means the message cannot be edited any more (deleted, too

@@ -155,12 +155,12 @@ def incident_body(group: NoticeGroup) -> dict[str, Any]:
     assert card is not None, "an incident message needs its incident"
     notices = list(group.notices)
     facts = "\n".join(f"**{name}:** {escape(value)}" for name, value in incident_text.facts(card))
-    lines = [
+    links = [
         f"[{escape(incident_text.alert_line(n))}]({_link_url(n.dashboard_url)})"
         for n in notices[:ALERT_LINES]
     ]
-    if len(notices) > ALERT_LINES:
-        lines.append(f"and {len(notices) - ALERT_LINES} more alerts")
+    room = DESCRIPTION_CHARS - units(facts) - 2
+    lines = incident_text.fit_lines(links, len(notices), room, units) if notices else []
     description = facts + ("\n\n" + "\n".join(lines) if lines else "")
     live = incident_text.firing(notices)
     colour = INCIDENT_COLOURS.get(card.state, OTHER_COLOUR)

@@ -5,11 +5,15 @@ the :class:`~app.notify.channels.base.IncidentCard` and the notices (no clock: t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from app.notify.channels import common
 from app.notify.channels.base import AlertNotice, IncidentCard
 
+#: Longest fact value and alert line (characters, before escaping): one long summary or
+#: action text never pushes the other facts or alerts out of the message.
+FACT_CHARS = 300
+ALERT_LINE_CHARS = 300
 _STATE_WORDS = {"unhealthy": "Unhealthy", "degraded": "Degraded"}
 _STATE_ICONS = {"unhealthy": "🔴", "degraded": "🟠"}
 
@@ -47,7 +51,7 @@ def facts(card: IncidentCard) -> list[tuple[str, str]]:
         status = f"open: closes at {common.rfc3339(card.closes_at)} without a new fault"
     else:
         status = f"closed at {common.rfc3339(card.closes_at)}"
-    return [
+    pairs = [
         ("GPUs", gpus),
         ("Xids", xids),
         ("Opened", common.rfc3339(card.opened_at)),
@@ -55,13 +59,46 @@ def facts(card: IncidentCard) -> list[tuple[str, str]]:
         ("Status", status),
         ("Suggested action", card.action_text or "none"),
     ]
+    return [(name, common.truncate(value, FACT_CHARS)) for name, value in pairs]
 
 
 def alert_line(notice: AlertNotice) -> str:
     """``🔴 Critical: Xid 79 on node-a GPU 1 (gpu-lost) since 2026-…Z`` or ``✅ Resolved: …
     at …``."""
-    line = f"{common.severity_icon(notice)} {common.severity_word(notice)}: {notice.summary}"
-    line += f" ({notice.rule_name})"
+    head = f"{common.severity_icon(notice)} {common.severity_word(notice)}: "
     if notice.status == "resolved" and notice.ends_at is not None:
-        return line + f" at {common.rfc3339(notice.ends_at)}"
-    return line + f" since {common.rfc3339(notice.starts_at)}"
+        tail = f" ({notice.rule_name}) at {common.rfc3339(notice.ends_at)}"
+    else:
+        tail = f" ({notice.rule_name}) since {common.rfc3339(notice.starts_at)}"
+    room = max(1, ALERT_LINE_CHARS - len(head) - len(tail))
+    return head + common.truncate(notice.summary, room) + tail
+
+
+def fit_lines(
+    lines: Sequence[str],
+    total: int,
+    limit: int,
+    size: Callable[[str], int] = len,
+    *,
+    noun: str = "alerts",
+) -> list[str]:
+    """The first whole ``lines`` (already rendered: escaped, links) that fit in ``limit``
+    (measured by ``size``, joined by newlines) with, when fewer than ``total`` are shown, a
+    last line ``and N more <noun>``. A line is never cut: a cut link or escape would show as
+    raw markup."""
+
+    def more(shown: int) -> str:
+        return f"and {total - shown} more {noun}"
+
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        need = used + size(line) + (1 if kept else 0)
+        tail = 0 if len(kept) + 1 == total else size(more(len(kept) + 1)) + 1
+        if need + tail > limit:
+            break
+        kept.append(line)
+        used = need
+    if len(kept) < total:
+        kept.append(more(len(kept)))
+    return kept

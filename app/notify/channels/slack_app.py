@@ -78,11 +78,10 @@ def incident_message(group: NoticeGroup) -> dict[str, Any]:
     notices = list(group.notices)
     head = incident_text.title(card, notices)
     facts = "\n".join(f"*{k}:* {slack.escape(v)}" for k, v in incident_text.facts(card))
-    lines = [
+    links = [
         slack.link(n.dashboard_url, incident_text.alert_line(n)) for n in notices[:ALERT_LINES]
     ]
-    if len(notices) > ALERT_LINES:
-        lines.append(f"and {len(notices) - ALERT_LINES} more alerts")
+    lines = incident_text.fit_lines(links, len(notices), slack.SECTION_CHARS) if notices else []
     blocks: list[dict[str, Any]] = [
         {
             "type": "header",
@@ -95,7 +94,7 @@ def incident_message(group: NoticeGroup) -> dict[str, Any]:
         {"type": "section", "text": {"type": "mrkdwn", "text": _cut(facts)}},
     ]
     if lines:
-        alerts = _cut("\n".join(lines))
+        alerts = "\n".join(lines)
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": alerts}})
     buttons = [("Open incident", card.url, "open-incident")]
     runbook = next((n.runbook_url for n in incident_text.firing(notices) if n.runbook_url), None)
@@ -190,8 +189,11 @@ class SlackAppKind(EditingKind):
             )
         ]
         if card.changes:
-            text = "\n".join(slack.escape(line) for line in card.changes)
-            reply = {"channel": channel, "thread_ts": ts, "text": _cut(text)}
+            lines = [slack.escape(common.truncate(line, 500)) for line in card.changes]
+            text = "\n".join(
+                incident_text.fit_lines(lines, len(lines), slack.SECTION_CHARS, noun="changes")
+            )
+            reply = {"channel": channel, "thread_ts": ts, "text": text}
             requests.append(
                 OutboundRequest(
                     url=method_url(config, "chat.postMessage"),
@@ -207,6 +209,12 @@ class SlackAppKind(EditingKind):
         if parsed.get("ok") is True and parsed.get("channel") and parsed.get("ts"):
             return {"channel": str(parsed["channel"]), "ts": str(parsed["ts"])}
         return None
+
+    def message_here(self, config: ChannelConfig, ref: Mapping[str, str]) -> bool:
+        """The message is in the configured channel (``options.channel`` changed since, the
+        old channel perhaps archived: an edit there would answer ``is_archived`` or
+        ``channel_not_found`` and mark the working channel broken)."""
+        return ref.get("channel") == self._channel(config)
 
     def message_gone(self, status_code: int, body: bytes) -> bool:
         """``message_not_found``, ``cant_update_message``, ``edit_window_closed``."""
