@@ -129,10 +129,16 @@ def batch(
 # --- alerts (issue 5) -----------------------------------------------------------------------
 
 
-def store_payload(url: str, payload: dict[str, Any], *, received_at: datetime) -> dict[str, Any]:
+def store_payload(
+    url: str, payload: dict[str, Any], *, received_at: datetime, keep_sent_at: bool = False
+) -> dict[str, Any]:
     """Store ``payload`` through the ingest service as if received at ``received_at`` (the node
     and its token created on first use), so alert tests control the server's clock; returns
-    the ingest answer."""
+    the ingest answer. The batch is sent when received (``sent_at`` = ``received_at``: the
+    agent's clock is right, else the node's skew is judged, app.health.checks.clock), unless
+    ``keep_sent_at`` keeps the payload's own ``sent_at`` (a skewed clock on purpose)."""
+    if not keep_sent_at:
+        payload = {**payload, "sent_at": iso(received_at)}
     from app.fleet import service as fleet_service
     from app.ingest import service as ingest_service
     from app.ingest.schemas import IngestBatchIn

@@ -272,7 +272,10 @@ def test_absence_is_judged_by_server_receive_time_not_agent_clock(url: str) -> N
     # node-a's agent clock is 1 h behind: its samples look old, but it reports every 10 s.
     skewed = NOW - timedelta(hours=1)
     store_payload(
-        url, node_batch("node-a", [gpu(0)], at=skewed, sent_at=iso(skewed)), received_at=NOW
+        url,
+        node_batch("node-a", [gpu(0)], at=skewed, sent_at=iso(skewed)),
+        received_at=NOW,
+        keep_sent_at=True,
     )
     store_payload(url, node_batch("node-b", [gpu(0, hostname="node-b")]), received_at=NOW)
     add_rules(url, rule("stale", {"kind": "absence", "target": "node", "after": "2m"}))
@@ -284,6 +287,7 @@ def test_absence_is_judged_by_server_receive_time_not_agent_clock(url: str) -> N
         url,
         node_batch("node-a", [gpu(0)], at=skewed + timedelta(seconds=110), sent_at=iso(skewed)),
         received_at=NOW + timedelta(seconds=110),
+        keep_sent_at=True,
     )
     evaluate_at(url, NOW + timedelta(seconds=150))
 
