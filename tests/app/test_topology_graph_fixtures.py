@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from agents.topology.matrix import TopoParseError, parse_topo_matrix, topology_section
 from app.topology.graph import TopologyGraph, build_graph
@@ -236,9 +235,10 @@ EXPECTED: dict[str, Expected] = {
     ),
 }
 NOT_TOPO_M = {
-    # ``topo -p2p r`` matrices: their OK/CNS cells are no link codes, so ingest refuses them.
-    "h100-8gpu-p2p-read-ok.txt": "validation",
-    "l4-2gpu-p2p-read-cns.txt": "validation",
+    # ``topo -p2p r`` matrices: their OK/CNS cells are no link codes; the agent leaves them out
+    # and sends a partial topology that names them.
+    "h100-8gpu-p2p-read-ok.txt": "partial",
+    "l4-2gpu-p2p-read-cns.txt": "partial",
     # nvidia-smi's error text instead of a matrix: the agent sends a partial, empty topology.
     "windows-rtx-2080-super-topo-m-error.txt": "parse",
 }
@@ -274,7 +274,16 @@ def test_capture_layout_keeps_boxes_apart_and_inside_the_drawing(name: str) -> N
     assert all(e.path.startswith("M") for e in graph.edges)
 
 
-def test_p2p_matrices_are_refused_by_ingest_as_topology() -> None:
+P2P_CELLS = {
+    "h100-8gpu-p2p-read-ok.txt": (28, "GPU0-GPU1 'OK'"),
+    "l4-2gpu-p2p-read-cns.txt": (1, "GPU0-GPU1 'CNS'"),
+}
+
+
+def test_p2p_matrices_are_sent_as_partial_topologies_without_links() -> None:
+    """A ``topo -p2p`` status (OK, CNS…) is no link type: the agent draws no link from it and
+    says which cells it left out, and ingest stores that document as it is (partial, no links)
+    rather than refusing the node's whole topology."""
     for name, kind in NOT_TOPO_M.items():
         text = fixture_path(f"topo/{name}").read_text()
         if kind == "parse":
@@ -282,8 +291,16 @@ def test_p2p_matrices_are_refused_by_ingest_as_topology() -> None:
                 parse_topo_matrix(text)
             continue
         body = topology_section(parse_topo_matrix(text))
-        with pytest.raises(ValidationError, match=r"links\.0\.type"):
-            TopologyIn.model_validate({"collected_at": "2026-11-29T12:00:00Z", **body})
+        cells, first = P2P_CELLS[name]
+        assert body["links"] == []
+        assert body["partial"] is True
+        assert body["errors"][0].startswith(
+            f"nvidia-smi topo -m: {cells} cell(s) hold no link code"
+        )
+        assert first in body["errors"][0]
+        topology = TopologyIn.model_validate({"collected_at": "2026-11-29T12:00:00Z", **body})
+        assert topology.links == [] and topology.partial is True
+        assert [d.id for d in topology.devices] == [f"GPU{i}" for i in range(len(topology.devices))]
 
 
 def test_the_agents_document_for_topo_m_error_output_draws_nothing_but_says_why() -> None:
