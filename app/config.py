@@ -262,6 +262,16 @@ class Settings(BaseSettings):
     session_ttl_s: float = Field(
         default=12 * 3600.0, ge=60, le=30 * 86400, description="a login session's lifetime"
     )
+    session_idle_s: float = Field(
+        default=8 * 3600.0,
+        ge=60,
+        le=30 * 86400,
+        description="a login session ends after this long without a request (a page left open "
+        "keeps it alive: its panels refresh)",
+    )
+    audit_retention_days: float = Field(
+        default=400.0, gt=0, le=36500, description="audit events older than this are pruned"
+    )
     login_max_failures_per_user: int = Field(default=5, ge=1, le=1000)
     login_max_failures_per_address: int = Field(default=20, ge=1, le=100000)
     login_failure_window_s: float = Field(

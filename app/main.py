@@ -67,7 +67,7 @@ from app.remediation import mirror
 from app.remediation.automation import AutomationJob
 from app.remediation.service import Backends
 from app.remediation.worker import ActionWorker
-from app.retention.jobs import prune_job
+from app.retention.jobs import AccessRetention, prune_job
 from app.runbooks import router as runbooks_router
 from app.scheduler_logging import JOB_DEFAULTS, install_skipped_run_filter
 from app.security_headers import SecurityHeadersMiddleware
@@ -156,6 +156,11 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
                     app.state.session_factory,
                     settings.retention_days,
                     settings.raw_retention_days,
+                    AccessRetention(
+                        audit_retention_days=settings.audit_retention_days,
+                        session_idle_s=settings.session_idle_s,
+                        login_failure_window_s=settings.login_failure_window_s,
+                    ),
                 ],
                 id="retention-prune",
                 coalesce=True,
@@ -368,6 +373,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
     app.add_middleware(
         AccessMiddleware,
         anonymous_role=None if settings.anonymous_role == "none" else Role[settings.anonymous_role],
+        session_idle_s=settings.session_idle_s,
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)
     app.add_middleware(PageTzCheckMiddleware)

@@ -70,9 +70,10 @@ def resolve(
     authorization: str | None,
     session_cookie: str | None,
     anonymous_role: Role | None,
+    session_idle_s: float | None = None,
 ) -> Identity:
     """The identity of a request: a bearer token first, else the session cookie, else
-    anonymous. A cookie naming no live session counts as no cookie (expired, logged out).
+    anonymous. A cookie naming no live session counts as no cookie (expired, idle, logged out).
 
     Raises:
         Unauthenticated: a bearer token that is unknown, expired or revoked.
@@ -96,7 +97,7 @@ def resolve(
             raise Unauthenticated("unknown or revoked token") from None
         return Identity(kind="agent", name=f"node-{node_id}", role=None)
     if session_cookie:
-        user = sessions.lookup(session, session_cookie)
+        user = sessions.lookup(session, session_cookie, idle_s=session_idle_s)
         if user is not None:
             role = Role[user.role]
             teams = None if role == Role.admin else user_teams(session, user.id)

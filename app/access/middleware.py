@@ -115,11 +115,15 @@ def client_address(scope: Scope) -> str:
 
 class AccessMiddleware:
     """ASGI middleware enforcing :data:`app.access.policy.POLICY` (see the module docstring).
-    ``anonymous_role``: what a request without credentials gets (``None``: nothing)."""
+    ``anonymous_role``: what a request without credentials gets (``None``: nothing);
+    ``session_idle_s``: a login session's idle timeout (``None``: none)."""
 
-    def __init__(self, app: ASGIApp, *, anonymous_role: Role | None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, anonymous_role: Role | None, session_idle_s: float | None = None
+    ) -> None:
         self.app = app
         self.anonymous_role = anonymous_role
+        self.session_idle_s = session_idle_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -181,6 +185,7 @@ class AccessMiddleware:
                     authorization=_header(scope, b"authorization"),
                     session_cookie=_cookie(scope, COOKIE_NAME),
                     anonymous_role=self.anonymous_role,
+                    session_idle_s=self.session_idle_s,
                 )
             except Unauthenticated as exc:
                 if isinstance(decision, policy.Public):

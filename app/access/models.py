@@ -58,6 +58,9 @@ class UserSession(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
     address: Mapped[str | None] = mapped_column(String(64))
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: The last request seen (to :data:`app.access.sessions.LAST_SEEN_RESOLUTION_S`); ``None``:
+    #: none since the login.
+    last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class ApiToken(Base):

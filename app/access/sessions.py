@@ -2,15 +2,18 @@
 revoked at logout; and the failed-login rate limit.
 
 The cookie carries the session id; the table keeps only its SHA-256 digest, so a copy of the
-database does not let anyone in. Sessions expire ``session_ttl_s`` after login (absolute).
+database does not let anyone in. Sessions expire ``session_ttl_s`` after login (absolute) or
+``session_idle_s`` after their last request (idle), whichever comes first; closed sessions and
+failed logins past their window are pruned (:func:`prune`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import CursorResult, delete, func, select
 from sqlalchemy.orm import Session
 
 from app.access.models import LoginFailure, User, UserSession
@@ -19,6 +22,11 @@ from app.db import utcnow
 
 COOKIE_NAME = "fw_session"
 SESSION_PREFIX = "fws_"
+#: A session's last request is written at most once a minute (a page's panels refresh every
+#: few seconds: one write each would be a write per request); the idle timeout is exact to it.
+LAST_SEEN_RESOLUTION_S = 60.0
+#: Closed (expired, idle or revoked) sessions stay this long before they are pruned.
+CLOSED_KEPT_S = 86400.0
 
 
 class TooManyAttempts(Exception):
@@ -120,11 +128,14 @@ def open_session(
     return token
 
 
-def lookup(session: Session, token: str, *, now: datetime | None = None) -> User | None:
-    """The active user of session id ``token`` when it is neither expired nor revoked."""
+def lookup(
+    session: Session, token: str, *, idle_s: float | None = None, now: datetime | None = None
+) -> User | None:
+    """The active user of session id ``token`` when it is neither expired, revoked nor idle
+    for ``idle_s`` seconds or more (``None``: no idle limit); records the request."""
     now = now or utcnow()
-    return session.scalars(
-        select(User)
+    row = session.execute(
+        select(User, UserSession)
         .join(UserSession, UserSession.user_id == User.id)
         .where(
             UserSession.token_sha256 == digest(token),
@@ -133,6 +144,55 @@ def lookup(session: Session, token: str, *, now: datetime | None = None) -> User
             User.active.is_(True),
         )
     ).one_or_none()
+    if row is None:
+        return None
+    user, open_session_row = row
+    last = open_session_row.last_seen_at or open_session_row.created_at
+    if idle_s is not None and (now - last).total_seconds() >= idle_s:
+        return None
+    if (now - last).total_seconds() >= LAST_SEEN_RESOLUTION_S:
+        open_session_row.last_seen_at = now
+        session.flush()
+    return user
+
+
+def prune(
+    session: Session,
+    *,
+    idle_s: float,
+    failure_window_s: float,
+    now: datetime | None = None,
+) -> dict[str, int]:
+    """Delete sessions closed (expired, idle for ``idle_s``, revoked) more than a day ago
+    (:data:`CLOSED_KEPT_S`) and failed logins older than ``failure_window_s``, which no
+    limit counts any more.
+
+    Returns:
+        rows deleted: ``{"user_session": n, "login_failure": m}``.
+    """
+    now = now or utcnow()
+    closed_before = now - timedelta(seconds=CLOSED_KEPT_S)
+    idle_before = closed_before - timedelta(seconds=idle_s)
+    sessions = cast(
+        CursorResult[Any],
+        session.execute(
+            delete(UserSession).where(
+                (UserSession.expires_at < closed_before)
+                | (UserSession.revoked_at < closed_before)
+                | (func.coalesce(UserSession.last_seen_at, UserSession.created_at) < idle_before)
+            )
+        ),
+    )
+    failures = cast(
+        CursorResult[Any],
+        session.execute(
+            delete(LoginFailure).where(LoginFailure.at < now - timedelta(seconds=failure_window_s))
+        ),
+    )
+    return {
+        "user_session": int(sessions.rowcount or 0),
+        "login_failure": int(failures.rowcount or 0),
+    }
 
 
 def revoke(session: Session, token: str) -> bool:

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import CursorResult, delete, select
 from sqlalchemy.orm import Session
 
 from app.audit.models import AuditEvent
@@ -161,3 +161,12 @@ def event_out(row: AuditEvent) -> dict[str, Any]:
         "status": row.status,
         "detail": row.detail,
     }
+
+
+def prune(session: Session, *, cutoff: datetime) -> int:
+    """Delete audit events recorded before ``cutoff`` (``FLEETWATCH_AUDIT_RETENTION_DAYS``);
+    how many."""
+    result = cast(
+        CursorResult[Any], session.execute(delete(AuditEvent).where(AuditEvent.at < cutoff))
+    )
+    return int(result.rowcount or 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -137,6 +137,50 @@ def test_an_expired_session_and_a_logged_out_one_are_refused(live: LiveServer, p
         or "max-age=0" in out.headers["set-cookie"].lower()
     )
     assert httpx.get(f"{live.url}/api/v1/nodes", cookies={"fw_session": cookie}).status_code == 401
+
+
+def test_an_idle_session_is_refused_and_a_request_keeps_one_alive(pg: str, tmp_path: Path) -> None:
+    server = start(pg, tmp_path, session_idle_s=600.0)
+    try:
+        add_user(pg, "sess-idle", Role.viewer)
+        idle, busy = log_in(server.url, "sess-idle"), log_in(server.url, "sess-idle")
+        nodes = f"{server.url}/api/v1/nodes"
+
+        def seen(cookie: str, ago_s: float | None) -> None:
+            with session_factory(pg) as factory, session_scope(factory) as session:
+                session.execute(
+                    update(UserSession)
+                    .where(UserSession.token_sha256 == digest(cookie))
+                    .values(
+                        created_at=utcnow() - timedelta(hours=1),
+                        last_seen_at=None if ago_s is None else utcnow() - timedelta(seconds=ago_s),
+                    )
+                )
+
+        def last_seen(cookie: str) -> object:
+            with session_factory(pg) as factory, session_scope(factory) as session:
+                return session.scalars(
+                    select(UserSession.last_seen_at).where(
+                        UserSession.token_sha256 == digest(cookie)
+                    )
+                ).one()
+
+        # Idle since the login an hour ago (never seen since): 600 s passed, refused.
+        seen(idle, None)
+        assert httpx.get(nodes, cookies={"fw_session": idle}).status_code == 401
+        # A request 9 minutes ago keeps the session open; this request moves the mark to now.
+        seen(busy, 540)
+        assert httpx.get(nodes, cookies={"fw_session": busy}).status_code == 200
+        moved = last_seen(busy)
+        assert isinstance(moved, datetime) and utcnow() - moved < timedelta(seconds=30)
+        # Within the minute the mark is not written again (no write per request).
+        assert httpx.get(nodes, cookies={"fw_session": busy}).status_code == 200
+        assert last_seen(busy) == moved
+        seen(busy, 601)
+        assert httpx.get(nodes, cookies={"fw_session": busy}).status_code == 401
+        assert httpx.get(f"{server.url}/alerts", cookies={"fw_session": busy}).status_code == 303
+    finally:
+        server.stop()
 
 
 def test_failed_logins_are_limited_per_user_and_per_address(pg: str, tmp_path: Path) -> None:
