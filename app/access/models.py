@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, Column, ForeignKey, Integer, String, Table
+from sqlalchemy import Boolean, Column, ForeignKey, Integer, String, Table, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, UTCDateTime
@@ -61,6 +61,8 @@ class UserSession(Base):
     #: The last request seen (to :data:`app.access.sessions.LAST_SEEN_RESOLUTION_S`); ``None``:
     #: none since the login.
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: Opened by single sign-on: its logout also sends the browser to the provider's logout.
+    via_sso: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class ApiToken(Base):

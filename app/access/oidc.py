@@ -3,7 +3,9 @@ and nonce, through authlib's OAuth 2 client; the ID token's signature and claims
 audience, expiry, nonce) checked with joserfc against the provider's JWKS.
 
 Sources: OpenID Connect Core 1.0 §3.1 (code flow) and §3.1.3.7 (ID token validation);
-OpenID Connect Discovery 1.0 (``/.well-known/openid-configuration``).
+OpenID Connect Discovery 1.0 (``/.well-known/openid-configuration``); OpenID Connect
+RP-Initiated Logout 1.0 (§2-3: ``end_session_endpoint``, ``client_id``,
+``post_logout_redirect_uri``).
 
 Groups in the ID token (``oidc_groups_claim``) map to a role and teams through
 ``oidc_group_roles`` (``group=role`` or ``group=role:team``): the highest role wins, teams add
@@ -17,6 +19,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 from authlib.integrations.requests_client import OAuth2Session
@@ -203,6 +206,25 @@ def finish(
             f"(groups: {', '.join(groups) or 'none'})"
         )
     return SsoUser(str(name), role, frozenset(teams), tuple(groups)), str(saved.get("next", "/"))
+
+
+def logout_url(config: OidcConfig, *, post_logout_redirect_uri: str) -> str | None:
+    """Where to send the browser so that the provider ends its session too, then sends it back
+    to ``post_logout_redirect_uri`` (which the provider must have registered for this client);
+    ``None`` when the provider's discovery names no ``end_session_endpoint``. The ID token is
+    not kept, so the request identifies the client by ``client_id`` (RP-Initiated Logout 1.0
+    §2 allows it in place of ``id_token_hint``; the provider may then ask the user to confirm).
+
+    Raises:
+        OidcError: the provider's discovery failed.
+    """
+    endpoint = discover(config.issuer).get("end_session_endpoint")
+    if not isinstance(endpoint, str) or not endpoint.startswith(("https://", "http://")):
+        return None
+    query = urlencode(
+        {"client_id": config.client_id, "post_logout_redirect_uri": post_logout_redirect_uri}
+    )
+    return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
 
 
 def validate_id_token(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -20,6 +21,7 @@ from app.errors import BadRequest, FleetwatchError, NotFound
 from app.notify.secrets import secret_key
 from app.web import render, templates
 
+log = logging.getLogger(__name__)
 router = APIRouter()
 
 #: The login form's limits: a longer name or password is a wrong login (neither hashed nor
@@ -156,6 +158,21 @@ def _callback_url(request: Request) -> str:
     return base.rstrip("/") + "/login/oidc/callback"
 
 
+def _provider_logout(request: Request) -> str | None:
+    """The identity provider's logout URL for this server's single sign-on, back to
+    ``/login``; ``None`` (local logout only, logged) when it is not configured any more, names
+    no logout endpoint or cannot be reached."""
+    config = oidc.OidcConfig.of(request.app.state.settings)
+    if config is None:
+        return None
+    base = request.app.state.settings.external_url or str(request.base_url)
+    try:
+        return oidc.logout_url(config, post_logout_redirect_uri=base.rstrip("/") + "/login")
+    except oidc.OidcError as exc:
+        log.warning("logout: the identity provider's session stays open: %s", exc)
+        return None
+
+
 @router.get("/login/oidc", include_in_schema=False)
 def oidc_start(request: Request, next: str | None = None) -> Response:
     """Send the browser to the identity provider (single sign-on)."""
@@ -227,6 +244,7 @@ def oidc_callback(request: Request, session: WriteSessionDep) -> Response:
         address=address,
         ttl_s=request.app.state.settings.session_ttl_s,
         previous=request.cookies.get(COOKIE_NAME),
+        via_sso=True,
     )
     audit.record(
         session,
@@ -243,17 +261,26 @@ def oidc_callback(request: Request, session: WriteSessionDep) -> Response:
 
 @router.post("/logout", include_in_schema=False)
 def logout(request: Request, session: WriteSessionDep) -> Response:
-    """End this browser's session and go to the login page."""
+    """End this browser's session and go to the login page; a single sign-on session goes on
+    to the identity provider's logout (a page that navigates there: see
+    ``access/logged_out.html``), which sends the browser back to the login page."""
     cookie = request.cookies.get(COOKIE_NAME)
-    if cookie and sessions.revoke(session, cookie):
+    closed = sessions.revoke(session, cookie) if cookie else None
+    target = "/login"
+    if closed is not None:
+        if closed.via_sso:
+            target = _provider_logout(request) or target
         audit.record(
             session,
             actor=identity_of(request).actor,
             action="logout",
             address=client_address(request.scope),
             status=303,
+            detail={"identity_provider": target != "/login"} if closed.via_sso else None,
         )
-    response = RedirectResponse("/login", status_code=303)
+    response: Response = RedirectResponse(target, status_code=303)
+    if target != "/login":
+        response = render(request, "access/logged_out.html", {"provider_url": target})
     response.delete_cookie(
         COOKIE_NAME, path="/", secure=_secure(request), httponly=True, samesite="lax"
     )

@@ -106,10 +106,16 @@ def login(
 
 
 def open_session(
-    session: Session, user: User, *, address: str, ttl_s: float, previous: str | None = None
+    session: Session,
+    user: User,
+    *,
+    address: str,
+    ttl_s: float,
+    previous: str | None = None,
+    via_sso: bool = False,
 ) -> str:
-    """A new session of ``user`` (after a password check or a single sign-on), revoking the
-    ``previous`` one; returns the session id for the cookie."""
+    """A new session of ``user`` (after a password check, or a single sign-on: ``via_sso``),
+    revoking the ``previous`` one; returns the session id for the cookie."""
     if previous:
         revoke(session, previous)
     now = utcnow()
@@ -121,6 +127,7 @@ def open_session(
             created_at=now,
             expires_at=now + timedelta(seconds=ttl_s),
             address=address[:64],
+            via_sso=via_sso,
         )
     )
     user.last_login_at = now
@@ -195,18 +202,18 @@ def prune(
     }
 
 
-def revoke(session: Session, token: str) -> bool:
-    """Revoke session id ``token``; whether it was an open session."""
+def revoke(session: Session, token: str) -> UserSession | None:
+    """Revoke session id ``token``; the session when it was open (``None``: it was not)."""
     row = session.scalars(
         select(UserSession).where(
             UserSession.token_sha256 == digest(token), UserSession.revoked_at.is_(None)
         )
     ).one_or_none()
     if row is None:
-        return False
+        return None
     row.revoked_at = utcnow()
     session.flush()
-    return True
+    return row
 
 
 def revoke_user_sessions(session: Session, user_id: int) -> int:

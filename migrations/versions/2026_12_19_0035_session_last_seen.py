@@ -1,4 +1,5 @@
-"""a login session's last request: ``user_session.last_seen_at`` (the idle timeout)
+"""a login session's last request and origin: ``user_session.last_seen_at`` (the idle
+timeout), ``user_session.via_sso`` (a logout also ends the identity provider's session)
 
 Revision ID: 0035
 Revises: 0034
@@ -20,8 +21,12 @@ def upgrade() -> None:
     # Open sessions count as seen at their login (NULL): none ends at once on the upgrade.
     with op.batch_alter_table("user_session") as batch:
         batch.add_column(sa.Column("last_seen_at", sa.DateTime(timezone=True), nullable=True))
+        batch.add_column(
+            sa.Column("via_sso", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
 
 
 def downgrade() -> None:
     with op.batch_alter_table("user_session") as batch:
+        batch.drop_column("via_sso")
         batch.drop_column("last_seen_at")

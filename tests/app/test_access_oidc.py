@@ -5,19 +5,23 @@ a forged state are refused. The Chromium walk-through is tests/browser/test_oidc
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from app.access.oidc import grants_of, parse_grant
 from app.access.roles import Role
+from app.audit.models import AuditEvent
 from app.config import SettingsError, load_settings
-from tests.access_helpers import PASSWORD, add_user
+from app.db import session_scope
+from tests.access_helpers import PASSWORD, add_user, log_in
 from tests.conftest import make_settings
-from tests.dbs import wipe
+from tests.dbs import session_factory, wipe
 from tests.factories import wipe_alerts
 from tests.live_server import LiveServer
 from tests.notify_helpers import wipe_notify
@@ -123,6 +127,53 @@ def test_no_mapped_group_a_local_name_and_a_forged_state_are_refused(
         assert client.get(forged).status_code == 401
     # And with no state cookie at all (a link sent to someone else).
     assert httpx.get(form.headers["location"]).status_code == 401
+
+
+def test_logout_of_an_sso_session_ends_the_providers_session_too(
+    sso: tuple[LiveServer, str], postgres_url: str
+) -> None:
+    server, issuer = sso
+    set_user(issuer, "lena", {"preferred_username": "lena", "groups": ["sre"]})
+    cookie = sso_login(server.url, "lena").cookies["fw_session"]
+    out = httpx.post(f"{server.url}/logout", cookies={"fw_session": cookie})
+    # A page that navigates to the provider (the pages' CSP keeps form posts, and so their
+    # redirects, to this server), and the cookie cleared.
+    assert out.status_code == 200 and 'fw_session=""' in out.headers["set-cookie"]
+    links = re.findall(r'id="provider-logout" href="([^"]+)"', out.text)
+    refresh = re.findall(r'http-equiv="refresh" content="0;url=([^"]+)"', out.text)
+    assert len(links) == 1 and refresh == links
+    provider = httpx.URL(html.unescape(links[0]))
+    assert str(provider.copy_with(query=None)) == f"{issuer}/oauth2/end_session"
+    assert dict(provider.params) == {
+        "client_id": "fleetwatch",
+        "post_logout_redirect_uri": f"{server.url}/login",
+    }
+    assert (
+        httpx.get(f"{server.url}/api/v1/whoami", cookies={"fw_session": cookie}).json()["kind"]
+        == "anonymous"
+    )
+    # The provider asks to confirm, then sends the browser back to Fleetwatch's login page.
+    form = httpx.get(str(provider))
+    assert form.status_code == 200
+    back = httpx.post(
+        f"{issuer}/oauth2/end_session/confirm", data={"redirect_uri": f"{server.url}/login"}
+    )
+    assert (back.status_code, back.headers["location"]) == (302, f"{server.url}/login")
+    # A local login's logout stays local, and the audit says which went to the provider.
+    add_user(postgres_url, "lena-local", Role.viewer)
+    local = log_in(server.url, "lena-local")
+    out = httpx.post(f"{server.url}/logout", cookies={"fw_session": local})
+    assert (out.status_code, out.headers["location"]) == (303, "/login")
+    with session_factory(postgres_url) as factory, session_scope(factory) as session:
+        logouts = session.execute(
+            select(AuditEvent.actor, AuditEvent.detail)
+            .where(AuditEvent.action == "logout")
+            .order_by(AuditEvent.id)
+        ).all()
+    assert [tuple(r) for r in logouts] == [
+        ("user:lena", {"identity_provider": True}),
+        ("user:lena-local", None),
+    ]
 
 
 def test_group_role_setting_forms() -> None:

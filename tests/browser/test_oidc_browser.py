@@ -55,7 +55,10 @@ def test_sso_login_in_chromium(browser: Browser, sso: tuple[LiveServer, str]) ->
         assert tab.locator("#whoami").get_attribute("title") == "responder"
         cookie = next(c for c in context.cookies() if c["name"] == "fw_session")
         assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+        # The logout ends the provider's session too (it asks to confirm), then comes back.
         tab.click("#logout")
+        tab.wait_for_url(f"{issuer}/oauth2/end_session?**")
+        tab.get_by_role("button", name="End session").click()
         tab.wait_for_url(f"{server.url}/login")
         tab.goto(f"{server.url}/alerts")
         assert tab.url.startswith(f"{server.url}/login?next=")
