@@ -381,6 +381,7 @@ def rules_apply(
     Nothing is applied when any file has an error; errors give file and line (exit 1)."""
     from app.alerts.rule_reach import Kept
     from app.alerts.rulefiles import DEFAULT_RULES_DIR, RuleFilesInvalid, apply_path
+    from app.audit import service as audit
     from app.db import make_engine, make_session_factory, session_scope
 
     if (path is None) == (not defaults):
@@ -390,10 +391,23 @@ def rules_apply(
     _require_migrated(settings)
     engine = make_engine(settings.effective_database_url)
     try:
-        with session_scope(make_session_factory(engine)) as session:
+        with (
+            session_scope(make_session_factory(engine)) as session,
+            audit.collecting_changes() as changes,
+        ):
             report = apply_path(
                 session, path=path or DEFAULT_RULES_DIR, defaults=defaults, kept=Kept.of(settings)
             )
+            # Only what changed is recorded (an apply of unchanged files is a no-op), with
+            # each rule's state before and after, as the API's changes are.
+            if changes:
+                audit.record(
+                    session,
+                    actor="cli",
+                    action="rules.apply",
+                    target={"path": "defaults" if defaults else str(path)},
+                    detail=audit.change_detail(changes),
+                )
     except RuleFilesInvalid as exc:
         for error in exc.errors:
             typer.echo(str(error), err=True)

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from app.alerts.inhibit_spec import InhibitRuleSpec
 from app.alerts.models import AlertInhibitRule, AlertInstance, AlertRule
 from app.alerts.silences import matches
+from app.audit import service as audit
 from app.db import utcnow
 
 #: How an inhibited delivery's status reason starts (:meth:`Inhibitor.reason`).
@@ -151,6 +152,12 @@ class InhibitApplyReport:
     unchanged: list[str] = field(default_factory=list)
 
 
+def audit_state(rule: AlertInhibitRule) -> dict[str, Any]:
+    """What the audit trail keeps of an inhibition rule before and after a change: its stored
+    spec document (matchers, ``equal``, ``enabled``) and its source."""
+    return {"spec": rule.spec, "source": rule.source}
+
+
 def list_rules(session: Session) -> list[AlertInhibitRule]:
     """Every inhibition rule, by name."""
     return list(session.scalars(select(AlertInhibitRule).order_by(AlertInhibitRule.name)))
@@ -182,11 +189,14 @@ def put_rule(
         )
         session.add(rule)
         session.flush()
+        audit.note_change("inhibit_rule", rule.name, before=None, after=audit_state(rule))
         return rule, "created"
     if rule.spec == document:
         return rule, "unchanged"
+    before = audit_state(rule)
     rule.spec, rule.enabled, rule.source, rule.updated_at = document, spec.enabled, source, now
     session.flush()
+    audit.note_change("inhibit_rule", rule.name, before=before, after=audit_state(rule))
     return rule, "updated"
 
 
@@ -206,6 +216,8 @@ def delete_rule(session: Session, name: str) -> bool:
     rule = get_rule(session, name)
     if rule is None:
         return False
+    before = audit_state(rule)
     session.delete(rule)
     session.flush()
+    audit.note_change("inhibit_rule", name, before=before, after=None)
     return True

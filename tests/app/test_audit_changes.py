@@ -1,6 +1,7 @@
 """Before/after states in the audit trail, reported by the owning services through
 :func:`app.audit.service.note_change`: a rule edit, a channel edit (URL and secret never in the
-trail, only that they changed), a silence created then expired, a refused change (no state).
+trail, only that they changed), an inhibition rule, a silence created then expired, a refused
+change (no state).
 Both backends, over a live server."""
 
 from __future__ import annotations
@@ -80,6 +81,39 @@ def test_a_rule_edit_keeps_the_rule_before_and_after(api: str) -> None:
     assert httpx.put(f"{api}/rules/audit-gone", json=edited).status_code == 404
     refused = _last(api, "PUT /api/v1/rules/{name}")
     assert (refused["status"], refused["detail"]) == (404, None)
+
+
+def test_an_inhibition_rule_keeps_its_spec_before_and_after(api: str) -> None:
+    rule = {
+        "name": "audit-mute",
+        "source_matchers": ['alertname="gpu-lost"'],
+        "target_matchers": ['alertname="gpu-temperature-high"'],
+        "equal": ["hostname"],
+    }
+    assert httpx.put(f"{api}/inhibit-rules/audit-mute", json=rule).status_code == 201
+    created = _last(api, "PUT /api/v1/inhibit-rules/{name}")["detail"]
+    assert (created["object"], created["key"], created["before"]) == (
+        "inhibit_rule",
+        "audit-mute",
+        None,
+    )
+    spec = created["after"]["spec"]
+    assert spec["equal"] == ["hostname"] and created["after"]["source"] == "api"
+    assert spec["source_matchers"] == [{"name": "alertname", "op": "=", "value": "gpu-lost"}]
+
+    # The same document again changes nothing: its event has no state.
+    assert httpx.put(f"{api}/inhibit-rules/audit-mute", json=rule).status_code == 200
+    assert _last(api, "PUT /api/v1/inhibit-rules/{name}")["detail"] is None
+
+    wider = {**rule, "equal": ["hostname", "gpu_uuid"]}
+    assert httpx.put(f"{api}/inhibit-rules/audit-mute", json=wider).status_code == 200
+    edited = _last(api, "PUT /api/v1/inhibit-rules/{name}")["detail"]
+    assert edited["before"] == {"spec": spec, "source": "api"}
+    assert edited["after"] == {"spec": {**spec, "equal": ["hostname", "gpu_uuid"]}, "source": "api"}
+
+    assert httpx.delete(f"{api}/inhibit-rules/audit-mute").status_code == 204
+    deleted = _last(api, "DELETE /api/v1/inhibit-rules/{name}")["detail"]
+    assert deleted["before"] == edited["after"] and deleted["after"] is None
 
 
 def test_a_channel_edit_keeps_settings_with_the_url_and_secret_redacted(api: str) -> None:

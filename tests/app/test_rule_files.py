@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from app.alerts.rulefiles import (
     DEFAULT_RULES_DIR,
@@ -15,8 +16,10 @@ from app.alerts.rulefiles import (
     export_yaml,
     load_path,
 )
+from app.audit.models import AuditEvent
 from app.db import make_engine, make_session_factory, session_scope
 from tests.app.test_cli import fleetwatch
+from tests.dbs import session_factory
 from tests.factories import wipe_alerts
 
 GOOD = """\
@@ -187,3 +190,17 @@ def test_cli_apply_defaults_then_export_and_errors_exit_1(tmp_path: Path) -> Non
     assert "\ninhibit_rules:\n" in exported.stdout
     assert failed.returncode == 1
     assert failed.stderr.startswith(f"{bad}:11: rules[0].condition.threshold.op: Input should be")
+    # The audit trail keeps the first apply's changes (each rule's state after), and no event
+    # for the apply that changed nothing nor for the refused one.
+    with session_factory(url) as factory, session_scope(factory) as session:
+        events = session.execute(
+            select(AuditEvent.actor, AuditEvent.target, AuditEvent.detail).where(
+                AuditEvent.action == "rules.apply"
+            )
+        ).all()
+    assert [(actor, target) for actor, target, _ in events] == [("cli", {"path": "defaults"})]
+    changes = events[0][2]["changes"]
+    assert len(changes) == 23 + 6 and all(c["before"] is None for c in changes)
+    assert {c["object"] for c in changes} == {"rule", "inhibit_rule"}
+    lost = next(c for c in changes if c["key"] == "gpu-lost-mutes-its-gpu")
+    assert lost["object"] == "inhibit_rule" and lost["after"]["source"].startswith("defaults")
