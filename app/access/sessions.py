@@ -202,13 +202,18 @@ def prune(
     }
 
 
-def revoke(session: Session, token: str) -> UserSession | None:
-    """Revoke session id ``token``; the session when it was open (``None``: it was not)."""
-    row = session.scalars(
+def not_revoked(session: Session, token: str) -> UserSession | None:
+    """Session id ``token`` when it is not revoked (expired or idle ones included); a read."""
+    return session.scalars(
         select(UserSession).where(
             UserSession.token_sha256 == digest(token), UserSession.revoked_at.is_(None)
         )
     ).one_or_none()
+
+
+def revoke(session: Session, token: str) -> UserSession | None:
+    """Revoke session id ``token``; the session when it was open (``None``: it was not)."""
+    row = not_revoked(session, token)
     if row is None:
         return None
     row.revoked_at = utcnow()
