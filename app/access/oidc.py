@@ -19,7 +19,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 from authlib.integrations.requests_client import OAuth2Session
@@ -110,9 +110,12 @@ def discover(issuer: str) -> dict[str, Any]:
         answer = httpx.get(f"{issuer}/.well-known/openid-configuration", timeout=HTTP_TIMEOUT_S)
         answer.raise_for_status()
         meta = answer.json()
-    except (httpx.HTTPError, ValueError) as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         raise OidcError(f"identity provider {issuer} did not answer its discovery: {exc}") from None
-    if not isinstance(meta, dict) or meta.get("issuer", "").rstrip("/") != issuer:
+    named = meta.get("issuer") if isinstance(meta, dict) else None
+    # Whatever the provider answers is checked here: a logout must not fail on it (its
+    # session would stay open).
+    if not isinstance(named, str) or named.rstrip("/") != issuer:
         raise OidcError(f"identity provider discovery names another issuer than {issuer}")
     _discovery[issuer] = (time.monotonic(), meta)
     return meta
@@ -211,20 +214,31 @@ def finish(
 def logout_url(config: OidcConfig, *, post_logout_redirect_uri: str) -> str | None:
     """Where to send the browser so that the provider ends its session too, then sends it back
     to ``post_logout_redirect_uri`` (which the provider must have registered for this client);
-    ``None`` when the provider's discovery names no ``end_session_endpoint``. The ID token is
-    not kept, so the request identifies the client by ``client_id`` (RP-Initiated Logout 1.0
-    §2 allows it in place of ``id_token_hint``; the provider may then ask the user to confirm).
+    ``None`` when the provider's discovery names no usable ``end_session_endpoint`` (an
+    ``http(s)`` URL with a host and no whitespace or control character: it goes into a page).
+    The endpoint's own query is kept (its ``client_id`` and ``post_logout_redirect_uri``
+    replaced) and a fragment dropped (RP-Initiated Logout 1.0 §2: a query is allowed, the
+    parameters go into it). The ID token is not kept, so the request identifies the client by
+    ``client_id`` (§2 allows it in place of ``id_token_hint``; the provider may then ask the
+    user to confirm).
 
     Raises:
         OidcError: the provider's discovery failed.
     """
     endpoint = discover(config.issuer).get("end_session_endpoint")
-    if not isinstance(endpoint, str) or not endpoint.startswith(("https://", "http://")):
+    if not isinstance(endpoint, str) or any(c.isspace() or not c.isprintable() for c in endpoint):
         return None
-    query = urlencode(
-        {"client_id": config.client_id, "post_logout_redirect_uri": post_logout_redirect_uri}
-    )
-    return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
+    try:
+        parts = urlsplit(endpoint)
+        host, _ = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("https", "http") or not host:
+        return None
+    ours = {"client_id": config.client_id, "post_logout_redirect_uri": post_logout_redirect_uri}
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in ours]
+    query = urlencode([*kept, *ours.items()])
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
 
 
 def validate_id_token(

@@ -260,16 +260,20 @@ def oidc_callback(request: Request, session: WriteSessionDep) -> Response:
 
 
 @router.post("/logout", include_in_schema=False)
-def logout(request: Request, session: WriteSessionDep) -> Response:
+def logout(request: Request, reader: SessionDep, session: WriteSessionDep) -> Response:
     """End this browser's session and go to the login page; a single sign-on session goes on
     to the identity provider's logout (a page that navigates there: see
     ``access/logged_out.html``), which sends the browser back to the login page."""
     cookie = request.cookies.get(COOKIE_NAME)
+    # The provider is asked (its discovery: up to oidc.HTTP_TIMEOUT_S) before the write
+    # transaction begins: on SQLite that holds the whole database, every agent's batch waiting.
+    found = sessions.not_revoked(reader, cookie) if cookie else None
+    provider = _provider_logout(request) if found is not None and found.via_sso else None
     closed = sessions.revoke(session, cookie) if cookie else None
     target = "/login"
     if closed is not None:
         if closed.via_sso:
-            target = _provider_logout(request) or target
+            target = provider or target
         audit.record(
             session,
             actor=identity_of(request).actor,

@@ -23,7 +23,8 @@ from app.db import utcnow
 COOKIE_NAME = "fw_session"
 SESSION_PREFIX = "fws_"
 #: A session's last request is written at most once a minute (a page's panels refresh every
-#: few seconds: one write each would be a write per request); the idle timeout is exact to it.
+#: few seconds: one write each would be a write per request), or a tenth of the idle timeout
+#: when that is shorter; the idle timeout is exact to it.
 LAST_SEEN_RESOLUTION_S = 60.0
 #: Closed (expired, idle or revoked) sessions stay this long before they are pruned.
 CLOSED_KEPT_S = 86400.0
@@ -157,7 +158,12 @@ def lookup(
     last = open_session_row.last_seen_at or open_session_row.created_at
     if idle_s is not None and (now - last).total_seconds() >= idle_s:
         return None
-    if (now - last).total_seconds() >= LAST_SEEN_RESOLUTION_S:
+    # The mark lags the last request by up to the resolution: a tenth of a short idle timeout
+    # (60 s would let a session in use every 59 s end at a 60-s timeout).
+    resolution_s = (
+        LAST_SEEN_RESOLUTION_S if idle_s is None else min(LAST_SEEN_RESOLUTION_S, idle_s / 10)
+    )
+    if (now - last).total_seconds() >= resolution_s:
         open_session_row.last_seen_at = now
         session.flush()
     return user
@@ -202,13 +208,18 @@ def prune(
     }
 
 
-def revoke(session: Session, token: str) -> UserSession | None:
-    """Revoke session id ``token``; the session when it was open (``None``: it was not)."""
-    row = session.scalars(
+def not_revoked(session: Session, token: str) -> UserSession | None:
+    """Session id ``token`` when it is not revoked (expired or idle ones included); a read."""
+    return session.scalars(
         select(UserSession).where(
             UserSession.token_sha256 == digest(token), UserSession.revoked_at.is_(None)
         )
     ).one_or_none()
+
+
+def revoke(session: Session, token: str) -> UserSession | None:
+    """Revoke session id ``token``; the session when it was open (``None``: it was not)."""
+    row = not_revoked(session, token)
     if row is None:
         return None
     row.revoked_at = utcnow()

@@ -20,6 +20,8 @@ from app.db import utcnow
 #: Path parameters never written to the trail (signed acknowledgement links carry a secret).
 SECRET_PARAMS = frozenset({"token"})
 MAX_LIMIT = 1000
+#: The before/after states one event keeps at most (bytes of JSON); see :func:`change_detail`.
+MAX_STATES_BYTES = 64 * 1024
 
 
 #: The changes noted while serving the current request (``None`` outside one: CLI, scheduler).
@@ -82,12 +84,37 @@ def collecting_changes() -> Iterator[list[dict[str, Any]]]:
         _changes.reset(token)
 
 
-def change_detail(changes: list[dict[str, Any]]) -> dict[str, Any] | None:
+def change_detail(
+    changes: list[dict[str, Any]], *, max_states_bytes: int = MAX_STATES_BYTES
+) -> dict[str, Any] | None:
     """``detail`` for a request's noted changes: one change as ``{object, key, before, after}``,
-    several as ``{"changes": [...]}``, none as ``None``."""
+    several as ``{"changes": [...]}``, none as ``None``.
+
+    The states are kept up to ``max_states_bytes`` of JSON (the first change always): past
+    that a change keeps its object and key with ``"states_omitted": true``, and the detail
+    says how many (``"states_omitted": n``) — an apply of 600 rules would otherwise write
+    0.9 MB into one row, and into every page of the trail showing it."""
     if not changes:
         return None
-    return dict(changes[0]) if len(changes) == 1 else {"changes": list(changes)}
+    kept: list[dict[str, Any]] = []
+    used = omitted = 0
+    for change in changes:
+        size = len(json.dumps(change))
+        if not kept or used + size <= max_states_bytes:
+            kept.append(dict(change))
+            used += size
+            continue
+        short = {"object": change["object"], "key": change["key"], "states_omitted": True}
+        if "redacted_changed" in change:
+            short["redacted_changed"] = change["redacted_changed"]
+        kept.append(short)
+        omitted += 1
+    if len(kept) == 1:
+        return kept[0]
+    detail: dict[str, Any] = {"changes": kept}
+    if omitted:
+        detail["states_omitted"] = omitted
+    return detail
 
 
 def record(

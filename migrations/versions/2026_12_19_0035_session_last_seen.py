@@ -7,6 +7,7 @@ Create Date: 2026-12-19 10:00:00.000000
 """
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from alembic import op
@@ -18,12 +19,27 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    # Open sessions count as seen at their login (NULL): none ends at once on the upgrade.
     with op.batch_alter_table("user_session") as batch:
         batch.add_column(sa.Column("last_seen_at", sa.DateTime(timezone=True), nullable=True))
         batch.add_column(
             sa.Column("via_sso", sa.Boolean(), nullable=False, server_default=sa.false())
         )
+    # Open sessions count as seen at the upgrade: a NULL counts from the login, and a session
+    # opened 9 hours ago and in use since would end at once (idle for the 8-hour default).
+    now = datetime.now(UTC)
+    if op.get_bind().dialect.name == "sqlite":
+        now = now.replace(tzinfo=None)  # stored as naive UTC there (app.db.UTCDateTime)
+    sessions = sa.table(
+        "user_session",
+        sa.column("last_seen_at", sa.DateTime(timezone=True)),
+        sa.column("expires_at", sa.DateTime(timezone=True)),
+        sa.column("revoked_at", sa.DateTime(timezone=True)),
+    )
+    op.execute(
+        sessions.update()
+        .where(sessions.c.revoked_at.is_(None), sessions.c.expires_at > now)
+        .values(last_seen_at=now)
+    )
 
 
 def downgrade() -> None:

@@ -4,7 +4,9 @@ ago, failed logins past the limits' window; everything younger stays. Both backe
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import select
 
@@ -14,7 +16,9 @@ from app.audit.models import AuditEvent
 from app.db import session_scope, utcnow
 from app.retention.jobs import AccessRetention, prune
 from tests.access_helpers import add_user
+from tests.conftest import make_settings
 from tests.dbs import session_factory
+from tests.live_server import LiveServer
 
 KEPT = AccessRetention(audit_retention_days=400, session_idle_s=3600, login_failure_window_s=900)
 
@@ -100,3 +104,173 @@ def test_prune_without_access_retention_leaves_the_access_tables(db_url: str) ->
         assert session.scalars(
             select(AuditEvent.action).where(AuditEvent.actor == "cli:test")
         ).all() == ["ancient"]
+
+
+def _sessions_of(url: str, name: str, rows: dict[str, UserSession]) -> dict[str, int]:
+    """Store ``rows`` as sessions of user ``name``; their ids by label."""
+    with session_factory(url) as factory, session_scope(factory) as session:
+        user_id = session.scalars(select(User.id).where(User.name == name)).one()
+        for row in rows.values():
+            row.user_id = user_id
+            session.add(row)
+        session.flush()
+        return {label: row.id for label, row in rows.items()}
+
+
+def _left(url: str, ids: dict[str, int]) -> set[str]:
+    with session_factory(url) as factory, session_scope(factory) as session:
+        kept = set(session.scalars(select(UserSession.id).where(UserSession.id.in_(ids.values()))))
+    return {label for label, row_id in ids.items() if row_id in kept}
+
+
+def test_prune_boundaries_are_exact_and_no_open_session_goes(db_url: str) -> None:
+    """Each limit to the second: a row exactly at it stays, a second past it goes; every
+    session :func:`app.access.sessions.lookup` still accepts stays."""
+    now = utcnow()
+    day, idle = timedelta(days=1), timedelta(seconds=KEPT.session_idle_s)
+    second = timedelta(seconds=1)
+    add_user(db_url, "retention-edge", Role.viewer)
+
+    def row(tag: str, *, created: datetime, **fields: datetime | None) -> UserSession:
+        values: dict[str, datetime | None] = {"expires_at": now + timedelta(hours=1)}
+        values.update(fields)
+        return UserSession(
+            token_sha256=tag.ljust(64, "e"), created_at=created, address="10.0.0.7", **values
+        )
+
+    old = now - 3 * day
+    ids = _sessions_of(
+        db_url,
+        "retention-edge",
+        {
+            # In use until it expired or was revoked (seen then): closed at that moment.
+            "expired-at-limit": row(
+                "b1", created=old, expires_at=now - day, last_seen_at=now - day
+            ),
+            "expired-past": row(
+                "b2", created=old, expires_at=now - day - second, last_seen_at=now - day
+            ),
+            "revoked-at-limit": row(
+                "b3", created=old, revoked_at=now - day, last_seen_at=now - day
+            ),
+            "revoked-past": row(
+                "b4", created=old, revoked_at=now - day - second, last_seen_at=now - day
+            ),
+            "idle-at-limit": row("b5", created=old, last_seen_at=now - day - idle),
+            "idle-past": row("b6", created=old, last_seen_at=now - day - idle - second),
+            "never-seen-at-limit": row("b7", created=now - day - idle),
+            "never-seen-past": row("b8", created=now - day - idle - second),
+            # Open: seen a second short of the idle timeout, or opened that long ago.
+            "open-seen": row("b9", created=old, last_seen_at=now - idle + second),
+            "open-new": row("ba", created=now - idle + second),
+            "open-old-login": row(
+                "bb", created=now - 2 * day, expires_at=now + second, last_seen_at=now
+            ),
+        },
+    )
+    with session_factory(db_url) as factory, session_scope(factory) as session:
+        for minutes_s in (900, 901):
+            session.add(
+                LoginFailure(
+                    username="retention-edge",
+                    address="10.0.0.7",
+                    at=now - timedelta(seconds=minutes_s),
+                )
+            )
+        for days_s in (400 * 86400, 400 * 86400 + 1):
+            session.add(
+                AuditEvent(
+                    at=now - timedelta(seconds=days_s), actor="cli:edge", action=f"edge-{days_s}"
+                )
+            )
+    with session_factory(db_url) as factory, session_scope(factory) as session:
+        prune(session, retention_days=30, access=KEPT, now=now)
+
+    assert _left(db_url, ids) == {
+        "expired-at-limit",
+        "revoked-at-limit",
+        "idle-at-limit",
+        "never-seen-at-limit",
+        "open-seen",
+        "open-new",
+        "open-old-login",
+    }
+    with session_factory(db_url) as factory, session_scope(factory) as session:
+        # The sessions kept as open are the ones a request still gets in with.
+        for label in ("open-seen", "open-new", "open-old-login"):
+            open_row = session.get(UserSession, ids[label])
+            assert open_row is not None
+            assert (now - (open_row.last_seen_at or open_row.created_at)) < idle
+            assert open_row.expires_at > now and open_row.revoked_at is None
+        failures = session.scalars(
+            select(LoginFailure.at).where(LoginFailure.username == "retention-edge")
+        ).all()
+        events = session.scalars(
+            select(AuditEvent.action).where(AuditEvent.actor == "cli:edge")
+        ).all()
+    assert [round((now - at).total_seconds()) for at in failures] == [900]
+    assert events == [f"edge-{400 * 86400}"]
+
+
+def test_the_scheduled_job_prunes_with_the_servers_settings(db_url: str, tmp_path: Path) -> None:
+    """Through the server's own retention job: rows that only these settings (not the
+    defaults: 400 days, 8 hours, 900 s) make old enough go, the rest stays."""
+    now = utcnow()
+    add_user(db_url, "retention-job", Role.viewer)
+    day = timedelta(days=1)
+    ids = _sessions_of(
+        db_url,
+        "retention-job",
+        {
+            # Idle 600 s, closed a day and 100 s ago (kept under the 8-hour default).
+            "idle": UserSession(
+                token_sha256="c1".ljust(64, "f"),
+                created_at=now - 2 * day,
+                expires_at=now + day,
+                last_seen_at=now - day - timedelta(seconds=700),
+                address="10.0.0.6",
+            ),
+            "open": UserSession(
+                token_sha256="c2".ljust(64, "f"),
+                created_at=now - day,
+                expires_at=now + day,
+                last_seen_at=now,
+                address="10.0.0.6",
+            ),
+        },
+    )
+    with session_factory(db_url) as factory, session_scope(factory) as session:
+        for age_s in (120, 5):
+            session.add(
+                LoginFailure(
+                    username="retention-job", address="10.0.0.6", at=now - timedelta(seconds=age_s)
+                )
+            )
+        for days in (3, 1):
+            session.add(AuditEvent(at=now - days * day, actor="cli:job", action=f"job-{days}"))
+    settings = make_settings(
+        db_url,
+        tmp_path,
+        prune_interval_s=1.0,
+        audit_retention_days=2.0,
+        session_idle_s=600.0,
+        login_failure_window_s=60.0,
+    )
+    server = LiveServer(settings, run_jobs=True)
+    server.start()
+    try:
+        deadline = time.monotonic() + 60
+        while _left(db_url, ids) != {"open"}:
+            assert time.monotonic() < deadline, "the retention job did not prune the session"
+            time.sleep(0.5)
+    finally:
+        server.stop()
+    with session_factory(db_url) as factory, session_scope(factory) as session:
+        failures = session.scalars(
+            select(LoginFailure.at).where(LoginFailure.username == "retention-job")
+        ).all()
+        events = session.scalars(
+            select(AuditEvent.action).where(AuditEvent.actor == "cli:job")
+        ).all()
+    assert [round((now - at).total_seconds()) for at in failures] == [5]
+    assert events == ["job-1"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -179,6 +180,49 @@ def test_an_idle_session_is_refused_and_a_request_keeps_one_alive(pg: str, tmp_p
         seen(busy, 601)
         assert httpx.get(nodes, cookies={"fw_session": busy}).status_code == 401
         assert httpx.get(f"{server.url}/alerts", cookies={"fw_session": busy}).status_code == 303
+    finally:
+        server.stop()
+
+
+def test_parallel_requests_of_one_session_and_a_live_panel_keep_it_open(
+    pg: str, tmp_path: Path
+) -> None:
+    """Many requests at once with one cookie, all due to record the last request (one row
+    written by each): no deadlock, no error; a live panel's refresh counts as a request."""
+    server = start(pg, tmp_path, session_idle_s=600.0)
+    try:
+        add_user(pg, "sess-parallel", Role.viewer)
+        cookie = log_in(server.url, "sess-parallel")
+        mark = select(UserSession.last_seen_at).where(UserSession.token_sha256 == digest(cookie))
+
+        def seen_ago(seconds: float) -> None:
+            with session_factory(pg) as factory, session_scope(factory) as session:
+                session.execute(
+                    update(UserSession)
+                    .where(UserSession.token_sha256 == digest(cookie))
+                    .values(last_seen_at=utcnow() - timedelta(seconds=seconds))
+                )
+
+        def get(path: str) -> int:
+            answer = httpx.get(f"{server.url}{path}", cookies={"fw_session": cookie}, timeout=60)
+            return answer.status_code
+
+        paths = ["/api/v1/nodes", "/api/v1/alerts", "/alerts", "/alerts?tz=UTC", "/api/v1/whoami"]
+        for _ in range(3):
+            seen_ago(120)
+            with ThreadPoolExecutor(max_workers=24) as pool:
+                codes = list(pool.map(get, paths * 10))
+            assert codes == [200] * len(codes)
+        seen_ago(590)
+        panel = httpx.get(
+            f"{server.url}/alerts/_list",
+            headers={"HX-Request": "true"},
+            cookies={"fw_session": cookie},
+        )
+        assert panel.status_code in (200, 204)
+        with session_factory(pg) as factory, session_scope(factory) as session:
+            moved = session.scalars(mark).one()
+        assert moved is not None and utcnow() - moved < timedelta(seconds=30)
     finally:
         server.stop()
 
