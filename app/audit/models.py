@@ -13,10 +13,10 @@ from app.db import Base, UTCDateTime
 
 class AuditEvent(Base):
     """One change or action. ``actor``: ``user:NAME``, ``token:NAME``, ``agent:HOST``,
-    ``anonymous`` or ``cli:NAME``; ``action``: ``METHOD /route/{template}`` or a named action
-    (``login``, ``user.create`` …); ``target``: the path parameters or the object's key;
-    ``status``: the HTTP status answered (``None`` outside HTTP); ``detail``: before/after
-    or other facts where cheap."""
+    ``anonymous`` or ``cli`` (a command on the server machine); ``action``:
+    ``METHOD /route/{template}`` or a named action (``login``, ``user.create`` …);
+    ``target``: the path parameters or the object's key; ``status``: the HTTP status answered
+    (``None`` outside HTTP); ``detail``: before/after or other facts where cheap."""
 
     __tablename__ = "audit_event"
 
