@@ -6,7 +6,7 @@ samples (720 values) of a slowly moving metric costs a fraction of a byte per va
 stay ``bigint`` and gauges ``double precision``, so a value read back is the value stored. On
 SQLite the tables exist (the schema is one) but stay empty: the embedded try-out keeps raw rows.
 
-A GPU whose samples come :data:`WIDE_SPACING_S` apart or more is packed in day blocks instead
+A GPU whose samples come :data:`WIDE_SPACING_S` apart or more is packed in 6-hour blocks instead
 of hour blocks (each row records its width, ``block_s``), so that its arrays are long enough to
 compress; every reader takes a row's own width (:func:`width_sql`, :func:`block_end`).
 
@@ -55,10 +55,12 @@ from app.series.tables import (
 
 #: Width of a GPU block: an hour, aligned on the Unix epoch (``date_bin``'s origin below).
 BLOCK_S = 3600
-#: Width of a GPU block of a slowly sampled series (:data:`WIDE_SPACING_S`): a day. An hour of
-#: 60-s samples holds 60 values per array, too few for pglz (2.05 bytes per value, 1.40 ×
-#: Prometheus, against 1.20 in hour blocks of 10-s samples).
-WIDE_BLOCK_S = 86400
+#: Width of a GPU block of a slowly sampled series (:data:`WIDE_SPACING_S`): 6 hours, as the
+#: NVLink blocks. An hour of 60-s samples holds 60 values per array, too few for pglz (2.05
+#: bytes per value, 1.40 × Prometheus); 6 hours (360) take 1.26, a day (1,440) 1.11, but a
+#: chart's partial edge unpacks the block it falls in: ~5 ms for a node's 8 GPUs at 6 hours,
+#: ~30 at a day (bench/storage_bytes.py --step 60).
+WIDE_BLOCK_S = 6 * 3600
 #: A series whose samples are at least this far apart (median, seconds) is packed in wide
 #: blocks (:attr:`BlockSpec.wide_s`); the agent's 5-10 s defaults keep hour blocks.
 WIDE_SPACING_S = 30
@@ -111,7 +113,7 @@ gpu_sample_block = Table(
     *(Column(steps_column(name), INTEGERS, nullable=True) for name in GPU_STEPPED),
     Index("ix_gpu_sample_block_block_start", "block_start"),
 )
-"""An hour (``block_s`` NULL) or a day (``block_s`` = :data:`WIDE_BLOCK_S`, a slowly sampled
+"""An hour (``block_s`` NULL) or 6 hours (``block_s`` = :data:`WIDE_BLOCK_S`, a slowly sampled
 series: :attr:`BlockSpec.wide_s`) of one GPU's ``gpu_sample`` rows; ``received_until`` is the
 newest arrival among them (per-sample arrival times are not kept once compacted).
 ``sampled_at_delta_us`` holds each sample's time as microseconds since the previous sample (the

@@ -1,16 +1,17 @@
-"""Compaction: raw sample rows older than the horizon become hour blocks
-(:mod:`app.series.blocks`), in SQL on the server, a batch of owners per transaction.
+"""Compaction: raw sample rows older than the horizon become blocks (:mod:`app.series.blocks`:
+hours; 6 hours for a GPU sampled 30 s apart or more), in SQL on the server, a batch of owners per
+transaction.
 
 Two statements per batch, each atomic on its own, so an ingest running beside them never loses
 a row:
 
-1. **re-open**: a block that has raw rows again (a late or replayed sample of an hour already
+1. **re-open**: a block that has raw rows again (a late or replayed sample of a span already
    compacted) is deleted and its samples go back into the raw table. A sample both in the block
    and raw (a duplicate that arrived after compaction) keeps the block's value: the first stored
    wins, as at ingest.
-2. **pack**: raw rows older than the horizon, of hours with no block, are deleted and inserted
-   as blocks — ``DELETE … RETURNING`` feeding the ``INSERT`` in one statement, so exactly the
-   rows deleted are packed.
+2. **pack**: raw rows older than the horizon, in no block, are deleted and inserted as blocks
+   (a GPU's 6-hour block once its whole span is older) — ``DELETE … RETURNING`` feeding the
+   ``INSERT`` in one statement, so exactly the rows deleted are packed.
 
 Rows stay raw while any reader needs them as rows: the newest ``keep_latest_s`` of each owner
 (the latest values and "latest per key" reads), and on ``gpu_sample`` rows that arrived after
@@ -164,11 +165,11 @@ def pack_sql(spec: BlockSpec) -> str:
     block, deleted and inserted as blocks.
 
     With :attr:`~app.series.blocks.BlockSpec.wide_s` the width is chosen per series and wide
-    span (a day, aligned on the same origin) from the rows to pack in it: wide when their
+    span (6 hours, aligned on the same origin) from the rows to pack in it: wide when their
     median spacing is :data:`~app.series.blocks.WIDE_SPACING_S` or more (or there is one row),
     and then only once the whole span is before ``:horizon``; hour blocks (``block_s`` NULL)
     otherwise, and always in a span that has hour blocks already (a series switching from fast
-    to slow sampling mid-day), so that blocks never overlap and a run after a run packs
+    to slow sampling inside a span), so that blocks never overlap and a run after a run packs
     nothing."""
     keys = spec.keys
     raw, block = _q(spec.raw.name), _q(spec.block.name)

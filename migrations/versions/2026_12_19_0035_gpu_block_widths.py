@@ -1,4 +1,4 @@
-"""GPU blocks of slowly sampled series are a day wide: ``gpu_sample_block.block_s``
+"""GPU blocks of slowly sampled series are 6 hours wide: ``gpu_sample_block.block_s``
 
 Revision ID: 0035
 Revises: 0034
@@ -6,9 +6,9 @@ Create Date: 2026-12-19 09:00:00.000000
 
 An hour block of 60-s samples holds 60 values per array, too few for pglz: 2.05 bytes per value
 (1.40 × Prometheus 2.42) where hour blocks of 10-s samples take 1.20. Compaction now packs a
-GPU whose samples come 30 s apart or more into day blocks and records the width per row
-(``block_s``: NULL for an hour block, as every block packed before; 86400 for a day block,
-``app.series.blocks.WIDE_BLOCK_S``). The downgrade turns the day blocks back into raw rows
+GPU whose samples come 30 s apart or more into 6-hour blocks and records the width per row
+(``block_s``: NULL for an hour block, as every block packed before; 21600 for a 6-hour block,
+``app.series.blocks.WIDE_BLOCK_S``). The downgrade turns the wide blocks back into raw rows
 (Postgres), which the previous revision's compaction packs into hour blocks again.
 """
 

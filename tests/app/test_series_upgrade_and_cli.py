@@ -138,7 +138,7 @@ def test_a_0005_database_with_history_upgrades_compacts_and_downgrades_losing_no
         done = fleetwatch("storage", "compact", "--after", "3600", "--database-url", url)
         assert done.returncode == 0, done.stderr
         # Each GPU keeps the health throttle window (60 s) + 10 minutes before its newest
-        # sample raw (12 samples a minute apart): 300 - 12, samples a minute apart: one day
+        # sample raw (12 samples a minute apart): 300 - 12; samples a minute apart: one 6-hour
         # block.
         assert "gpu_sample: 288 rows packed into 1 blocks" in done.stdout
         # The minutes of 2026-11-01 (a whole day, folded by the rebuild) as one day block.
@@ -150,7 +150,7 @@ def test_a_0005_database_with_history_upgrades_compacts_and_downgrades_losing_no
         assert stats.returncode == 0, stats.stderr
         lines = {line.split()[0]: line.split() for line in stats.stdout.splitlines()[1:]}
         assert lines["gpu_sample"][1] == "raw" and lines["gpu_sample"][3] == "12"
-        assert lines["gpu_sample_block"][1:3] == ["hour/day", "blocks"]
+        assert lines["gpu_sample_block"][1:3] == ["hour/6-h", "blocks"]
         assert lines["gpu_sample_block"][4:6] == ["1", "288"]
         assert lines["nvlink_sample_block"][4:6] == ["2", "578"]
         assert lines["gpu_sample_1m"][1:3] == ["1", "min"]

@@ -1,9 +1,9 @@
-"""GPU blocks of slowly sampled series (:data:`app.series.blocks.WIDE_BLOCK_S`, a day): samples
-60 s apart packed into day blocks read back exactly (rows, charts over a range starting inside a
-block, rollups rebuilt from them, energy as steps), a series switching from 10-s to 60-s
-samples mid-day (no overlap, no loss, nothing packed twice), late and duplicate samples
-re-opening a day block, retention of day blocks, a re-sent sample of a packed day, and the
-downgrade of revision 0035."""
+"""GPU blocks of slowly sampled series (:data:`app.series.blocks.WIDE_BLOCK_S`, 6 hours):
+samples 60 s apart packed into 6-hour blocks read back exactly (rows, charts over a range
+starting inside a block, rollups rebuilt from them, energy as steps), a series switching from
+10-s to 60-s samples inside a span (no overlap, no loss, nothing packed twice), late and
+duplicate samples re-opening a wide block, retention of wide blocks, a re-sent sample of a
+packed span, and the downgrade of revision 0035."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ from tests.factories import batch, sample, store_payload
 D0 = datetime(2026, 11, 28, tzinfo=UTC)  # a UTC midnight: blocks align on the epoch
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
+WIDE = timedelta(seconds=WIDE_BLOCK_S)
+assert WIDE == 6 * HOUR  # the spans below
 BIG = 2**53 + 1
 COLUMNS = ["util_gpu_pct", "power_w", "temp_c", "ecc_corrected_aggregate_count", "energy_j"]
 
@@ -151,135 +153,140 @@ def same_series(got: list[Any], want: list[Any]) -> None:
                 assert (a is None and b is None) or a == pytest.approx(b, rel=1e-12), name
 
 
-def test_slow_samples_pack_into_day_blocks_and_read_back_exactly(
+def test_slow_samples_pack_into_wide_blocks_and_read_back_exactly(
     factory: sessionmaker[Session],
 ) -> None:
     with session_scope(factory) as s:
         node = make_node(s)
-        seed(s, node, [(D0, D0 + DAY + 20 * HOUR, 60)])
+        seed(s, node, [(D0, D0 + 20 * HOUR, 60)])
         node_id = node.id
-    # A range starting inside the day block, over its end into the raw rows of the next day.
-    start, end = D0 + timedelta(hours=5, minutes=30, seconds=17), D0 + DAY + 2 * HOUR
+    # A range starting inside the first block, over the second into raw rows.
+    start, end = D0 + timedelta(hours=5, minutes=30, seconds=17), D0 + 14 * HOUR
     with session_scope(factory) as s:
         before = every_row(s)
         charts = {step: chart(s, node_id, start, end, step) for step in (0, 60, 3600)}
-        fold.fold_range(s, GPU, lo_s=D0.timestamp(), hi_s=(D0 + 2 * DAY).timestamp())
+        fold.fold_range(s, GPU, lo_s=D0.timestamp(), hi_s=(D0 + DAY).timestamp())
         from_raw = rollups(s)
 
-    # The horizon (now - 2 h, on the hour) is inside day 2: only day 1 is a whole day before it.
-    result = run(factory, D0 + DAY + 12 * HOUR)
-    assert result.rows_packed["gpu_sample"] == 2 * 1440
+    # The horizon (now - 2 h, on the hour) is 12:00: 00:00-06:00 and 06:00-12:00 are whole
+    # spans before it, 12:00-18:00 is not.
+    result = run(factory, D0 + 14 * HOUR)
+    assert result.rows_packed["gpu_sample"] == 2 * 2 * 360
     with session_scope(factory) as s:
         g0, g1 = (g.id for g in s.get(Node, node_id).gpus)  # type: ignore[union-attr]
-        assert blocks(s) == [(g, D0, WIDE_BLOCK_S, 1440) for g in (g0, g1)]
-        # Energy kept as whole-millijoule steps in the day block too.
+        assert blocks(s) == [(g, at, WIDE_BLOCK_S, 360) for g in (g0, g1) for at in (D0, D0 + WIDE)]
+        # Energy kept as whole-millijoule steps in wide blocks too.
         forms = s.execute(select(gpu_sample_block.c.energy_j, gpu_sample_block.c.energy_j_steps))
-        assert all(doubles is None and len(steps) == 1440 for doubles, steps in forms)
+        assert all(doubles is None and len(steps) == 360 for doubles, steps in forms)
         assert every_row(s) == before
         assert any(r[5] == BIG for r in before)
         for step, want in charts.items():
             same_series(chart(s, node_id, start, end, step), want)
-        # Rollups recomputed from the day blocks equal those folded from the raw rows.
+        # Rollups recomputed from the wide blocks equal those folded from the raw rows.
         for table in GPU_ROLLUPS.values():
             s.execute(delete(table))
-        fold.fold_range(s, GPU, lo_s=D0.timestamp(), hi_s=(D0 + 2 * DAY).timestamp())
+        fold.fold_range(s, GPU, lo_s=D0.timestamp(), hi_s=(D0 + DAY).timestamp())
         same_rollups(rollups(s), from_raw)
-    # Nothing changes at the next run; the second day is packed once it is past the horizon.
-    assert nothing_done(run(factory, D0 + DAY + 12 * HOUR))
-    assert run(factory, D0 + 2 * DAY + 3 * HOUR).blocks_written["gpu_sample"] == 2
-    assert nothing_done(run(factory, D0 + 2 * DAY + 3 * HOUR))
+    # Nothing changes at the next run; 12:00-18:00 is packed once it is past the horizon.
+    assert nothing_done(run(factory, D0 + 14 * HOUR))
+    assert run(factory, D0 + 21 * HOUR).blocks_written["gpu_sample"] == 2
+    assert nothing_done(run(factory, D0 + 21 * HOUR))
+    # The last span: 18:00-20:00 but each GPU's newest 10 minutes (they stay raw).
+    assert run(factory, D0 + DAY + 3 * HOUR).rows_packed["gpu_sample"] == 2 * 109
+    assert nothing_done(run(factory, D0 + DAY + 3 * HOUR))
     with session_scope(factory) as s:
-        # Day 2 ends at 20:00 (each GPU's newest 10 minutes stay raw): 1200 - 11 samples.
-        days = [(D0, WIDE_BLOCK_S, 1440), (D0 + DAY, WIDE_BLOCK_S, 1189)]
-        assert [b[1:] for b in blocks(s)] == days * 2
+        spans = [(D0 + i * WIDE, WIDE_BLOCK_S, 360) for i in range(3)]
+        assert [b[1:] for b in blocks(s)] == [*spans, (D0 + 3 * WIDE, WIDE_BLOCK_S, 109)] * 2
         assert every_row(s) == before
         for table in GPU_ROLLUPS.values():
             s.execute(delete(table))
     # A rebuild finds the stored span from the blocks (each counted to its own end).
-    rebuild(factory, since=None, now=D0 + 2 * DAY + 3 * HOUR)
+    rebuild(factory, since=None, now=D0 + DAY + 3 * HOUR)
     with session_scope(factory) as s:
         same_rollups(rollups(s), from_raw)
 
 
-def test_a_series_slowing_from_10_s_to_60_s_mid_day_keeps_that_day_in_hour_blocks(
+def test_a_series_slowing_from_10_s_to_60_s_inside_a_span_keeps_it_in_hour_blocks(
     factory: sessionmaker[Session],
 ) -> None:
     with session_scope(factory) as s:
         node = make_node(s, gpus=1)
-        seed(s, node, [(D0, D0 + 12 * HOUR, 10), (D0 + 12 * HOUR, D0 + 2 * DAY + 6 * HOUR, 60)])
+        seed(s, node, [(D0, D0 + 15 * HOUR, 10), (D0 + 15 * HOUR, D0 + DAY + 6 * HOUR, 60)])
         before = every_row(s)
         g = node.gpus[0].id
-    # 08:00: hours 00-05 (10-s samples) are hour blocks as before.
-    assert run(factory, D0 + 8 * HOUR).blocks_written["gpu_sample"] == 6
-    # 20:00: hours 06-17, six of them at 60 s: the day has hour blocks, it keeps them.
-    assert run(factory, D0 + 20 * HOUR).blocks_written["gpu_sample"] == 12
-    # Day 3, 03:00: day 1's last hours as hours, day 2 (60 s) as one day block; day 3 waits.
-    assert run(factory, D0 + 2 * DAY + 3 * HOUR).blocks_written["gpu_sample"] == 6 + 1
-    assert nothing_done(run(factory, D0 + 2 * DAY + 3 * HOUR))
+    # 14:00: hours 00-11 (10-s samples) are hour blocks as before.
+    assert run(factory, D0 + 14 * HOUR).blocks_written["gpu_sample"] == 12
+    # 17:00: hours 12-14.
+    assert run(factory, D0 + 17 * HOUR).blocks_written["gpu_sample"] == 3
+    # Next day 03:00: hours 15-17 (60 s) as hours, their span 12:00-18:00 has hour blocks;
+    # 18:00-24:00 (60 s) as one 6-hour block; the next day's first span waits.
+    assert run(factory, D0 + DAY + 3 * HOUR).blocks_written["gpu_sample"] == 3 + 1
+    assert nothing_done(run(factory, D0 + DAY + 3 * HOUR))
     with session_scope(factory) as s:
-        hours = [(g, D0 + h * HOUR, None, 360 if h < 12 else 60) for h in range(24)]
-        assert blocks(s) == [*hours, (g, D0 + DAY, WIDE_BLOCK_S, 1440)]
+        hours = [(g, D0 + h * HOUR, None, 360 if h < 15 else 60) for h in range(18)]
+        assert blocks(s) == [*hours, (g, D0 + 18 * HOUR, WIDE_BLOCK_S, 360)]
         assert every_row(s) == before
         assert s.scalar(select(gpu_sample.c.sampled_at).order_by(gpu_sample.c.sampled_at)) == (
-            D0 + 2 * DAY
+            D0 + DAY
         )
 
 
-def test_a_day_of_mostly_10_s_samples_is_packed_in_hours_in_one_run(
+def test_a_span_of_mostly_10_s_samples_is_packed_in_hours_in_one_run(
     factory: sessionmaker[Session],
 ) -> None:
     with session_scope(factory) as s:
         node = make_node(s, gpus=1)
-        seed(s, node, [(D0, D0 + 12 * HOUR, 10), (D0 + 12 * HOUR, D0 + DAY + 3 * HOUR, 60)])
+        seed(s, node, [(D0, D0 + 4 * HOUR, 10), (D0 + 4 * HOUR, D0 + 10 * HOUR, 60)])
         before = every_row(s)
-    # Day 1's median spacing is 10 s: 24 hour blocks, no day block over them.
-    assert run(factory, D0 + DAY + 3 * HOUR).blocks_written["gpu_sample"] == 24
-    assert nothing_done(run(factory, D0 + DAY + 3 * HOUR))
+    # 00:00-06:00's median spacing is 10 s: six hour blocks, no 6-hour block over them;
+    # 06:00-12:00 (60 s) waits for its end.
+    assert run(factory, D0 + 9 * HOUR).blocks_written["gpu_sample"] == 6
+    assert nothing_done(run(factory, D0 + 9 * HOUR))
     with session_scope(factory) as s:
-        assert {b[2] for b in blocks(s)} == {None}
+        assert [(b[1], b[2]) for b in blocks(s)] == [(D0 + h * HOUR, None) for h in range(6)]
         assert every_row(s) == before
 
 
-def test_late_and_duplicate_samples_reopen_a_day_block(factory: sessionmaker[Session]) -> None:
+def test_late_and_duplicate_samples_reopen_a_wide_block(factory: sessionmaker[Session]) -> None:
     with session_scope(factory) as s:
         node = make_node(s, gpus=1)
-        seed(s, node, [(D0, D0 + DAY + 6 * HOUR, 60)])
+        seed(s, node, [(D0, D0 + 10 * HOUR, 60)])
         g = node.gpus[0].id
-    now = D0 + DAY + 4 * HOUR
+    now = D0 + 9 * HOUR
     run(factory, now)
     late = now - timedelta(minutes=1)
     with session_scope(factory) as s:
         before = every_row(s)
-        assert blocks(s) == [(g, D0, WIDE_BLOCK_S, 1440)]
+        assert blocks(s) == [(g, D0, WIDE_BLOCK_S, 360)]
         blank = dict.fromkeys(COLUMNS)
         s.execute(
             gpu_sample.insert(),
             [
-                # between two stored samples, 17 hours into the block
-                {"gpu_id": g, "sampled_at": D0 + timedelta(hours=17, seconds=30)}
+                # between two stored samples, 5 hours into the block
+                {"gpu_id": g, "sampled_at": D0 + timedelta(hours=5, seconds=30)}
                 | {"received_at": late, **blank, "power_w": 123.25},
                 # a duplicate of a packed sample with another value: the first stored wins
-                {"gpu_id": g, "sampled_at": D0 + 7 * HOUR}
+                {"gpu_id": g, "sampled_at": D0 + 3 * HOUR}
                 | {"received_at": late, **blank, "util_gpu_pct": 99.0},
             ],
         )
     result = run(factory, now)
     assert result.blocks_reopened["gpu_sample"] == 1
-    assert result.rows_packed["gpu_sample"] == 1441
+    assert result.rows_packed["gpu_sample"] == 361
     assert nothing_done(run(factory, now))
     with session_scope(factory) as s:
-        assert blocks(s) == [(g, D0, WIDE_BLOCK_S, 1441)]
-        inserted = (g, D0 + timedelta(hours=17, seconds=30), None, 123.25, None, None, None)
+        assert blocks(s) == [(g, D0, WIDE_BLOCK_S, 361)]
+        inserted = (g, D0 + timedelta(hours=5, seconds=30), None, 123.25, None, None, None)
         assert every_row(s) == sorted([*before, inserted])
 
 
-def test_retention_drops_a_day_block_once_its_whole_day_is_older(
+def test_retention_drops_a_wide_block_once_its_whole_span_is_older(
     factory: sessionmaker[Session],
 ) -> None:
     with session_scope(factory) as s:
         node = make_node(s, gpus=1)
-        seed(s, node, [(D0, D0 + 2 * DAY + 6 * HOUR, 60)])
-    now = D0 + 2 * DAY + 4 * HOUR
+        seed(s, node, [(D0, D0 + 16 * HOUR, 60)])
+    now = D0 + 14 * HOUR
     run(factory, now)
 
     def prune_before(cutoff: datetime) -> int:
@@ -287,18 +294,18 @@ def test_retention_drops_a_day_block_once_its_whole_day_is_older(
             days = (now - cutoff).total_seconds() / 86400
             return prune(s, retention_days=days, now=now)["gpu_sample_block"]
 
-    # A cutoff an hour before day 1 ends leaves its block (23 of its hours are older).
-    assert prune_before(D0 + 23 * HOUR) == 0
-    assert prune_before(D0 + DAY) == 1
+    # A cutoff an hour before the first span ends leaves its block (5 of its hours are older).
+    assert prune_before(D0 + 5 * HOUR) == 0
+    assert prune_before(D0 + 6 * HOUR) == 1
     with session_scope(factory) as s:
-        assert [b[1] for b in blocks(s)] == [D0 + DAY]
+        assert [b[1] for b in blocks(s)] == [D0 + WIDE]
 
 
-def test_a_sample_re_sent_after_its_day_was_packed_is_a_duplicate(
+def test_a_sample_re_sent_after_its_span_was_packed_is_a_duplicate(
     factory: sessionmaker[Session], postgres_url: str
 ) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
-    # 02:00 two days ago: the day block starts two hours before the samples looked for.
+    # 02:00 two days ago: the wide block starts two hours before the samples looked for.
     start = now.replace(hour=2, minute=0, second=0) - 2 * DAY
     first = batch("wide-b", gpus=1, samples_per_gpu=120, start=start, interval_s=60.0)
     answer = store_payload(postgres_url, first, received_at=start + 2 * HOUR)
@@ -321,19 +328,19 @@ def test_a_sample_re_sent_after_its_day_was_packed_is_a_duplicate(
     assert (answer["samples_stored"], answer["samples_duplicate"]) == (1, 1)
 
 
-def test_downgrading_0035_unpacks_day_blocks_and_keeps_hour_blocks() -> None:
+def test_downgrading_0035_unpacks_wide_blocks_and_keeps_hour_blocks() -> None:
     with postgres_database() as url:
         engine = make_engine(url)
         try:
             made = make_session_factory(engine)
             with session_scope(made) as s:
                 node = make_node(s, gpus=1)
-                # Day 1 at 10 s (hour blocks), day 2 at 60 s (a day block).
-                seed(s, node, [(D0, D0 + DAY, 10), (D0 + DAY, D0 + 2 * DAY + 6 * HOUR, 60)])
+                # 00:00-06:00 at 10 s (hour blocks), then 60 s (06:00-12:00 a 6-hour block).
+                seed(s, node, [(D0, D0 + 6 * HOUR, 10), (D0 + 6 * HOUR, D0 + 14 * HOUR, 60)])
                 before = every_row(s)
-            run(made, D0 + 2 * DAY + 4 * HOUR)
+            run(made, D0 + 14 * HOUR)
             with session_scope(made) as s:
-                assert [b[2] for b in blocks(s)] == [None] * 24 + [WIDE_BLOCK_S]
+                assert [b[2] for b in blocks(s)] == [None] * 6 + [WIDE_BLOCK_S]
         finally:
             engine.dispose()
         command.downgrade(alembic_config(url), "0034")
@@ -343,18 +350,13 @@ def test_downgrading_0035_unpacks_day_blocks_and_keeps_hour_blocks() -> None:
                 hour_blocks = conn.exec_driver_sql(
                     "SELECT count(*), sum(sample_count) FROM gpu_sample_block"
                 ).one()
-                raw = conn.exec_driver_sql(
-                    "SELECT count(*) FROM gpu_sample WHERE sampled_at < %(end)s",
-                    {"end": D0 + 2 * DAY},
-                ).scalar()
-                steps_back = conn.exec_driver_sql(
-                    "SELECT energy_j FROM gpu_sample WHERE sampled_at >= %(day)s "
-                    "AND sampled_at < %(end)s ORDER BY sampled_at",
-                    {"day": D0 + DAY, "end": D0 + 2 * DAY},
+                span = {"lo": D0 + 6 * HOUR, "hi": D0 + 12 * HOUR}
+                energy = conn.exec_driver_sql(
+                    "SELECT energy_j FROM gpu_sample WHERE sampled_at >= %(lo)s "
+                    "AND sampled_at < %(hi)s ORDER BY sampled_at",
+                    span,
                 ).scalars()
-                want = [r[6] for r in before if D0 + DAY <= r[1] < D0 + 2 * DAY]
-                assert list(steps_back) == want
+                assert list(energy) == [r[6] for r in before if span["lo"] <= r[1] < span["hi"]]
         finally:
             engine.dispose()
-        assert tuple(hour_blocks) == (24, 8640)
-        assert raw == 1440
+        assert tuple(hour_blocks) == (6, 2160)
