@@ -1,5 +1,6 @@
 """Bytes per stored GPU value and node-chart query time: Fleetwatch's Postgres layouts (raw rows,
-hour blocks) against Prometheus 2.42 on the same simulated data, in one run.
+blocks: an hour, a day for samples 30 s apart or more) against Prometheus 2.42 on the same
+simulated data, in one run.
 
 Generates ``--nodes`` simulated 8-GPU nodes × ``--hours`` of samples every ``--step`` seconds
 (``bench/sim_history.py``), then:
@@ -281,7 +282,7 @@ def main() -> None:
     print(f"{'store':<34}{'bytes':>14}{'B/value':>10}{'x Prometheus':>14}")
     rows = [
         ("Fleetwatch raw rows (gpu_sample)", raw_bytes),
-        ("Fleetwatch hour blocks", block_bytes),
+        ("Fleetwatch blocks", block_bytes),
         ("  + newest 10 min raw per GPU", block_bytes + left_bytes),
         ("Prometheus 2.42 TSDB blocks", prom_bytes),
     ]

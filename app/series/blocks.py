@@ -6,6 +6,10 @@ samples (720 values) of a slowly moving metric costs a fraction of a byte per va
 stay ``bigint`` and gauges ``double precision``, so a value read back is the value stored. On
 SQLite the tables exist (the schema is one) but stay empty: the embedded try-out keeps raw rows.
 
+A GPU whose samples come :data:`WIDE_SPACING_S` apart or more is packed in 6-hour blocks instead
+of hour blocks (each row records its width, ``block_s``), so that its arrays are long enough to
+compress; every reader takes a row's own width (:func:`width_sql`, :func:`block_end`).
+
 Sample times are stored as microsecond steps (``sampled_at_delta_us``), exact to Postgres's
 resolution; readers get ``sampled_at`` back from :mod:`app.series.read`.
 
@@ -18,18 +22,23 @@ the spec alone. The host tables' block forms are made from their raw tables' col
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     ARRAY,
     BigInteger,
     Column,
+    ColumnElement,
     Double,
     ForeignKey,
     Index,
     Integer,
     Table,
     Text,
+    func,
+    literal,
+    type_coerce,
 )
 from sqlalchemy.types import TypeEngine
 
@@ -46,6 +55,15 @@ from app.series.tables import (
 
 #: Width of a GPU block: an hour, aligned on the Unix epoch (``date_bin``'s origin below).
 BLOCK_S = 3600
+#: Width of a GPU block of a slowly sampled series (:data:`WIDE_SPACING_S`): 6 hours, as the
+#: NVLink blocks. An hour of 60-s samples holds 60 values per array, too few for pglz (2.05
+#: bytes per value, 1.40 × Prometheus); 6 hours (360) take 1.26, a day (1,440) 1.11, but a
+#: chart's partial edge unpacks the block it falls in: ~5 ms for a node's 8 GPUs at 6 hours,
+#: ~30 at a day (bench/storage_bytes.py --step 60).
+WIDE_BLOCK_S = 6 * 3600
+#: A series whose samples are at least this far apart (median, seconds) is packed in wide
+#: blocks (:attr:`BlockSpec.wide_s`); the agent's 5-10 s defaults keep hour blocks.
+WIDE_SPACING_S = 30
 #: Width of an NVLink block: 6 hours. Readings come every 30-60 s, and an hour of them (60-120
 #: values per array) is too short for Postgres to compress well (35 bytes per reading at 60 s
 #: in hour blocks).
@@ -86,6 +104,7 @@ gpu_sample_block = Table(
     Column("block_start", UTCDateTime(), primary_key=True),
     Column("sample_count", Integer, nullable=False),
     Column("received_until", UTCDateTime(), nullable=False),
+    Column("block_s", Integer, nullable=True),
     Column("sampled_at_delta_us", INTEGERS, nullable=False),
     *(
         Column(m.name, INTEGERS if m.integer else FLOATS, nullable=m.name in GPU_STEPPED)
@@ -94,13 +113,15 @@ gpu_sample_block = Table(
     *(Column(steps_column(name), INTEGERS, nullable=True) for name in GPU_STEPPED),
     Index("ix_gpu_sample_block_block_start", "block_start"),
 )
-"""An hour of one GPU's ``gpu_sample`` rows; ``received_until`` is the newest arrival among
-them (per-sample arrival times are not kept once compacted). ``sampled_at_delta_us`` holds each
-sample's time as microseconds since the previous sample (the first: since ``block_start``): at a
-steady interval the array repeats one value and compresses to almost nothing, where the
-timestamps themselves took 16 % of a block. A column of :data:`GPU_STEPPED` is stored in one of
-two forms per block: its doubles, or (``<name>_steps``, the doubles ``NULL``) each value times
-the scale as an integer step from the previous value (the first from 0)."""
+"""An hour (``block_s`` NULL) or 6 hours (``block_s`` = :data:`WIDE_BLOCK_S`, a slowly sampled
+series: :attr:`BlockSpec.wide_s`) of one GPU's ``gpu_sample`` rows; ``received_until`` is the
+newest arrival among them (per-sample arrival times are not kept once compacted).
+``sampled_at_delta_us`` holds each sample's time as microseconds since the previous sample (the
+first: since ``block_start``): at a steady interval the array repeats one value and compresses
+to almost nothing, where the timestamps themselves took 16 % of a block. A column of
+:data:`GPU_STEPPED` is stored in one of two forms per block: its doubles, or (``<name>_steps``,
+the doubles ``NULL``) each value times the scale as an integer step from the previous value (the
+first from 0)."""
 
 nvlink_sample_block = Table(
     "nvlink_sample_block",
@@ -179,7 +200,13 @@ class BlockSpec:
         keys: the series key, owner (``gpu_id``) first.
         values: the value columns, alike in name in both tables.
         arrival: True when the raw table has ``received_at`` (kept as ``received_until``).
-        block_s: the width of a block, seconds (a divisor of a day, or a day).
+        block_s: the width of a block, seconds (a divisor of a day, or a day); with
+            ``wide_s`` the width of a block whose ``block_s`` column is NULL.
+        wide_s: where set, the block table has a ``block_s`` column: NULL for a block
+            ``block_s`` wide, ``wide_s`` for a block of a series sampled
+            :data:`WIDE_SPACING_S` apart or more (a multiple of ``block_s``, aligned alike, so
+            every block of a series lies in one wide span). Compaction chooses per series and
+            wide span (:mod:`app.series.compact`); readers take each row's own width.
         stepped: value columns (name → scale) stored as integer steps where exact: a block
             whose every value ``v`` of the column is non-null and ``round(v × scale) / scale
             == v`` in double arithmetic keeps ``round(v × scale)`` minus the previous one in
@@ -196,11 +223,47 @@ class BlockSpec:
     arrival: bool = False
     block_s: int = BLOCK_S
     stepped: tuple[tuple[str, int], ...] = ()
+    wide_s: int | None = None
 
     @property
     def owner(self) -> str:
         """The owner column (``gpu_id`` or ``node_id``)."""
         return self.keys[0]
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """The widths a block may have, seconds, narrowest first."""
+        return (self.block_s,) if self.wide_s is None else (self.block_s, self.wide_s)
+
+    @property
+    def max_block_s(self) -> int:
+        """The widest block, seconds: ``block_start > t - max_block_s`` bounds the blocks that
+        may hold time ``t`` (an index range)."""
+        return self.widths[-1]
+
+
+def width_sql(spec: BlockSpec, alias: str) -> str:
+    """SQL: the width in seconds of the block row ``alias`` of ``spec``'s block table."""
+    if spec.wide_s is None:
+        return str(spec.block_s)
+    return f"coalesce({alias}.block_s, {spec.block_s})"
+
+
+def end_sql(spec: BlockSpec, alias: str) -> str:
+    """SQL (Postgres): the end (exclusive) of the block row ``alias``."""
+    return f"{alias}.block_start + make_interval(secs => {width_sql(spec, alias)})"
+
+
+def block_end(spec: BlockSpec) -> ColumnElement[datetime]:
+    """The end (exclusive) of a row of ``spec.block`` as an expression (Postgres)."""
+    block = spec.block
+    width: ColumnElement[int] = (
+        func.coalesce(block.c.block_s, spec.block_s)
+        if spec.wide_s is not None
+        else literal(spec.block_s)
+    )
+    end = block.c.block_start + func.make_interval(0, 0, 0, 0, 0, 0, width)
+    return type_coerce(end, UTCDateTime())
 
 
 GPU = BlockSpec(
@@ -211,6 +274,7 @@ GPU = BlockSpec(
     tuple(m.name for m in METRICS),
     arrival=True,
     stepped=tuple(GPU_STEPPED.items()),
+    wide_s=WIDE_BLOCK_S,
 )
 NVLINK = BlockSpec(
     "nvlink_sample",

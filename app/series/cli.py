@@ -93,12 +93,12 @@ def stats(
         raise typer.Exit(2) from None
     finally:
         engine.dispose()
-    head = f"{'table':<26}{'tier':<13}{'size':>12}{'rows':>14}{'samples':>14}{'B/value':>9}"
+    head = f"{'table':<26}{'tier':<16}{'size':>12}{'rows':>14}{'samples':>14}{'B/value':>9}"
     typer.echo(f"{head}{'rows/s':>10}")
     for s in rows:
         per = "-" if s.bytes_per_value is None else f"{s.bytes_per_value:.2f}"
         rate = "-" if s.rows_per_s is None else f"{s.rows_per_s:.1f}"
         typer.echo(
-            f"{s.table:<26}{s.tier:<13}{s.size_bytes / 2**20:>10.1f}Mi{s.rows:>14,}"
+            f"{s.table:<26}{s.tier:<16}{s.size_bytes / 2**20:>10.1f}Mi{s.rows:>14,}"
             f"{s.samples:>14,}{per:>9}{rate:>10}"
         )

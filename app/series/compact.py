@@ -1,16 +1,17 @@
-"""Compaction: raw sample rows older than the horizon become hour blocks
-(:mod:`app.series.blocks`), in SQL on the server, a batch of owners per transaction.
+"""Compaction: raw sample rows older than the horizon become blocks (:mod:`app.series.blocks`:
+hours; 6 hours for a GPU sampled 30 s apart or more), in SQL on the server, a batch of owners per
+transaction.
 
 Two statements per batch, each atomic on its own, so an ingest running beside them never loses
 a row:
 
-1. **re-open**: a block that has raw rows again (a late or replayed sample of an hour already
+1. **re-open**: a block that has raw rows again (a late or replayed sample of a span already
    compacted) is deleted and its samples go back into the raw table. A sample both in the block
    and raw (a duplicate that arrived after compaction) keeps the block's value: the first stored
    wins, as at ingest.
-2. **pack**: raw rows older than the horizon, of hours with no block, are deleted and inserted
-   as blocks — ``DELETE … RETURNING`` feeding the ``INSERT`` in one statement, so exactly the
-   rows deleted are packed.
+2. **pack**: raw rows older than the horizon, in no block, are deleted and inserted as blocks
+   (a GPU's 6-hour block once its whole span is older) — ``DELETE … RETURNING`` feeding the
+   ``INSERT`` in one statement, so exactly the rows deleted are packed.
 
 Rows stay raw while any reader needs them as rows: the newest ``keep_latest_s`` of each owner
 (the latest values and "latest per key" reads), and on ``gpu_sample`` rows that arrived after
@@ -35,7 +36,9 @@ from app.series.blocks import (
     BLOCK_ORIGIN,
     BLOCK_S,
     SPECS,
+    WIDE_SPACING_S,
     BlockSpec,
+    end_sql,
     exact_steps_sql,
     step_sql,
     stepped_value_sql,
@@ -135,7 +138,7 @@ WITH newest AS MATERIALIZED (
         SELECT 1 FROM {raw} r
         WHERE {same_key}
           AND r.sampled_at >= b.block_start
-          AND r.sampled_at < b.block_start + interval '{spec.block_s} seconds'
+          AND r.sampled_at < {end_sql(spec, "b")}
           AND r.sampled_at < :horizon
           AND r.sampled_at < newest.newest_at - make_interval(secs => :keep_s){folded})
     RETURNING b.*
@@ -158,8 +161,16 @@ SELECT (SELECT count(*) FROM opened), (SELECT count(*) FROM restored)
 
 def pack_sql(spec: BlockSpec) -> str:
     """Statement 2 for ``spec``: raw rows of ``:owners`` before ``:horizon`` (and before their
-    owner's newest row minus ``:keep_s``; on ``gpu_sample`` received by ``:folded``), in hours
-    with no block, deleted and inserted as blocks."""
+    owner's newest row minus ``:keep_s``; on ``gpu_sample`` received by ``:folded``), in no
+    block, deleted and inserted as blocks.
+
+    With :attr:`~app.series.blocks.BlockSpec.wide_s` the width is chosen per series and wide
+    span (6 hours, aligned on the same origin) from the rows to pack in it: wide when their
+    median spacing is :data:`~app.series.blocks.WIDE_SPACING_S` or more (or there is one row),
+    and then only once the whole span is before ``:horizon``; hour blocks (``block_s`` NULL)
+    otherwise, and always in a span that has hour blocks already (a series switching from fast
+    to slow sampling inside a span), so that blocks never overlap and a run after a run packs
+    nothing."""
     keys = spec.keys
     raw, block = _q(spec.raw.name), _q(spec.block.name)
     owner = _q(spec.owner)
@@ -168,8 +179,19 @@ def pack_sql(spec: BlockSpec) -> str:
     arrival_col = ', "received_until"' if spec.arrival else ""
     arrival_val = ", max(m.received_at)" if spec.arrival else ""
     by_series = ", ".join(f"m.{_q(k)}" for k in keys)
-    block_of_m = _bin("m.sampled_at", spec.block_s)
-    window = f"PARTITION BY {by_series}, {block_of_m} ORDER BY m.sampled_at"
+    narrow_of_r = _bin("r.sampled_at", spec.block_s)
+    if spec.wide_s is None:
+        covered = f"b.block_start = {narrow_of_r}"
+    else:
+        # Blocks are aligned on their widths: the one holding a time starts at its bin of one
+        # of them (two primary-key probes).
+        bins = ", ".join(_bin("r.sampled_at", w) for w in spec.widths)
+        covered = f"b.block_start IN ({bins}) AND r.sampled_at < {end_sql(spec, 'b')}"
+    eligible = f"""r.{owner} = newest.owner
+      AND r.sampled_at < :horizon
+      AND r.sampled_at < newest.newest_at - make_interval(secs => :keep_s){folded}
+      AND NOT EXISTS (SELECT 1 FROM {block} b WHERE {same_key} AND {covered})"""
+    window = f"PARTITION BY {by_series}, m.block_start ORDER BY m.sampled_at"
     scales = dict(spec.stepped)
     aggregates = ", ".join(
         [f"array_agg(m.{_q(c)} ORDER BY m.sampled_at)" for c in ("dt_us",)]
@@ -181,40 +203,82 @@ def pack_sql(spec: BlockSpec) -> str:
         for c, scale in spec.stepped
     )
     stepped_cols = "".join(f", {_q(steps_column(c))}" for c, _ in spec.stepped)
+    width_col = ', "block_s"' if spec.wide_s is not None else ""
+    width_val = ", m.block_s" if spec.wide_s is not None else ""
     return f"""
 WITH newest AS (
     SELECT o.id AS owner,
            (SELECT max(n.sampled_at) FROM {raw} n WHERE n.{owner} = o.id) AS newest_at
     FROM unnest(CAST(:owners AS integer[])) AS o(id)
-), moved AS (
-    DELETE FROM {raw} r
-    USING newest
-    WHERE r.{owner} = newest.owner
-      AND r.sampled_at < :horizon
-      AND r.sampled_at < newest.newest_at - make_interval(secs => :keep_s){folded}
-      AND NOT EXISTS (
-        SELECT 1 FROM {block} b
-        WHERE {same_key} AND b.block_start = {_bin("r.sampled_at", spec.block_s)})
-    RETURNING r.*
-), stepped AS (
-    SELECT m.*, {block_of_m} AS block_start,
+), {_moved_sql(spec, eligible)}, stepped AS (
+    SELECT m.*,
         CAST(EXTRACT(EPOCH FROM m.sampled_at - coalesce(
-            lag(m.sampled_at) OVER (
-                PARTITION BY {by_series}, {block_of_m} ORDER BY m.sampled_at),
-            {block_of_m})) * 1000000 AS bigint) AS dt_us{steps}
+            lag(m.sampled_at) OVER ({window}), m.block_start)) * 1000000 AS bigint) AS dt_us{steps}
     FROM moved m
 ), written AS (
     INSERT INTO {block} ({", ".join(_q(k) for k in keys)}, "block_start", "sample_count"
-        {arrival_col}, "sampled_at_delta_us", {", ".join(_q(c) for c in spec.values)}
+        {arrival_col}{width_col}, "sampled_at_delta_us", {", ".join(_q(c) for c in spec.values)}
         {stepped_cols})
     SELECT {by_series}, m.block_start, count(*)
-        {arrival_val}, {aggregates}
+        {arrival_val}{width_val}, {aggregates}
     FROM stepped m
-    GROUP BY {by_series}, m.block_start
+    GROUP BY {by_series}, m.block_start{width_val}
     RETURNING sample_count
 )
 SELECT count(*), coalesce(sum(sample_count), 0) FROM written
 """
+
+
+def _moved_sql(spec: BlockSpec, eligible: str) -> str:
+    """The ``moved`` CTE of :func:`pack_sql` (with those it needs before it): the raw rows
+    deleted, with their block's ``block_start`` (and ``block_s`` where widths vary)."""
+    raw, block = _q(spec.raw.name), _q(spec.block.name)
+    narrow_of_r = _bin("r.sampled_at", spec.block_s)
+    if spec.wide_s is None:
+        return f"""moved AS (
+    DELETE FROM {raw} r
+    USING newest
+    WHERE {eligible}
+    RETURNING r.*, {narrow_of_r} AS block_start
+)"""
+    wide = spec.wide_s
+    wide_of_r = _bin("r.sampled_at", wide)
+    r_keys = ", ".join(f"r.{_q(k)}" for k in spec.keys)
+    c_keys = ", ".join(f"c.{_q(k)}" for k in spec.keys)
+    b_is_c = " AND ".join(f"b.{_q(k)} = c.{_q(k)}" for k in spec.keys)
+    s_is_r = " AND ".join(f"s.{_q(k)} = r.{_q(k)}" for k in spec.keys)
+    return f"""candidates AS MATERIALIZED (
+    SELECT {r_keys}, {wide_of_r} AS wide_start,
+        r.sampled_at - lag(r.sampled_at) OVER (
+            PARTITION BY {r_keys}, {wide_of_r} ORDER BY r.sampled_at) AS gap
+    FROM {raw} r, newest
+    WHERE {eligible}
+), spans AS (
+    SELECT {c_keys}, c.wide_start,
+        CASE WHEN EXISTS (
+                SELECT 1 FROM {block} b
+                WHERE {b_is_c} AND b.block_s IS NULL
+                  AND b.block_start >= c.wide_start
+                  AND b.block_start < c.wide_start + interval '{wide} seconds')
+            THEN NULL
+            WHEN coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY c.gap)
+                >= interval '{WIDE_SPACING_S} seconds', true)
+            THEN {wide}
+        END AS block_s
+    FROM candidates c
+    GROUP BY {c_keys}, c.wide_start
+), chosen AS (
+    SELECT * FROM spans s
+    WHERE s.block_s IS NULL OR s.wide_start + interval '{wide} seconds' <= :horizon
+), moved AS (
+    DELETE FROM {raw} r
+    USING newest, chosen s
+    WHERE {eligible}
+      AND {s_is_r} AND s.wide_start = {wide_of_r}
+    RETURNING r.*,
+        CASE WHEN s.block_s IS NULL THEN {narrow_of_r} ELSE s.wide_start END AS block_start,
+        s.block_s AS block_s
+)"""
 
 
 def _aggregate(column: str, scale: int | None) -> str:

@@ -2,7 +2,8 @@
 (:mod:`app.series.blocks`) of a time range, as one selectable with the raw table's columns.
 
 Readers filter and aggregate it as they would the raw table (``rows.c.sampled_at``,
-``rows.c.gpu_id`` …). Only the blocks whose hour meets ``[start, end]`` are unpacked, and only
+``rows.c.gpu_id`` …). Only the blocks whose span (each row's own width) meets ``[start, end]``
+are unpacked, and only
 the columns asked for (Postgres then decompresses those arrays alone). On SQLite, where nothing
 is compacted, it is the raw table's rows.
 """
@@ -32,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from app.db import UTCDateTime
-from app.series.blocks import BY_NAME, GPU, BlockSpec, steps_column
+from app.series.blocks import BY_NAME, GPU, BlockSpec, block_end, end_sql, steps_column
 
 
 def rows_between(
@@ -126,7 +127,11 @@ def _unpacked(
         *(unpacked.c[name] for name in columns),
     ).select_from(block.join(unpacked, true()))
     if start is not None:
-        stmt = stmt.where(block.c.block_start > start - timedelta(seconds=spec.block_s))
+        # The widest block bounds the index range; a narrower block ending before ``start``
+        # is then left out before its arrays are read.
+        stmt = stmt.where(block.c.block_start > start - timedelta(seconds=spec.max_block_s))
+        if spec.wide_s is not None:
+            stmt = stmt.where(block_end(spec) > start)
     if end is not None:
         stmt = stmt.where(block.c.block_start <= end)
     return stmt
@@ -144,10 +149,12 @@ def _stepped_value(steps: Any, name: str, scale: int) -> ColumnElement[Any]:
 def _any_block(spec: BlockSpec, n: int) -> str:
     """``EXISTS`` of a block of ``spec`` for one of ``:owners_<n>`` meeting
     ``[:lo_<n>, :hi_<n>]``."""
+    lo = f"CAST(:lo_{n} AS timestamptz)"
+    ends = f" AND {end_sql(spec, 'b')} > {lo}" if spec.wide_s is not None else ""
     return (
-        f"EXISTS (SELECT 1 FROM {spec.block.name} WHERE {spec.owner} = ANY(:owners_{n})"
-        f" AND block_start > CAST(:lo_{n} AS timestamptz) - make_interval(secs => {spec.block_s})"
-        f" AND block_start <= CAST(:hi_{n} AS timestamptz))"
+        f"EXISTS (SELECT 1 FROM {spec.block.name} b WHERE b.{spec.owner} = ANY(:owners_{n})"
+        f" AND b.block_start > {lo} - make_interval(secs => {spec.max_block_s}){ends}"
+        f" AND b.block_start <= CAST(:hi_{n} AS timestamptz))"
     )
 
 

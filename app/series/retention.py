@@ -10,25 +10,35 @@ from sqlalchemy import CursorResult, delete
 from sqlalchemy.orm import Session
 
 from app.series import arrivals, latest
-from app.series.blocks import SPECS
+from app.series.blocks import SPECS, block_end
 
 
 def prune(session: Session, *, cutoff: datetime, now: datetime) -> dict[str, int]:
     """Delete raw samples read before ``cutoff`` and blocks whose whole span (an hour, 6 hours
-    or a day) is older; a host entity's or NVLink's current reading (:mod:`app.series.latest`)
-    when it is older; the arrival feed's rows older than an hour before ``now``
-    (:mod:`app.series.arrivals`).
+    or a day; a GPU block's own width) is older; a host entity's or NVLink's current reading
+    (:mod:`app.series.latest`) when it is older; the arrival feed's rows older than an hour
+    before ``now`` (:mod:`app.series.arrivals`).
 
     Returns:
         rows deleted per table.
     """
     deleted: dict[str, int] = {}
+    postgres = session.get_bind().dialect.name == "postgresql"
     for spec in SPECS:
+        block = spec.block
+        # A block goes once its whole span is older: every block of a series with a width of
+        # its own ends by the cutoff (its start bounds the index range); on SQLite, where the
+        # block tables stay empty, the widest span bounds it alone.
+        old = [block.c.block_start <= cutoff - timedelta(seconds=spec.block_s)]
+        if spec.wide_s is not None:
+            old.append(
+                block_end(spec) <= cutoff
+                if postgres
+                else block.c.block_start <= cutoff - timedelta(seconds=spec.max_block_s)
+            )
         statements = {
             spec.raw.name: delete(spec.raw).where(spec.raw.c.sampled_at < cutoff),
-            spec.block.name: delete(spec.block).where(
-                spec.block.c.block_start <= cutoff - timedelta(seconds=spec.block_s)
-            ),
+            block.name: delete(block).where(*old),
         }
         for table, statement in statements.items():
             result = cast(CursorResult[Any], session.execute(statement))

@@ -16,8 +16,9 @@ from app.series.blocks import SPECS
 #: Rollup tiers: table name suffix → tier label.
 ROLLUP_TIERS = {"_1m": "1 min", "_1h": "1 h"}
 ROLLED_UP = ("gpu_sample", "disk_sample", "nfs_sample", "nic_port_sample")
-#: Tier labels of block widths, seconds.
-BLOCK_TIERS = {3600: "hour blocks", 86400: "day blocks"}
+#: Tier labels of block widths, seconds (a table whose blocks have either width of
+#: ``BlockSpec.widths`` is labelled ``hour/day blocks``).
+BLOCK_TIERS = {3600: "hour", 86400: "day"}
 #: The tier of the host entities' current readings (:mod:`app.series.latest`).
 CURRENT_TIER = "current"
 #: Window of the recent ingest rate, seconds.
@@ -71,7 +72,7 @@ def table_stats(
         ).one()
         width = len(spec.values)
         size = _size(session, spec.block.name)
-        tier = BLOCK_TIERS.get(spec.block_s, f"{spec.block_s // 3600}-h blocks")
+        tier = "/".join(BLOCK_TIERS.get(w, f"{w // 3600}-h") for w in spec.widths) + " blocks"
         out.append(TableStats(spec.block.name, tier, size, rows, samples, samples * width))
     tables = Base.metadata.tables
     for form in minute_blocks.FORMS:

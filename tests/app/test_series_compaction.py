@@ -298,7 +298,7 @@ def test_retention_drops_blocks_whose_whole_hour_is_older(
 ) -> None:
     with session_scope(factory) as s:
         node = make_node(s, gpus=1)
-        seed(s, node, hours=4, step_s=60)
+        seed(s, node, hours=4, step_s=10)  # hour blocks (60-s samples: a day block)
         set_mark(s, GPU.arrival_key, NOW)
     compact(factory, compact_after_s=2 * 3600, now=NOW)
     with session_scope(factory) as s:
@@ -339,7 +339,8 @@ def test_a_sample_re_sent_after_its_hour_was_packed_is_a_duplicate(
 ) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     start = now - timedelta(hours=4)
-    first = batch("late-a", gpus=1, samples_per_gpu=120, start=start, interval_s=60.0)
+    # 10-s samples (hour blocks; 60-s ones wait for their day: test_series_wide_blocks.py)
+    first = batch("late-a", gpus=1, samples_per_gpu=120, start=start, interval_s=10.0)
     answer = store_payload(postgres_url, first, received_at=start + timedelta(hours=2))
     assert answer["samples_stored"] == 120
     with session_scope(factory) as s:
@@ -355,7 +356,7 @@ def test_a_sample_re_sent_after_its_hour_was_packed_is_a_duplicate(
         samples=[
             # 1e9 °C is implausible: nulled, but the sample is a duplicate, so not counted.
             sample(gpu_entry, start + timedelta(minutes=5), util_gpu_pct=1, temp_c=1e9),
-            sample(gpu_entry, start + timedelta(minutes=5, seconds=30), util_gpu_pct=2),
+            sample(gpu_entry, start + timedelta(minutes=5, seconds=35), util_gpu_pct=2),
         ],
     )
     answer = store_payload(postgres_url, again, received_at=now)
@@ -367,12 +368,12 @@ def test_a_sample_re_sent_after_its_hour_was_packed_is_a_duplicate(
         )
         got = s.execute(
             select(rows.c.sampled_at, rows.c.util_gpu_pct).where(
-                rows.c.sampled_at.between(
-                    start + timedelta(minutes=5), start + timedelta(minutes=5, seconds=30)
+                rows.c.sampled_at.in_(
+                    [start + timedelta(minutes=5), start + timedelta(minutes=5, seconds=35)]
                 )
             )
         ).all()
         assert sorted(tuple(r) for r in got) == [
             (start + timedelta(minutes=5), 50.0),  # the first stored wins
-            (start + timedelta(minutes=5, seconds=30), 2.0),
+            (start + timedelta(minutes=5, seconds=35), 2.0),
         ]

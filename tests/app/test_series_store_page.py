@@ -67,7 +67,7 @@ def test_the_store_page_shows_each_tier_with_its_samples(server: LiveServer, db_
         assert "SQLite" in page.text and "<table" not in page.text
         return
     block = row_of(page.text, "gpu_sample_block")
-    assert block[1:2] == ["hour blocks"]
+    assert block[1:2] == ["hour/6-h blocks"]  # 10-s samples: an hour block
     assert block[4] == "360"  # samples in the one block (08:00-09:00 at 10 s)
     assert float(block[5]) > 0  # bytes per value
     raw = row_of(page.text, "gpu_sample")

@@ -40,8 +40,9 @@ def fleetwatch(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def seed_0005(url: str, hours: int) -> None:
-    """A node, a GPU and ``hours`` of 60-s GPU and 2-link NVLink samples, in 0005's tables."""
+def seed_0005(url: str, hours: int, gpu_step_s: int = 60) -> None:
+    """A node, a GPU and ``hours`` of GPU samples every ``gpu_step_s`` and 60-s 2-link NVLink
+    samples, in 0005's tables."""
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
@@ -57,7 +58,7 @@ def seed_0005(url: str, hours: int) -> None:
                     'INSERT INTO gpu (id, node_id, uuid, "index", state, first_seen_at, '
                     "last_seen_at, last_sample_at) VALUES (1, 1, 'GPU-old', 0, 'ok', :t, :t, :l)"
                 ),
-                {"t": T0, "l": T0 + timedelta(hours=hours, minutes=-1)},
+                {"t": T0, "l": T0 + timedelta(hours=hours, seconds=-gpu_step_s)},
             )
             conn.execute(
                 text(
@@ -65,8 +66,12 @@ def seed_0005(url: str, hours: int) -> None:
                     "ecc_corrected_aggregate_count) VALUES (1, :at, :at, :u, :c)"
                 ),
                 [
-                    {"at": T0 + timedelta(minutes=k), "u": k % 100 + 0.5, "c": 2**62 + k}
-                    for k in range(hours * 60)
+                    {
+                        "at": T0 + timedelta(seconds=k * gpu_step_s),
+                        "u": k % 100 + 0.5,
+                        "c": 2**62 + k,
+                    }
+                    for k in range(hours * 3600 // gpu_step_s)
                 ],
             )
             conn.execute(
@@ -133,19 +138,20 @@ def test_a_0005_database_with_history_upgrades_compacts_and_downgrades_losing_no
         done = fleetwatch("storage", "compact", "--after", "3600", "--database-url", url)
         assert done.returncode == 0, done.stderr
         # Each GPU keeps the health throttle window (60 s) + 10 minutes before its newest
-        # sample raw (12 samples a minute apart): 300 - 12.
-        assert "gpu_sample: 288 rows packed into 5 blocks" in done.stdout
+        # sample raw (12 samples a minute apart): 300 - 12; samples a minute apart: one 6-hour
+        # block.
+        assert "gpu_sample: 288 rows packed into 1 blocks" in done.stdout
         # The minutes of 2026-11-01 (a whole day, folded by the rebuild) as one day block.
         assert "gpu_sample_1m: 300 rows packed into 1 blocks" in done.stdout
         assert gpu_rows(url) == expected
-        assert count(url, gpu_sample_block) == 5
+        assert count(url, gpu_sample_block) == 1
 
         stats = fleetwatch("storage", "stats", "--exact", "--database-url", url)
         assert stats.returncode == 0, stats.stderr
         lines = {line.split()[0]: line.split() for line in stats.stdout.splitlines()[1:]}
         assert lines["gpu_sample"][1] == "raw" and lines["gpu_sample"][3] == "12"
-        assert lines["gpu_sample_block"][1:3] == ["hour", "blocks"]
-        assert lines["gpu_sample_block"][4:6] == ["5", "288"]
+        assert lines["gpu_sample_block"][1:3] == ["hour/6-h", "blocks"]
+        assert lines["gpu_sample_block"][4:6] == ["1", "288"]
         assert lines["nvlink_sample_block"][4:6] == ["2", "578"]
         assert lines["gpu_sample_1m"][1:3] == ["1", "min"]
         assert lines["gpu_sample_1m_block"][1:4] == ["1", "min,", "days"]
@@ -197,7 +203,7 @@ def test_gpu_rows_stay_raw_as_far_back_as_an_enabled_rule_window_reaches(
         now = T0 + timedelta(hours=10)
         result = jobs.run(factory, compact_after_s=7200, health_throttle_window_s=300, now=now)
         # GPU: raw for 6 h + 10 min, floored to the hour: 03:00 onwards stays raw.
-        assert result.rows_packed["gpu_sample"] == 3 * 60
+        assert result.rows_packed["gpu_sample"] == 3 * 360
         # NVLink is read as "latest" only: packed up to 08:00 (2 h) in whole 6-h blocks: 06:00.
         assert result.rows_packed["nvlink_sample"] == 2 * 6 * 60
     finally:
@@ -207,7 +213,7 @@ def test_gpu_rows_stay_raw_as_far_back_as_an_enabled_rule_window_reaches(
 
 
 def seed_0005_on_head(url: str) -> None:
-    seed_0005(url, hours=10)
+    seed_0005(url, hours=10, gpu_step_s=10)  # 10-s samples: hour blocks
 
 
 def test_storage_commands_on_sqlite_say_what_they_do(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import epoch_s, session_scope, utcnow
 from app.series import minute_blocks
 from app.series.blocks import BY_NAME as BLOCK_FORMS
+from app.series.blocks import block_end
 from app.series.rollups import fold
 from app.series.rollups.models import rollup_watermark
 from app.series.rollups.specs import SPECS, Spec, get_mark
@@ -232,7 +233,13 @@ def _stored_span(session: Session, spec: Spec) -> tuple[datetime | None, datetim
                 select(func.min(b.sampled_at_delta_us[1])).where(b.block_start == first)
             )
             first += timedelta(microseconds=int(delta_us or 0))
-            end = last + timedelta(seconds=form.block_s)
+            # A block counts to its own end: a wide block starting before the last may end
+            # after it.
+            end = session.scalar(
+                select(func.max(block_end(form))).where(
+                    b.block_start > last - timedelta(seconds=form.max_block_s)
+                )
+            ) or last + timedelta(seconds=form.block_s)
             oldest = first if oldest is None else min(oldest, first)
             newest = end if newest is None else max(newest, end)
     return oldest, newest
