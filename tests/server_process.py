@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
 
 from app.db import make_engine
+from app.fleet.models import Gpu
 from app.series.tables import gpu_sample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,6 +280,19 @@ def stored_samples(db_url: str) -> tuple[int, int]:
             keys = select(gpu_sample.c.gpu_id, gpu_sample.c.sampled_at).distinct().subquery()
             distinct = conn.scalar(select(func.count()).select_from(keys)) or 0
         return int(rows), int(distinct)
+    finally:
+        engine.dispose()
+
+
+def stored_sample_keys(db_url: str) -> set[tuple[str, datetime]]:
+    """``(gpu uuid, sampled_at)`` of every GPU sample row stored in ``db_url``."""
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(Gpu.uuid, gpu_sample.c.sampled_at).join(Gpu, Gpu.id == gpu_sample.c.gpu_id)
+            )
+            return {(uuid, at) for uuid, at in rows}
     finally:
         engine.dispose()
 
