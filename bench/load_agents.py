@@ -57,6 +57,7 @@ from tests.server_process import (  # noqa: E402
     ServerProcess,
     fresh_database,
     machine,
+    rss_bytes,
     stored_sample_keys,
     stored_samples,
 )
@@ -132,6 +133,39 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants (``serve --workers N``: uvicorn's web processes and the
+    jobs worker), from the parent ids in ``/proc/<pid>/stat``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def server_cpu_s(root: int) -> float:
+    """CPU seconds of the server's processes (:func:`process_tree`) now."""
+    return sum(cpu_s(pid) or 0.0 for pid in process_tree(root))
+
+
+def server_rss(root: int) -> int | None:
+    """The server's resident memory, bytes: its processes' ``VmRSS`` summed (pages they share
+    counted once per process), None when it is gone."""
+    sizes = [rss_bytes(pid) for pid in process_tree(root)]
+    known = [s for s in sizes if s is not None]
+    return sum(known) if known else None
+
+
 def machine_busy_s() -> float | None:
     """CPU seconds the whole machine spent busy (every CPU, every process: ``/proc/stat``
     less idle and iowait)."""
@@ -185,6 +219,9 @@ def main() -> int:
     parser.add_argument("--groups", type=int, default=10, help="start groups over 1 interval")
     parser.add_argument("--port", type=int, default=None, help="server port (default: free)")
     parser.add_argument(
+        "--workers", type=int, default=1, help="serve --workers N (web processes + a worker)"
+    )
+    parser.add_argument(
         "--client",
         choices=("agents", "replay"),
         default="agents",
@@ -196,14 +233,16 @@ def main() -> int:
         parser.error(f"--agents 1..{MAX_AGENTS}, --minutes up to {MAX_MINUTES:g}")
     logging.basicConfig(level=logging.ERROR)
     print(f"machine: {machine()}")
-    print(f"{args.agents} agents x {args.gpus} GPUs ({args.client} client), sample every "
-          f"{args.interval:g} s, batch every {args.batch_interval:g} s, "
+    print(f"{args.agents} agents x {args.gpus} GPUs ({args.client} client, serve --workers "
+          f"{args.workers}), sample every {args.interval:g} s, batch every "
+          f"{args.batch_interval:g} s, "
           f"{args.minutes:g} min")  # fmt: skip
     with fresh_database() as url, tempfile.TemporaryDirectory(prefix="fw-load-") as tmp:
         apply_default_rules(load_settings(database_url=url))
         hosts = [f"load-{i:05d}" for i in range(args.agents)]
         nodes = [FleetNode(h, create_token(url, h), args.gpus, {"cluster": "load"}) for h in hosts]
-        server = ServerProcess(url, args.port or free_port(), Path(tmp) / "server.log")
+        more = ["--workers", str(args.workers)] if args.workers > 1 else []
+        server = ServerProcess(url, args.port or free_port(), Path(tmp) / "server.log", args=more)
         server.start()
         pid = server.proc.pid if server.proc else 0
         fleets: list[Any]
@@ -218,10 +257,10 @@ def main() -> int:
             fleets = [replay]
         else:
             fleets, latencies = agent_fleets(nodes, server.url, Path(tmp), args)
-        rss: list[tuple[float, int | None]] = [(0.0, server.rss_bytes())]
-        cpu_start = cpu_s(pid) or 0.0
+        buckets_start = ingest_buckets(server)  # first: it makes the API token (a process)
+        rss: list[tuple[float, int | None]] = [(0.0, server_rss(pid))]
+        cpu_start = server_cpu_s(pid)
         client_start, busy_start = client_cpu_s(), machine_busy_s() or 0.0
-        buckets_start = ingest_buckets(server)
         started = time.monotonic()
         try:
             for fleet in fleets:
@@ -230,14 +269,14 @@ def main() -> int:
             end = started + args.minutes * 60
             while (now := time.monotonic()) < end:
                 time.sleep(min(60.0, end - now))
-                rss.append((time.monotonic() - started, server.rss_bytes()))
+                rss.append((time.monotonic() - started, server_rss(pid)))
                 at_s, now_rss = rss[-1]
                 if now_rss is not None:
                     print(f"{at_s / 60:.1f} min: server RSS {now_rss / 2**20:.0f} MiB", flush=True)
             acked_in_run = sum(f.totals()["samples_acked"] for f in fleets)
             buckets_end = ingest_buckets(server)
             run_s = time.monotonic() - started
-            cpu_end = cpu_s(pid) or 0.0
+            cpu_end = server_cpu_s(pid)
             client_end, busy_end = client_cpu_s(), machine_busy_s() or 0.0
         finally:
             for fleet in fleets:
@@ -252,7 +291,7 @@ def main() -> int:
             unstored = unacked = 0
             if args.client == "replay":
                 unstored, unacked = replay.check_rows(stored_sample_keys(url))
-            rss.append((time.monotonic() - started, server.rss_bytes()))
+            rss.append((time.monotonic() - started, server_rss(pid)))
         finally:
             server.stop()
     if args.client == "replay":
@@ -286,6 +325,8 @@ def main() -> int:
     good = rows == distinct == totals["samples_acked"] == totals["samples_generated"]
     if args.client == "replay":
         pending = totals["batches_pending"]
+        causes = ", ".join(f"{n} {k}" for k, n in replay.counters.failed_by_cause.most_common())
+        print(f"failed pushes by cause: {causes or 'none'}")
         print(f"sample by sample: {unstored} acknowledged but not stored, {unacked} stored but "
               f"not acknowledged; batches still unacknowledged {pending}")  # fmt: skip
         good = good and unstored == unacked == 0

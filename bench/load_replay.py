@@ -7,7 +7,8 @@ loop's: :func:`~bench.replay_batches.rounds_per_batch` rounds of ``interval_s``)
 new ``batch_id``, its rounds' times and moved values (:func:`~bench.replay_batches.rebuild`),
 gzip-compressed and posted with the agent's headers, at the moment the agent would send it
 (its last round); agents' phases are spread evenly over the period. Failed pushes are kept and
-retried oldest first as the agent does (:mod:`agents.push`: the same status classes, backoff
+retried oldest first as the agent does (:mod:`agents.push`: the same status classes, a total
+deadline of ``timeout_s`` per push, backoff
 with full jitter honouring ``Retry-After``; a refusal for a setting, 401/403/404, retried every
 ``refused_retry_s``); other refusals are dropped and counted.
 
@@ -23,11 +24,12 @@ from one pool (the agent opens a connection per push).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import random
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -67,12 +69,13 @@ class ReplayAgent:
     backoff: Backoff = field(default_factory=Backoff)
     next_push_at: float = 0.0
     energy_j: dict[str, float] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass
 class Counters:
-    """What the client counted (samples, batches, pushes) and the acknowledged pushes'
-    durations (s)."""
+    """What the client counted (samples, batches, pushes), the acknowledged pushes' durations
+    (s) and the failed pushes by cause (``HTTP 503``, ``ReadTimeout`` …)."""
 
     samples_generated: int = 0
     samples_acked: int = 0
@@ -82,6 +85,7 @@ class Counters:
     push_refusals: int = 0
     samples_partly_refused: int = 0
     latencies_s: list[float] = field(default_factory=list)
+    failed_by_cause: Counter[str] = field(default_factory=Counter)
     acked_keys: set[tuple[str, str]] = field(default_factory=set)
 
 
@@ -146,8 +150,8 @@ class ReplayFleet:
     def stop(self, timeout_s: float = 120.0) -> None:
         """Stop sending, flush every queue once and wait for the thread (at most
         ``timeout_s``)."""
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stop_all)
         if self._thread is not None:
             self._thread.join(timeout=timeout_s)
 
@@ -178,6 +182,12 @@ class ReplayFleet:
 
     # -- the event loop's thread -----------------------------------------------------------
 
+    def _stop_all(self) -> None:
+        assert self._stop is not None
+        self._stop.set()
+        for agent in self.agents:
+            agent.wake.set()
+
     def _run(self) -> None:
         asyncio.run(self._main())
 
@@ -200,26 +210,37 @@ class ReplayFleet:
     async def _agent(
         self, agent: ReplayAgent, client: httpx.AsyncClient, t0: float, t0_utc: datetime
     ) -> None:
+        """Cut ``agent``'s batches on time while its pusher sends them (the agent's two
+        threads: a slow server never delays a batch), then one last push of its queue."""
         assert self._stop is not None
+        pusher = asyncio.create_task(self._pusher(agent, client))
         batch = 0
-        while not self._stop.is_set():
+        while True:
             first_s = agent.phase_s + batch * self.period_s
             due = t0 + first_s + self.period_s - self.interval_s  # its last round
-            wake = due
-            if agent.queue and agent.next_push_at < wake:
-                wake = max(agent.next_push_at, time.monotonic())
             try:
-                await asyncio.wait_for(self._stop.wait(), max(0.0, wake - time.monotonic()))
+                await asyncio.wait_for(self._stop.wait(), max(0.0, due - time.monotonic()))
                 break
             except TimeoutError:
                 pass
-            if time.monotonic() >= due:
-                self._cut(agent, batch, t0_utc + timedelta(seconds=first_s))
-                batch += 1
-            if time.monotonic() >= agent.next_push_at:
-                await self._push_pending(agent, client)
+            self._cut(agent, batch, t0_utc + timedelta(seconds=first_s))
+            batch += 1
+            agent.wake.set()
+        await pusher  # its push in flight ends (answer or timeout) first
         deadline = time.monotonic() + self.flush_timeout_s
         await self._push_pending(agent, client, deadline=deadline)
+
+    async def _pusher(self, agent: ReplayAgent, client: httpx.AsyncClient) -> None:
+        """Push ``agent``'s queue when a batch is cut or its backoff ends, until the stop."""
+        assert self._stop is not None
+        while not self._stop.is_set():
+            wait_s = max(0.0, agent.next_push_at - time.monotonic()) if agent.queue else None
+            if wait_s is None or wait_s > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(agent.wake.wait(), wait_s)
+            agent.wake.clear()
+            if not self._stop.is_set() and agent.queue and time.monotonic() >= agent.next_push_at:
+                await self._push_pending(agent, client)
 
     def _cut(self, agent: ReplayAgent, batch: int, first_at: datetime) -> None:
         templates = agent.templates
@@ -237,7 +258,11 @@ class ReplayFleet:
         c = self.counters
         while agent.queue and (deadline is None or time.monotonic() < deadline):
             pending = agent.queue[0]
-            outcome, retry_after, answer, took = await self._post(agent, client, pending.payload)
+            outcome, retry_after, answer, took, cause = await self._post(
+                agent, client, pending.payload
+            )
+            if outcome is not Outcome.OK:
+                c.failed_by_cause[cause] += 1
             if outcome is Outcome.OK:
                 agent.queue.popleft()
                 agent.backoff.reset()
@@ -265,9 +290,10 @@ class ReplayFleet:
 
     async def _post(
         self, agent: ReplayAgent, client: httpx.AsyncClient, payload: Payload
-    ) -> tuple[Outcome, float | None, dict[str, Any] | None, float]:
+    ) -> tuple[Outcome, float | None, dict[str, Any] | None, float, str]:
         """POST one batch as the agent does (``sent_at`` stamped now, gzip level 6); its
-        outcome, ``Retry-After`` (s), a 2xx answer's JSON object and the seconds it took."""
+        outcome, ``Retry-After`` (s), a 2xx answer's JSON object, the seconds it took and what
+        answered (``HTTP 200``, or the exception's class: ``ReadTimeout`` …)."""
         body = gzip.compress(encode_payload(stamp_sent_at(payload)), compresslevel=6)
         headers = {
             "Authorization": f"Bearer {agent.node.token}",
@@ -277,9 +303,13 @@ class ReplayFleet:
         }
         started = time.perf_counter()
         try:
-            response = await client.post(self.url, content=body, headers=headers)
-        except httpx.HTTPError:
-            return Outcome.RETRY, None, None, time.perf_counter() - started
+            # The agent's total deadline (agents.transport.Deadline); httpx's are per read.
+            post = client.post(self.url, content=body, headers=headers)
+            response = await asyncio.wait_for(post, self.timeout_s)
+        except TimeoutError:
+            return Outcome.RETRY, None, None, time.perf_counter() - started, "timeout"
+        except httpx.HTTPError as exc:
+            return Outcome.RETRY, None, None, time.perf_counter() - started, type(exc).__name__
         took = time.perf_counter() - started
         outcome = classify_status(response.status_code)
         retry_after = parse_retry_after(response.headers.get("Retry-After"))
@@ -290,4 +320,4 @@ class ReplayFleet:
             except ValueError:
                 parsed = None
             answer = parsed if isinstance(parsed, dict) else None
-        return outcome, retry_after, answer, took
+        return outcome, retry_after, answer, took, f"HTTP {response.status_code}"

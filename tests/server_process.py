@@ -59,8 +59,9 @@ class ServerProcess:
     """``python -m app serve`` on 127.0.0.1:``port`` for ``db_url``, as an operator runs it.
 
     ``env`` adds ``FLEETWATCH_*`` settings; ``jobs`` runs the background jobs in it (else
-    ``--no-jobs``). Output goes to ``log_path``. :meth:`start` may be called again after
-    :meth:`kill` or :meth:`stop` (same port). :attr:`api` is an HTTP client that sends an
+    ``--no-jobs``); ``args`` are more ``serve`` options (``["--workers", "2"]``). Output goes
+    to ``log_path``. :meth:`start` may be called again after :meth:`kill` or :meth:`stop`
+    (same port). :attr:`api` is an HTTP client that sends an
     admin API token (access control is on, as in production), made at the first start.
     """
 
@@ -72,8 +73,10 @@ class ServerProcess:
         *,
         jobs: bool = True,
         env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
     ) -> None:
         self.db_url = db_url
+        self.args = list(args)
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
@@ -107,7 +110,7 @@ class ServerProcess:
         env = {**os.environ, "FLEETWATCH_DATABASE_URL": self.db_url, **self.env}
         env.setdefault("FLEETWATCH_LOG_LEVEL", "warning")
         command = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1"]
-        command += ["--port", str(self.port), "--jobs" if self.jobs else "--no-jobs"]
+        command += ["--port", str(self.port), "--jobs" if self.jobs else "--no-jobs", *self.args]
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)

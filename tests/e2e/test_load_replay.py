@@ -75,7 +75,7 @@ def test_replayed_batches_are_stored_and_a_refused_agent_is_not_acknowledged(
     assert totals["push_refusals"] >= 4  # its oldest batch tried again every 2 s
     assert totals["batches_pending"] == len(fleet.agents[-1].queue) > 0
     assert totals["samples_generated"] == totals["samples_acked"] + held_pending
-    assert all(len(fleet.latencies_s) and t > 0 for t in fleet.latencies_s)
+    assert fleet.latencies_s and min(fleet.latencies_s) > 0
     # The sample-by-sample check fails when a stored row is missing or one is extra.
     some = next(iter(stored))
     assert fleet.check_rows(stored - {some}) == (1, 0)
