@@ -12,19 +12,27 @@ Prints: the machine; samples/s acknowledged over the run (sustained); the ingest
 (one push: request to answer, as the agent saw it) p50/p99/max, and the server's own time
 per batch (its ``fleetwatch_ingest_batch_duration_seconds`` histogram, to the bucket); pushes
 that failed (retried); the server's RSS at start, every minute and at the end (growth) and its
-CPU seconds; and rows stored against samples acknowledged (and generated) after the agents
-flushed their spools.
+CPU seconds, the client's (this process) and the whole machine's; and rows stored against
+samples acknowledged (and generated) after the agents flushed their spools.
 
     python bench/load_agents.py [--agents 200] [--minutes 2] [--interval 10] [--batch-interval 10]
+                                [--client agents|replay]
 
-The issue's figure is 1,000 agents for 10 minutes: ``--agents 1000 --minutes 10``. The agents
-run on the same machine as the server and Postgres (their CPU counts against the server's).
+``--client replay`` replaces the agent threads with :mod:`bench.load_replay`: each agent's real
+batches, made once by the agent code, rebuilt (new batch id, times, moved values) and posted
+from one asyncio thread at the agent loop's cadence, retried as the agent retries; the row
+check is then also made sample by sample (every acknowledged ``(GPU, sampled_at)`` stored, and
+nothing else). The issue's figure is 1,000 agents for 10 minutes: ``--agents 1000 --minutes 10
+--client replay`` on a small machine (the agent threads of the default ``--client agents``
+would measure the client there). The client runs on the same machine as the server and
+Postgres: its CPU (printed) counts against theirs.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -42,12 +50,15 @@ from agents.fleetspec import FleetNode  # noqa: E402
 from agents.simfleet import SimFleet  # noqa: E402
 from app.config import load_settings  # noqa: E402
 from app.demo import apply_default_rules  # noqa: E402
+from bench.load_replay import ReplayFleet  # noqa: E402
 from tests.factories import create_token  # noqa: E402
 from tests.live_server import free_port  # noqa: E402
 from tests.server_process import (  # noqa: E402
     ServerProcess,
     fresh_database,
     machine,
+    rss_bytes,
+    stored_sample_keys,
     stored_samples,
 )
 
@@ -83,8 +94,6 @@ class Latencies:
 
 def cpu_s(pid: int) -> float | None:
     """User + system CPU seconds of process ``pid`` (``/proc/<pid>/stat``)."""
-    import os
-
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -124,6 +133,82 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants (``serve --workers N``: uvicorn's web processes and the
+    jobs worker), from the parent ids in ``/proc/<pid>/stat``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def server_cpu_s(root: int) -> float:
+    """CPU seconds of the server's processes (:func:`process_tree`) now."""
+    return sum(cpu_s(pid) or 0.0 for pid in process_tree(root))
+
+
+def server_rss(root: int) -> int | None:
+    """The server's resident memory, bytes: its processes' ``VmRSS`` summed (pages they share
+    counted once per process), None when it is gone."""
+    sizes = [rss_bytes(pid) for pid in process_tree(root)]
+    known = [s for s in sizes if s is not None]
+    return sum(known) if known else None
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds the whole machine spent busy (every CPU, every process: ``/proc/stat``
+    less idle and iowait)."""
+    try:
+        fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    busy = sum(fields[:8]) - idle  # user nice system idle iowait irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def client_cpu_s() -> float:
+    """User + system CPU seconds of this process (the agents or the replay client)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def agent_fleets(
+    nodes: list[FleetNode], server_url: str, tmp: Path, args: argparse.Namespace
+) -> tuple[list[Any], Latencies]:
+    """``--client agents``: the real agents in ``--groups`` SimFleets, their pushes timed."""
+    latencies = Latencies()
+    per_group = -(-len(nodes) // args.groups)
+    fleets = [
+        SimFleet(
+            nodes[i : i + per_group],
+            server_url=server_url,
+            spool_root=tmp / f"spool-{i}",
+            interval_s=args.interval,
+            batch_interval_s=args.batch_interval,
+            agent_options={"backoff_cap_s": 10.0, "shutdown_timeout_s": 30.0},
+        )
+        for i in range(0, len(nodes), per_group)
+    ]
+    for fleet in fleets:
+        for agent in fleet.agents.values():
+            latencies.wrap(agent.pusher)
+    return fleets, latencies
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=200, help=f"agents (≤ {MAX_AGENTS})")
@@ -133,39 +218,49 @@ def main() -> int:
     parser.add_argument("--batch-interval", type=float, default=10.0, help="batch period, s")
     parser.add_argument("--groups", type=int, default=10, help="start groups over 1 interval")
     parser.add_argument("--port", type=int, default=None, help="server port (default: free)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="serve --workers N (web processes + a worker)"
+    )
+    parser.add_argument(
+        "--client",
+        choices=("agents", "replay"),
+        default="agents",
+        help="agents: the real agent loop, 2 threads each; replay: their batches replayed "
+        "from one asyncio thread (bench/load_replay.py)",
+    )
     args = parser.parse_args()
     if not 1 <= args.agents <= MAX_AGENTS or not 0 < args.minutes <= MAX_MINUTES:
         parser.error(f"--agents 1..{MAX_AGENTS}, --minutes up to {MAX_MINUTES:g}")
     logging.basicConfig(level=logging.ERROR)
     print(f"machine: {machine()}")
-    print(f"{args.agents} agents x {args.gpus} GPUs, sample every {args.interval:g} s, batch "
-          f"every {args.batch_interval:g} s, {args.minutes:g} min")  # fmt: skip
+    print(f"{args.agents} agents x {args.gpus} GPUs ({args.client} client, serve --workers "
+          f"{args.workers}), sample every {args.interval:g} s, batch every "
+          f"{args.batch_interval:g} s, "
+          f"{args.minutes:g} min")  # fmt: skip
     with fresh_database() as url, tempfile.TemporaryDirectory(prefix="fw-load-") as tmp:
         apply_default_rules(load_settings(database_url=url))
         hosts = [f"load-{i:05d}" for i in range(args.agents)]
         nodes = [FleetNode(h, create_token(url, h), args.gpus, {"cluster": "load"}) for h in hosts]
-        server = ServerProcess(url, args.port or free_port(), Path(tmp) / "server.log")
+        more = ["--workers", str(args.workers)] if args.workers > 1 else []
+        server = ServerProcess(url, args.port or free_port(), Path(tmp) / "server.log", args=more)
         server.start()
         pid = server.proc.pid if server.proc else 0
-        rss: list[tuple[float, int | None]] = [(0.0, server.rss_bytes())]
-        cpu_start = cpu_s(pid) or 0.0
-        latencies = Latencies()
-        per_group = -(-len(nodes) // args.groups)
-        fleets = [
-            SimFleet(
-                nodes[i : i + per_group],
+        fleets: list[Any]
+        if args.client == "replay":
+            replay = ReplayFleet(
+                nodes,
                 server_url=server.url,
-                spool_root=Path(tmp) / f"spool-{i}",
+                work=Path(tmp),
                 interval_s=args.interval,
                 batch_interval_s=args.batch_interval,
-                agent_options={"backoff_cap_s": 10.0, "shutdown_timeout_s": 30.0},
             )
-            for i in range(0, len(nodes), per_group)
-        ]
-        for fleet in fleets:
-            for agent in fleet.agents.values():
-                latencies.wrap(agent.pusher)
-        buckets_start = ingest_buckets(server)
+            fleets = [replay]
+        else:
+            fleets, latencies = agent_fleets(nodes, server.url, Path(tmp), args)
+        buckets_start = ingest_buckets(server)  # first: it makes the API token (a process)
+        rss: list[tuple[float, int | None]] = [(0.0, server_rss(pid))]
+        cpu_start = server_cpu_s(pid)
+        client_start, busy_start = client_cpu_s(), machine_busy_s() or 0.0
         started = time.monotonic()
         try:
             for fleet in fleets:
@@ -174,34 +269,42 @@ def main() -> int:
             end = started + args.minutes * 60
             while (now := time.monotonic()) < end:
                 time.sleep(min(60.0, end - now))
-                rss.append((time.monotonic() - started, server.rss_bytes()))
+                rss.append((time.monotonic() - started, server_rss(pid)))
                 at_s, now_rss = rss[-1]
                 if now_rss is not None:
                     print(f"{at_s / 60:.1f} min: server RSS {now_rss / 2**20:.0f} MiB", flush=True)
             acked_in_run = sum(f.totals()["samples_acked"] for f in fleets)
             buckets_end = ingest_buckets(server)
             run_s = time.monotonic() - started
-            cpu_end = cpu_s(pid) or 0.0
+            cpu_end = server_cpu_s(pid)
+            client_end, busy_end = client_cpu_s(), machine_busy_s() or 0.0
         finally:
             for fleet in fleets:
-                fleet.stop(timeout_s=60)
+                fleet.stop(timeout_s=120 if args.client == "replay" else 60)
         try:
-            for fleet in fleets:
-                for agent in fleet.agents.values():
-                    agent.push_pending(ignore_backoff=True)
+            if args.client == "agents":
+                for fleet in fleets:
+                    for agent in fleet.agents.values():
+                        agent.push_pending(ignore_backoff=True)
             totals = {k: sum(f.totals()[k] for f in fleets) for k in fleets[0].totals()}
             rows, distinct = stored_samples(url)
-            rss.append((time.monotonic() - started, server.rss_bytes()))
+            unstored = unacked = 0
+            if args.client == "replay":
+                unstored, unacked = replay.check_rows(stored_sample_keys(url))
+            rss.append((time.monotonic() - started, server_rss(pid)))
         finally:
             server.stop()
-    ok = latencies.ok
+    if args.client == "replay":
+        ok, failed = replay.latencies_s, totals["push_failures"] + totals["push_refusals"]
+    else:
+        ok, failed = latencies.ok, latencies.failed
     mib = 1024 * 1024
     print(f"sustained: {acked_in_run / run_s:,.0f} samples/s acknowledged over {run_s:.0f} s "
           f"({len(ok) / run_s:,.1f} batches/s)")  # fmt: skip
     if ok:
         print(f"ingest latency (push -> answer): p50 {statistics.median(ok) * 1000:.0f} ms, "
               f"p99 {pct(ok, 0.99) * 1000:.0f} ms, max {max(ok) * 1000:.0f} ms "
-              f"over {len(ok)} pushes; {latencies.failed} failed and retried")  # fmt: skip
+              f"over {len(ok)} pushes; {failed} failed and retried")  # fmt: skip
     print("server side (fleetwatch_ingest_batch_duration_seconds, bucket bounds): p50 "
           f"{bucket_quantile(buckets_start, buckets_end, 0.5)}, p99 "
           f"{bucket_quantile(buckets_start, buckets_end, 0.99)}")  # fmt: skip
@@ -212,10 +315,21 @@ def main() -> int:
               f"(+{(last - first) / mib:.0f} MiB); {trend}")  # fmt: skip
     print(f"server CPU: {cpu_end - cpu_start:.0f} s over {run_s:.0f} s "
           f"({(cpu_end - cpu_start) / run_s * 100:.0f} % of one core)")  # fmt: skip
+    print(f"client CPU: {client_end - client_start:.0f} s over {run_s:.0f} s "
+          f"({(client_end - client_start) / run_s * 100:.0f} % of one core); machine busy "
+          f"{busy_end - busy_start:.0f} CPU-s of {run_s * (os.cpu_count() or 1):.0f} "
+          f"(every process: Postgres and other work included)")  # fmt: skip
     print(f"samples generated {totals['samples_generated']:,}, acknowledged "
           f"{totals['samples_acked']:,}, rows stored {rows:,} (distinct keys {distinct:,}); "
           f"batches dropped {totals['batches_dropped']}")  # fmt: skip
     good = rows == distinct == totals["samples_acked"] == totals["samples_generated"]
+    if args.client == "replay":
+        pending = totals["batches_pending"]
+        causes = ", ".join(f"{n} {k}" for k, n in replay.counters.failed_by_cause.most_common())
+        print(f"failed pushes by cause: {causes or 'none'}")
+        print(f"sample by sample: {unstored} acknowledged but not stored, {unacked} stored but "
+              f"not acknowledged; batches still unacknowledged {pending}")  # fmt: skip
+        good = good and unstored == unacked == 0
     print("rows stored = samples acknowledged = generated:", "yes" if good else "NO")
     return 0 if good else 1
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
 
 from app.db import make_engine
+from app.fleet.models import Gpu
 from app.series.tables import gpu_sample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,8 +59,9 @@ class ServerProcess:
     """``python -m app serve`` on 127.0.0.1:``port`` for ``db_url``, as an operator runs it.
 
     ``env`` adds ``FLEETWATCH_*`` settings; ``jobs`` runs the background jobs in it (else
-    ``--no-jobs``). Output goes to ``log_path``. :meth:`start` may be called again after
-    :meth:`kill` or :meth:`stop` (same port). :attr:`api` is an HTTP client that sends an
+    ``--no-jobs``); ``args`` are more ``serve`` options (``["--workers", "2"]``). Output goes
+    to ``log_path``. :meth:`start` may be called again after :meth:`kill` or :meth:`stop`
+    (same port). :attr:`api` is an HTTP client that sends an
     admin API token (access control is on, as in production), made at the first start.
     """
 
@@ -70,8 +73,10 @@ class ServerProcess:
         *,
         jobs: bool = True,
         env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
     ) -> None:
         self.db_url = db_url
+        self.args = list(args)
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
@@ -105,7 +110,7 @@ class ServerProcess:
         env = {**os.environ, "FLEETWATCH_DATABASE_URL": self.db_url, **self.env}
         env.setdefault("FLEETWATCH_LOG_LEVEL", "warning")
         command = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1"]
-        command += ["--port", str(self.port), "--jobs" if self.jobs else "--no-jobs"]
+        command += ["--port", str(self.port), "--jobs" if self.jobs else "--no-jobs", *self.args]
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
@@ -278,6 +283,19 @@ def stored_samples(db_url: str) -> tuple[int, int]:
             keys = select(gpu_sample.c.gpu_id, gpu_sample.c.sampled_at).distinct().subquery()
             distinct = conn.scalar(select(func.count()).select_from(keys)) or 0
         return int(rows), int(distinct)
+    finally:
+        engine.dispose()
+
+
+def stored_sample_keys(db_url: str) -> set[tuple[str, datetime]]:
+    """``(gpu uuid, sampled_at)`` of every GPU sample row stored in ``db_url``."""
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(Gpu.uuid, gpu_sample.c.sampled_at).join(Gpu, Gpu.id == gpu_sample.c.gpu_id)
+            )
+            return {(uuid, at) for uuid, at in rows}
     finally:
         engine.dispose()
 
