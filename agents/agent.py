@@ -210,7 +210,9 @@ class Agent:
         self._topology = TopologyTracker(config.topology_resend_s)
         self._nvlinks = NvlinkThinner(config.nvlink_interval_s)
         self._host = HostThinner(config.host_interval_s)
-        self._batch_started: float | None = None
+        #: When the current batch's window opened (monotonic): the previous cut, or the first
+        #: round of all. A batch is due ``batch_interval_s`` after it, to half a round.
+        self._window_opened: float | None = None
         self._urgent = False
         self._dark: dict[str, bool] = {}
         self._next_push_at = 0.0
@@ -263,8 +265,8 @@ class Agent:
         sections, host_events, errors = self._collect_node_sections(moment)
         state_changed = self._gpu_state_changed(samples)
         with self._lock:
-            if self._batch_started is None:
-                self._batch_started = time.monotonic()
+            if self._window_opened is None:
+                self._window_opened = time.monotonic()
             if events or host_events or state_changed or self._nvlinks.urgent or self._host.urgent:
                 self._urgent = True
             self._samples.extend(samples)
@@ -363,14 +365,22 @@ class Agent:
     def batch_due(self) -> bool:
         """Whether the current batch is old or big enough to be cut, or holds a new event, a
         GPU state change or an NVLink state change (a fault reaches the server at once, not a
-        batch interval later)."""
+        batch interval later).
+
+        Old enough: ``batch_interval_s`` since the previous cut (the batch's window), less half
+        a sampling round, so that a round ending a little earlier than the last one (collection
+        times jitter) does not hold the batch for one more round: at the defaults (10-s rounds,
+        10-s batches) every round is one batch, sent 10 s after the previous one."""
         with self._lock:
-            if self._batch_started is None:
+            if self._window_opened is None or not (
+                self._samples or self._events or self._sections
+            ):
                 return False
-            age = time.monotonic() - self._batch_started
+            age = time.monotonic() - self._window_opened
+            slack = 0.5 * min(self.config.interval_s, self.config.batch_interval_s)
             return (
                 self._urgent
-                or age >= self.config.batch_interval_s
+                or age >= self.config.batch_interval_s - slack
                 or len(self._samples) >= self.config.max_batch_samples
             )
 
@@ -380,7 +390,8 @@ class Agent:
         with self._lock:
             samples, events = self._samples, self._events
             sections, errors = self._sections, self._errors
-            self._samples, self._events, self._batch_started = [], [], None
+            self._samples, self._events = [], []
+            self._window_opened = time.monotonic()
             self._urgent = False
             self._sections, self._errors = {}, []
         if not samples and not events and not sections:

@@ -41,7 +41,7 @@ def test_fleet_page_loads_local_assets_without_errors_and_shows_the_nodes(
 
     expect(tab.locator("a[href='/nodes/gpu-a-001']")).to_be_visible()
     shot(tab, "fleet-overview")
-    tab.wait_for_function("window.htmx !== undefined")
+    tab.wait_for_function("() => window.htmx !== undefined")  # a function: no eval() (CSP)
     tab.goto(live.url + "/?view=table")  # the node table, the overview's other view
     expect(tab.locator("tr", has=tab.locator("a[href='/nodes/gpu-b-001']"))).to_contain_text("N/A")
     shot(tab, "fleet-table")

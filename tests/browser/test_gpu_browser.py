@@ -76,7 +76,11 @@ def test_charts_refresh_from_the_gpu_samples_api(page: Tab, live: LiveServer) ->
         tab.get_by_role("button", name="Pause refresh").click()
         tab.get_by_role("button", name="Resume refresh").click()
 
-    tab.wait_for_function(f"document.getElementById('chart-temp_c').data[0].y.length > {before}")
+    # A function, not an expression: Playwright polls an expression with eval(), which the
+    # pages' CSP refuses (no 'unsafe-eval') once the first check comes out false.
+    tab.wait_for_function(
+        f"() => document.getElementById('chart-temp_c').data[0].y.length > {before}"
+    )
     assert tab.evaluate("document.getElementById('chart-temp_c').data[0].y.slice(-1)[0]") == 91
     assert tab.evaluate("document.getElementById('chart-temp_c').data.length") == 1
     assert_clean(problems)
