@@ -83,7 +83,7 @@ class AgentConfig:
     token: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     interval_s: float = 10.0
-    batch_interval_s: float = 10.0
+    batch_interval_s: float = 20.0
     max_batch_samples: int = 10_000
     spool_max_bytes: int = DEFAULT_MAX_BYTES
     spool_max_files: int = DEFAULT_MAX_FILES
@@ -370,11 +370,9 @@ class Agent:
         Old enough: ``batch_interval_s`` since the previous cut (the batch's window), less half
         a sampling round, so that a round ending a little earlier than the last one (collection
         times jitter) does not hold the batch for one more round: at the defaults (10-s rounds,
-        10-s batches) every round is one batch, sent 10 s after the previous one."""
+        20-s batches) every batch holds 2 rounds and is sent 20 s after the previous one."""
         with self._lock:
-            if self._window_opened is None or not (
-                self._samples or self._events or self._sections
-            ):
+            if self._window_opened is None or not (self._samples or self._events or self._sections):
                 return False
             age = time.monotonic() - self._window_opened
             slack = 0.5 * min(self.config.interval_s, self.config.batch_interval_s)

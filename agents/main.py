@@ -118,7 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPU sampling period, s (default 10; Xids and lost GPUs are sent within "
         "--watch-interval, not at the next sample)",
     )
-    parser.add_argument("--batch-interval", type=_positive, default=10.0, help="batch period, s")
+    parser.add_argument(
+        "--batch-interval",
+        type=_positive,
+        default=20.0,
+        help="batch period, s (an Xid, a GPU lost, a link or port state change: at once)",
+    )
     parser.add_argument(
         "--nvlink-interval",
         type=_send_interval,

@@ -15,7 +15,7 @@ that failed (retried); the server's RSS at start, every minute and at the end (g
 CPU seconds, the client's (this process) and the whole machine's; and rows stored against
 samples acknowledged (and generated) after the agents flushed their spools.
 
-    python bench/load_agents.py [--agents 200] [--minutes 2] [--interval 10] [--batch-interval 10]
+    python bench/load_agents.py [--agents 200] [--minutes 2] [--interval 10] [--batch-interval 20]
                                 [--client agents|replay]
 
 ``--client replay`` replaces the agent threads with :mod:`bench.load_replay`: each agent's real
@@ -215,7 +215,7 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=2.0, help=f"run (≤ {MAX_MINUTES:g})")
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per agent")
     parser.add_argument("--interval", type=float, default=10.0, help="sampling period, s")
-    parser.add_argument("--batch-interval", type=float, default=10.0, help="batch period, s")
+    parser.add_argument("--batch-interval", type=float, default=20.0, help="batch period, s")
     parser.add_argument("--groups", type=int, default=10, help="start groups over 1 interval")
     parser.add_argument("--port", type=int, default=None, help="server port (default: free)")
     parser.add_argument(

@@ -104,7 +104,7 @@ class ReplayFleet:
         server_url: str,
         work: Path,
         interval_s: float = 10.0,
-        batch_interval_s: float = 10.0,
+        batch_interval_s: float = 20.0,
         backoff_cap_s: float = 10.0,
         refused_retry_s: float = 60.0,
         timeout_s: float = 30.0,

@@ -44,10 +44,12 @@ _RATES = (
 
 
 def rounds_per_batch(interval_s: float, batch_interval_s: float) -> int:
-    """Sampling rounds in one batch of the agent loop: it cuts the batch at the first tick at
-    which the batch is ``batch_interval_s`` old, and the batch starts at its first round (so at
-    the defaults, 10 s and 10 s, a batch holds 2 rounds and one is sent every 20 s)."""
-    return math.ceil(batch_interval_s / interval_s - 1e-9) + 1
+    """Sampling rounds in one batch of the agent loop: it cuts a batch at the first tick at
+    which ``batch_interval_s`` less half a round has passed since the previous cut
+    (:meth:`agents.agent.Agent.batch_due`), so at the defaults, 10-s rounds and 20-s batches, a
+    batch holds 2 rounds and one is sent every 20 s."""
+    slack = 0.5 * min(interval_s, batch_interval_s)
+    return max(1, math.ceil((batch_interval_s - slack) / interval_s - 1e-9))
 
 
 @dataclass(frozen=True)
