@@ -90,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--kmsg", type=Path, default=None, help="kernel log file to follow instead of /dev/kmsg"
     )
-    parser.add_argument("--sim-gpus", type=_gpu_count, default=8, help="GPUs of a simulated node")
+    parser.add_argument(
+        "--sim-gpus", type=_gpu_count, default=8, help="GPUs of a simulated node (default 8)"
+    )
     parser.add_argument(
         "--inject-test-xid",
         type=_xid,
@@ -100,7 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
         "the alert path from this node to the on-call channel; it clears by itself",
     )
     parser.add_argument(
-        "--inject-gpu", type=_gpu_count, default=0, metavar="INDEX", help="GPU of the test Xid"
+        "--inject-gpu",
+        type=_gpu_count,
+        default=0,
+        metavar="INDEX",
+        help="GPU of the test Xid (default 0)",
     )
     parser.add_argument(
         "--expected-gpus",
@@ -122,14 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-interval",
         type=_positive,
         default=20.0,
-        help="batch period, s (an Xid, a GPU lost, a link or port state change: at once)",
+        help="batch period, s (default 20; an Xid, a GPU lost, a link or port state change: "
+        "at once)",
     )
     parser.add_argument(
         "--nvlink-interval",
         type=_send_interval,
         default=60.0,
         help="send NVLink readings every this many seconds, and at once when a link's state, "
-        "peer or error counters change (0: every sample)",
+        "peer or error counters change (0: every sample; default 60)",
     )
     parser.add_argument(
         "--host-interval",
@@ -146,15 +153,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="between samples, look this often for an Xid in the kernel log or NVML's event "
         "set and send it at once (0: only at each sample; default 1)",
     )
-    parser.add_argument("--spool-dir", type=Path, default=None, help="spool directory")
+    parser.add_argument(
+        "--spool-dir",
+        type=Path,
+        default=None,
+        help="spool directory (default /var/lib/fleetwatch-agent/spool as root, else "
+        "$XDG_STATE_HOME/fleetwatch-agent/spool, ~/.local/state without XDG_STATE_HOME)",
+    )
     parser.add_argument(
         "--spool-max-bytes",
         type=_size,
         default=DEFAULT_MAX_BYTES,
         help="spool bound, bytes (suffix K, M or G allowed; default 256M)",
     )
-    parser.add_argument("--connect-timeout", type=_positive, default=5.0, help="seconds")
-    parser.add_argument("--timeout", type=_positive, default=30.0, help="total per push, seconds")
+    parser.add_argument(
+        "--connect-timeout", type=_positive, default=5.0, help="seconds (default 5)"
+    )
+    parser.add_argument(
+        "--timeout", type=_positive, default=30.0, help="total per push, seconds (default 30)"
+    )
     parser.add_argument("--once", action="store_true", help="collect and push one batch, exit")
     parser.add_argument(
         "--print", action="store_true", help="with --once: print the payload, send nothing"

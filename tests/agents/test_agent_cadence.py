@@ -1,5 +1,6 @@
-"""The batch cadence: a batch is cut ``batch_interval_s`` after the previous cut, so at the
-defaults (10-s rounds, 10-s batches) every round goes in a batch of its own, 10 s after the
+"""The batch cadence: a batch is cut ``batch_interval_s`` after the previous cut, so when
+rounds and batches share a period (10-s rounds and 10-s batches, the defaults before
+``--batch-interval`` became 20 s) every round goes in a batch of its own, 10 s after the
 last one — not every other round, which a round ending a few milliseconds earlier than the one
 before (collection times jitter) used to cause: batches of 2-3 rounds every 20-30 s, the data
 up to 20 s late. Scaled down here: 0.3-s rounds and batches."""

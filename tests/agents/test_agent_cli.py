@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agents.main import build_parser
 from tests.agents.agent_receiver import Receiver
 from tests.shared_fixtures import fixture_path
 
@@ -140,3 +141,22 @@ def test_host_paths_given_to_a_simulated_node_are_reported_as_ignored(tmp_path: 
     done = _cli("--collector", "sim", "--procfs", str(tmp_path), "--once", "--print")
     assert done.returncode == 0, done.stderr
     assert "--procfs ignored: a simulated node simulates its host too" in done.stderr
+
+
+def test_help_states_each_numeric_default_the_parser_uses() -> None:
+    """What ``--help`` says is what the agent does: the README quotes these defaults
+    (``--interval`` 10 s, ``--batch-interval`` 20 s …); a default changed in the parser and not
+    in its help (as ``--batch-interval`` 10 → 20 once was) fails here."""
+    parser = build_parser()
+    numeric = [
+        action
+        for action in parser._actions
+        if isinstance(action.default, int | float) and not isinstance(action.default, bool)
+    ]
+    assert {a.dest for a in numeric} >= {"interval", "batch_interval", "nvlink_interval"}
+    for action in numeric:
+        default = action.default
+        shown = f"{default // 2**20}M" if action.dest == "spool_max_bytes" else f"{default:g}"
+        assert f"default {shown}" in (action.help or ""), (action.option_strings, action.help)
+    assert parser.get_default("interval") == 10 and parser.get_default("batch_interval") == 20
+    assert "default 20" in " ".join(_cli("--help").stdout.split())

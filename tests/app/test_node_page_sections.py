@@ -98,6 +98,11 @@ def test_mig_instances_processes_and_na_reasons_show_under_their_gpu(
     assert "MIG instances of GPU 0" in gpus and "1g.10gb" in gpus
     assert "Processes on GPU 0" in gpus and "<code>python3</code>" in gpus and "alice" in gpus
     assert "Processes on GPU 1" not in gpus
+    # The details row spans the whole table, as the "no GPUs" row does.
+    head = re.search(r"<thead>(.*?)</thead>", gpus, re.S)
+    details = re.search(r'<tr class="gpu-details">\s*<td></td>\s*<td colspan="(\d+)">', gpus)
+    assert head is not None and details is not None
+    assert 1 + int(details.group(1)) == head.group(1).count('<th scope="col"') == 14
     gpu0 = re.search(r'<th scope="row" class="num">0</th>(.*?)</tr>', gpus, re.S)
     assert gpu0 is not None
     assert 'title="not available: TIMEOUT">N/A<' in gpu0.group(1)  # temp_c
