@@ -5,19 +5,26 @@ of the same rows measured in the same run.
 Starts ``fleetwatch serve`` (one uvicorn process; with ``--workers N``, N web processes and a
 jobs worker) on a fresh Postgres database, then N client
 threads, one per simulated 8-GPU HGX node, POST gzip batches of ``--gpus × --samples`` samples
-(one per GPU per second) as fast as the server answers, for ``--seconds``. With ``--sections``
-(the default) each batch also carries what the agent sends over the same seconds
-(agents/agent.py, agents/simulated/): every tick 3 disks, 3 mounts, 1 NFS mount and 8 NIC ports;
-every ``--nvlink-interval`` seconds 18 NVLinks per GPU.
+(one per GPU every ``--interval`` seconds) as fast as the server answers, for ``--seconds``.
+With ``--sections`` (the default) each batch also carries what the agent sends over the same
+seconds (agents/agent.py, agents/simulated/): every ``--host-interval`` seconds 3 disks, 3
+mounts, 1 NFS mount and 8 NIC ports; every ``--nvlink-interval`` seconds 18 NVLinks per GPU.
+The default mix (1-s ticks, host sections every tick, NVLinks every 30 s) is the one earlier
+figures were measured with; ``--agent-defaults`` takes the three intervals from the agent's
+defaults instead (``AgentConfig``: GPU values every 10 s, host sections and NVLinks every 60 s),
+the proportions a fleet of default agents sends.
 
 Then the anchor: into the same database, for a fresh node and fresh GPUs, one binary ``COPY``
 per table of as many rows as the run stored (``gpu_sample``, and each section table), timed
 with its commit. Prints the stored-sample rate, the rows/s of every table together, the
 anchor's rates and the ratios, the batch latency median and p99, the server process's CPU
-seconds per batch, and checks the stored row count against what was acknowledged.
+seconds per batch, the CPU of the server, Postgres, the clients and everything else on the
+machine (``/proc/stat``: other load on a shared machine shows there), and checks the stored
+row count against what was acknowledged.
 
     python bench/ingest_rate.py [--nodes 16] [--gpus 8] [--samples 60] [--seconds 20]
-                                [--no-sections] [--nvlink-interval 30] [--workers 1]
+                                [--no-sections] [--interval 1] [--host-interval 1]
+                                [--nvlink-interval 30] [--agent-defaults] [--workers 1]
 
 Bodies are made before the clock starts (``--pool`` batches per node, gzip as the agent
 compresses them), so the clients spend their CPU on HTTP only; they still run on the same
@@ -28,6 +35,7 @@ dry makes its batches as it goes (and the run says so).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import os
@@ -52,6 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import app.models  # noqa: E402, F401  (every table on Base.metadata)
+from agents.agent import AgentConfig  # noqa: E402
 from app.db import Base, make_engine  # noqa: E402
 from app.series.tables import gpu_sample  # noqa: E402
 from app.series.writes import pg_copy_type  # noqa: E402
@@ -77,10 +86,14 @@ NIC_PORTS = 8
 def make_payload(
     hostname: str, args: argparse.Namespace, start: datetime, first_tick: int
 ) -> dict[str, Any]:
-    """One batch: ``args.samples`` ticks 1 s apart from ``start``; tick numbers count from the
-    node's first batch (NVLinks go every ``args.nvlink_interval`` ticks)."""
+    """One batch: ``args.samples`` ticks ``args.interval`` seconds apart from ``start``; tick
+    numbers count from the node's first batch (host sections go every ``args.host_interval``
+    seconds, NVLinks every ``args.nvlink_interval`` seconds, both at a tick)."""
     inventory = [gpu(i, hostname=hostname) for i in range(args.gpus)]
-    ticks = [start + timedelta(seconds=i) for i in range(args.samples)]
+    ticks = [start + timedelta(seconds=i * args.interval) for i in range(args.samples)]
+    host = [
+        at for i, at in enumerate(ticks) if _due(first_tick + i, args.interval, args.host_interval)
+    ]
     payload: dict[str, Any] = {
         "schema_version": 1,
         "batch_id": str(uuid.uuid4()),
@@ -98,17 +111,25 @@ def make_payload(
         payload["nvlinks"] = [
             link
             for i, at in enumerate(ticks)
-            if (first_tick + i) % args.nvlink_interval == 0
+            if _due(first_tick + i, args.interval, args.nvlink_interval)
             for g in inventory
             for link in section_factories.nvlinks(g, at)
         ]
-        payload["disks"] = [section_factories.disk(at, d) for at in ticks for d in DISKS]
-        payload["mounts"] = [section_factories.mount(at, m) for at in ticks for m in MOUNTS]
-        payload["nfs_mounts"] = [section_factories.nfs_mount(at) for at in ticks]
+        payload["disks"] = [section_factories.disk(at, d) for at in host for d in DISKS]
+        payload["mounts"] = [section_factories.mount(at, m) for at in host for m in MOUNTS]
+        payload["nfs_mounts"] = [section_factories.nfs_mount(at) for at in host]
         payload["nic_ports"] = [
-            section_factories.nic_port(at, f"mlx5_{p}") for at in ticks for p in range(NIC_PORTS)
+            section_factories.nic_port(at, f"mlx5_{p}") for at in host for p in range(NIC_PORTS)
         ]
     return payload
+
+
+def _due(tick: int, interval: float, every: float) -> bool:
+    """Whether tick number ``tick`` (``interval`` seconds apart) is one at which a reading sent
+    every ``every`` seconds goes: the first tick of each ``every``-second span."""
+    if every <= interval:
+        return True
+    return int(tick * interval // every) != int((tick - 1) * interval // every) or tick == 0
 
 
 class Node:
@@ -123,7 +144,10 @@ class Node:
 
     def make(self) -> bytes:
         payload = make_payload(
-            self.hostname, self.args, self.origin + timedelta(seconds=self.tick), self.tick
+            self.hostname,
+            self.args,
+            self.origin + timedelta(seconds=self.tick * self.args.interval),
+            self.tick,
         )
         self.tick += self.args.samples
         return gzip.compress(json.dumps(payload).encode(), compresslevel=6)  # as agents/push.py
@@ -156,6 +180,16 @@ def server_cpu_s(pid: int) -> float:
         if up == pid:
             total += seconds
     return total
+
+
+def machine_cpu_s() -> float:
+    """Busy CPU seconds so far of the whole machine, every CPU together (``/proc/stat``: all
+    but idle and iowait); 0 where it cannot be read."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def postgres_cpu_s() -> float:
@@ -335,12 +369,28 @@ def main() -> None:
         default=True,
         help="send the node sections an agent sends (NVLinks, disks, mounts, NFS, NIC ports)",
     )
-    parser.add_argument("--nvlink-interval", type=int, default=30, help="seconds between NVLinks")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between GPU ticks")
+    parser.add_argument(
+        "--host-interval", type=float, default=1.0, help="seconds between host sections"
+    )
+    parser.add_argument(
+        "--nvlink-interval", type=float, default=30.0, help="seconds between NVLinks"
+    )
+    parser.add_argument(
+        "--agent-defaults",
+        action="store_true",
+        help="the three intervals of the agent's defaults (agents/agent.py AgentConfig)",
+    )
     parser.add_argument("--pool", type=int, default=0, help="batches made ahead per node")
     parser.add_argument(
         "--workers", type=int, default=1, help="web processes (fleetwatch serve --workers)"
     )
     args = parser.parse_args()
+    if args.agent_defaults:
+        defaults = {f.name: f.default for f in dataclasses.fields(AgentConfig)}
+        args.interval = defaults["interval_s"]
+        args.host_interval = defaults["host_interval_s"]
+        args.nvlink_interval = defaults["nvlink_interval_s"]
     pool = args.pool or max(4, int(args.seconds * 5))
 
     with postgres_database() as url:
@@ -359,7 +409,10 @@ def main() -> None:
                     break
                 except httpx.HTTPError:
                     time.sleep(0.1)
-            origin = datetime.now(UTC) - timedelta(days=1)
+            # Far enough back that every batch made ahead lies in the past (10-s ticks span
+            # 10 minutes a batch), and within the default retention.
+            span_s = pool * args.samples * args.interval
+            origin = datetime.now(UTC) - timedelta(seconds=max(86400.0, span_s + 3600))
             nodes = [
                 Node(f"bench-{i:03d}", create_token(url, f"bench-{i:03d}"), args, origin)
                 for i in range(args.nodes)
@@ -371,12 +424,14 @@ def main() -> None:
             load = os.getloadavg()
             cpu_before = server_cpu_s(server.pid)
             pg_before, clients_before = postgres_cpu_s(), time.process_time()
+            machine_before = machine_cpu_s()
             began = time.monotonic()
             latencies, stored = run_clients(base, nodes, args.seconds)
             wall = time.monotonic() - began
             server_cpu = server_cpu_s(server.pid) - cpu_before
             pg_cpu = postgres_cpu_s() - pg_before
             clients_cpu = time.process_time() - clients_before
+            machine_cpu = machine_cpu_s() - machine_before
         finally:
             server.terminate()
             server.wait(timeout=15)
@@ -406,8 +461,9 @@ def main() -> None:
         f"nodes={args.nodes} gpus/node={args.gpus} samples/gpu/batch={args.samples} "
         f"batch={args.gpus * args.samples} samples"
         + (
-            f" + sections (NVLinks every {args.nvlink_interval} s, "
-            f"{len(DISKS)} disks, {len(MOUNTS)} mounts, 1 NFS, {NIC_PORTS} NIC ports per tick)"
+            f" {args.interval:g} s apart + sections (NVLinks every {args.nvlink_interval:g} s; "
+            f"{len(DISKS)} disks, {len(MOUNTS)} mounts, 1 NFS, {NIC_PORTS} NIC ports every "
+            f"{args.host_interval:g} s)"
             if args.sections
             else " (no sections)"
         )
@@ -425,12 +481,15 @@ def main() -> None:
         f"server CPU {server_cpu / wall:.2f} cores, {server_cpu / batches * 1000:.1f} ms per batch"
     )
     per_k = 1000 / max(1, stored["samples"])
-    spent = server_cpu + pg_cpu + clients_cpu
+    spent = max(machine_cpu, server_cpu + pg_cpu + clients_cpu)
+    other = spent - server_cpu - pg_cpu - clients_cpu
     print(
         f"CPU per 1,000 GPU samples stored: server {server_cpu * per_k * 1000:.0f} ms, "
-        f"Postgres {pg_cpu * per_k * 1000:.0f} ms, clients {clients_cpu * per_k * 1000:.0f} ms; "
-        f"all {spent / wall:.2f} of {os.cpu_count()} CPUs busy, so this machine's ceiling at "
-        f"this cost is ~{stored['samples'] / spent * (os.cpu_count() or 1):,.0f} GPU samples/s"
+        f"Postgres {pg_cpu * per_k * 1000:.0f} ms, clients {clients_cpu * per_k * 1000:.0f} ms, "
+        f"everything else on the machine {other * per_k * 1000:.0f} ms (kernel, exited "
+        f"processes, other load); the machine {spent / wall:.2f} of {os.cpu_count()} CPUs busy, "
+        f"so its ceiling at this cost is ~{stored['samples'] / spent * (os.cpu_count() or 1):,.0f}"
+        " GPU samples/s"
     )
     copy_samples = rows["gpu_sample"] / anchor["gpu_sample"]
     copy_all = all_rows / sum(anchor.values())
