@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -413,6 +414,65 @@ def _bulk(
 
 
 def _samples(entries: list[Any], times: _Times, salvage: Salvage) -> list[SampleRow]:
+    """The rows of the ``samples`` list: a metric at a time over all entries
+    (:func:`_sample_columns`) where every entry is plain, else an entry at a time
+    (:func:`_sample_entries`), mending the entries that are not."""
+    rows = _sample_columns(entries, times)
+    return rows if rows is not None else _sample_entries(entries, times, salvage)
+
+
+def _sample_columns(entries: list[Any], times: _Times) -> list[SampleRow] | None:
+    """The rows of ``entries`` checked a metric at a time, as :func:`_section_rows` checks a
+    section: where every entry is an object with the same keys (an agent writes every sample
+    alike), ``operator.itemgetter`` picks each entry's metrics in C, and each metric's column
+    is checked by a few passes of C-level builtins instead of a Python step per value (an
+    8-GPU batch of 60 ticks holds 480 × 38 metric values). ``None`` where the entries differ
+    in their keys or any is not plain (a UUID or time that is not plain text, a metric that is
+    not a number): :func:`_sample_entries` then reads the list and mends those entries."""
+    if not entries or set(map(type, entries)) != {dict}:
+        return None
+    names = list(entries[0])
+    if len(names) < 2 or set(map(len, entries)) != {len(names)}:
+        return None
+    try:  # every entry has the first one's keys, and as many: the same keys
+        picked = list(map(itemgetter(*names), entries))
+    except KeyError:
+        return None
+    every = dict(zip(names, zip(*picked, strict=True), strict=True))
+    uuids, stamps = every.get("gpu_uuid"), every.get("sampled_at")
+    if uuids is None or stamps is None:
+        return None
+    if set(map(type, uuids)) != {str} or set(map(type, stamps)) != {str}:
+        return None
+    for uuid in set(uuids):
+        if not 1 <= len(uuid) <= 96 or _CONTROLS.search(uuid):
+            return None
+    try:
+        whens = list(map(times.of_text, stamps))
+    except _NotPlain:
+        return None
+    columns: dict[str, Sequence[Any]] = {n: every[n] for n in _METRIC_SLOTS if n in every}
+    nulled: dict[int, tuple[str, ...]] = {}
+    for name, column in columns.items():
+        kinds = set(map(type, column))
+        if kinds == {_NONE}:
+            continue
+        if not kinds <= _NUMBERS:
+            return None
+        _, low, high, integer = _METRIC_SLOTS[name]
+        if not _plausible(column, kinds, low, high, integer):
+            columns[name] = _null_implausible(column, low, high, integer, name, nulled)
+    nones = (None,) * len(entries)
+    values = zip(*(columns.get(name, nones) for name in _METRIC_SLOTS), strict=True)
+    if not nulled:
+        return [(u, w, v, ()) for u, w, v in zip(uuids, whens, values, strict=True)]
+    return [
+        (u, w, v, nulled.get(at, ()))
+        for at, (u, w, v) in enumerate(zip(uuids, whens, values, strict=True))
+    ]
+
+
+def _sample_entries(entries: list[Any], times: _Times, salvage: Salvage) -> list[SampleRow]:
     uuids: set[str] = set()
     rows: list[SampleRow] = []
     slots = _METRIC_SLOTS
@@ -562,7 +622,9 @@ def _section_rows(entries: list[Any], spec: SectionSpec, times: _Times) -> list[
     return [(row, nulled.get(at, ())) for at, row in enumerate(values)]
 
 
-def _plausible(column: list[Any], kinds: set[type], low: float, high: float, integer: bool) -> bool:
+def _plausible(
+    column: Sequence[Any], kinds: set[type], low: float, high: float, integer: bool
+) -> bool:
     """Whether every number of ``column`` (ints, floats or ``None``) is kept as it is: within
     ``low``…``high``, no NaN, and no float in an integer field."""
     if float in kinds and integer:
@@ -578,7 +640,7 @@ def _plausible(column: list[Any], kinds: set[type], low: float, high: float, int
 
 
 def _null_implausible(
-    column: list[Any],
+    column: Sequence[Any],
     low: float,
     high: float,
     integer: bool,
