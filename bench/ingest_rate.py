@@ -9,10 +9,11 @@ threads, one per simulated 8-GPU HGX node, POST gzip batches of ``--gpus × --sa
 With ``--sections`` (the default) each batch also carries what the agent sends over the same
 seconds (agents/agent.py, agents/simulated/): every ``--host-interval`` seconds 3 disks, 3
 mounts, 1 NFS mount and 8 NIC ports; every ``--nvlink-interval`` seconds 18 NVLinks per GPU.
-The default mix (1-s ticks, host sections every tick, NVLinks every 30 s) is the one earlier
-figures were measured with; ``--agent-defaults`` takes the three intervals from the agent's
-defaults instead (``AgentConfig``: GPU values every 10 s, host sections and NVLinks every 60 s),
-the proportions a fleet of default agents sends.
+The default mix (1-s ticks, host sections every tick, NVLinks every 30 s, samples of the 10
+metrics of ``tests.factories.sample``) is the one earlier figures were measured with;
+``--agent-defaults`` sends what a fleet of default agents sends instead: the three intervals of
+the agent's defaults (``AgentConfig``: GPU values every 10 s, host sections and NVLinks every
+60 s) and samples with every metric the simulated agent writes (``--agent-samples``: 38).
 
 Then the anchor: into the same database, for a fresh node and fresh GPUs, one binary ``COPY``
 per table of as many rows as the run stored (``gpu_sample``, and each section table), timed
@@ -61,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 import app.models  # noqa: E402, F401  (every table on Base.metadata)
 from agents.agent import AgentConfig  # noqa: E402
+from agents.simulated.collector import SimulatedCollector  # noqa: E402
 from app.db import Base, make_engine  # noqa: E402
 from app.series.tables import gpu_sample  # noqa: E402
 from app.series.writes import pg_copy_type  # noqa: E402
@@ -101,7 +103,9 @@ def make_payload(
         "node": {"hostname": hostname, "labels": {"cluster": "bench"}},
         "gpus": inventory,
         "samples": [
-            sample(g, at, util_gpu_pct=(i * 7) % 100)
+            {**AGENT_METRICS, **sample(g, at, util_gpu_pct=(i * 7) % 100)}
+            if args.agent_samples
+            else sample(g, at, util_gpu_pct=(i * 7) % 100)
             for g in inventory
             for i, at in enumerate(ticks)
         ],
@@ -122,6 +126,16 @@ def make_payload(
             section_factories.nic_port(at, f"mlx5_{p}") for at in host for p in range(NIC_PORTS)
         ]
     return payload
+
+
+def _agent_metrics() -> dict[str, Any]:
+    """The metrics of one sample as the simulated agent writes it (every metric of the
+    catalog, ``null`` where NVML has none), without its GPU and time."""
+    made = SimulatedCollector(hostname="bench-shape", seed=1).sample(datetime.now(UTC))[0]
+    return {k: v for k, v in made.items() if k not in ("gpu_uuid", "sampled_at")}
+
+
+AGENT_METRICS = _agent_metrics()
 
 
 def _due(tick: int, interval: float, every: float) -> bool:
@@ -246,7 +260,9 @@ def run_clients(base: str, nodes: list[Node], seconds: float) -> tuple[list[floa
     return latencies, stored
 
 
-def copy_anchor(url: str, rows_per_table: dict[str, int]) -> dict[str, float]:
+def copy_anchor(
+    url: str, rows_per_table: dict[str, int], *, agent_samples: bool = False
+) -> dict[str, float]:
     """Seconds for one binary COPY (and its commit) of ``rows_per_table[name]`` rows into each
     table, for a fresh node and 8 fresh GPUs of the same database; the rows have the values of
     the bench's payloads."""
@@ -267,7 +283,7 @@ def copy_anchor(url: str, rows_per_table: dict[str, int]) -> dict[str, float]:
             for i in range(8)
         ]
         conn.commit()
-        made = _anchor_rows(node_id, gpu_ids, origin, now, rows_per_table)
+        made = _anchor_rows(node_id, gpu_ids, origin, now, rows_per_table, agent_samples)
         seconds: dict[str, float] = {}
         for name, (columns, types, rows) in made.items():
             began = time.perf_counter()
@@ -289,10 +305,13 @@ def _anchor_rows(
     origin: datetime,
     now: datetime,
     rows_per_table: dict[str, int],
+    agent_samples: bool,
 ) -> dict[str, tuple[list[str], list[str], list[tuple[Any, ...]]]]:
     """Rows for :func:`copy_anchor`, made before its clock starts: the payloads' values, keys
     made unique by counting through GPUs (or devices), then seconds."""
     gpu_values = sample(gpu(0), now)
+    if agent_samples:
+        gpu_values = {**AGENT_METRICS, **gpu_values}
     link = section_factories.nvlinks(gpu(0), now)[0]
     entries = {
         "gpu_sample": (
@@ -377,9 +396,15 @@ def main() -> None:
         "--nvlink-interval", type=float, default=30.0, help="seconds between NVLinks"
     )
     parser.add_argument(
+        "--agent-samples",
+        action="store_true",
+        help="samples with every metric the agent sends (38; default: the test factory's 10)",
+    )
+    parser.add_argument(
         "--agent-defaults",
         action="store_true",
-        help="the three intervals of the agent's defaults (agents/agent.py AgentConfig)",
+        help="the three intervals of the agent's defaults (agents/agent.py AgentConfig), "
+        "and --agent-samples",
     )
     parser.add_argument("--pool", type=int, default=0, help="batches made ahead per node")
     parser.add_argument(
@@ -391,6 +416,7 @@ def main() -> None:
         args.interval = defaults["interval_s"]
         args.host_interval = defaults["host_interval_s"]
         args.nvlink_interval = defaults["nvlink_interval_s"]
+        args.agent_samples = True
     pool = args.pool or max(4, int(args.seconds * 5))
 
     with postgres_database() as url:
@@ -443,7 +469,7 @@ def main() -> None:
             }
             rows["gpu_sample"] = conn.scalar(select(func.count()).select_from(gpu_sample)) or 0
         engine.dispose()
-        anchor = copy_anchor(url, rows)
+        anchor = copy_anchor(url, rows, agent_samples=args.agent_samples)
 
     latencies.sort()
     batches = len(latencies)
@@ -460,6 +486,7 @@ def main() -> None:
         + "; "
         f"nodes={args.nodes} gpus/node={args.gpus} samples/gpu/batch={args.samples} "
         f"batch={args.gpus * args.samples} samples"
+        + (f" of {len(AGENT_METRICS)} metrics" if args.agent_samples else " of 10 metrics")
         + (
             f" {args.interval:g} s apart + sections (NVLinks every {args.nvlink_interval:g} s; "
             f"{len(DISKS)} disks, {len(MOUNTS)} mounts, 1 NFS, {NIC_PORTS} NIC ports every "
