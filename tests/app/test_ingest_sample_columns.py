@@ -5,8 +5,13 @@ samples whose keys differ are never read by the first sample's keys alone."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agents.simulated.collector import SimulatedCollector
 from app.ingest import rows
@@ -14,6 +19,7 @@ from app.ingest.rows import parse_batch
 from app.ingest.salvage import Salvage
 from app.metrics.catalog import METRICS
 from tests.factories import batch, iso
+from tests.fuzzing import settings  # noqa: F401  (loads the project's hypothesis profile)
 
 AT = datetime(2026, 11, 29, 16, 0, tzinfo=UTC)
 POSITION = {m.name: i for i, m in enumerate(METRICS)}
@@ -113,3 +119,63 @@ def test_unknown_keys_are_ignored_by_both_readings() -> None:
     assert by_columns == _by_entries(payload["samples"])
     assert by_columns[1][1] == datetime.fromisoformat(payload["samples"][1]["sampled_at"])
     assert iso(by_columns[0][1]) == payload["samples"][0]["sampled_at"]
+
+
+_NAMES = [m.name for m in METRICS[:6]] + ["pstate", "energy_j"]
+#: Mostly numbers, implausible ones and NVML sentinels among them; now and then no number.
+_NUMBERS = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 1, 100, 101, 3.0, 1.5, -0.0, 4294967295, 65535, 2.5e9]),
+)
+_VALUES = st.one_of(_NUMBERS, _NUMBERS, _NUMBERS, st.sampled_from([True, "12,5", [], {}]))
+
+
+@st.composite
+def _entries(draw: st.DrawFn) -> list[Any]:
+    """Samples that mostly share their keys (the column path's case) with odd values, and
+    sometimes a key more or less, a non-object entry, or an odd UUID or time."""
+    names = draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=6, unique=True))
+    count = draw(st.integers(min_value=1, max_value=6))
+    made: list[Any] = []
+    for i in range(count):
+        entry: dict[str, Any] = {
+            "gpu_uuid": draw(st.sampled_from(["GPU-a", "GPU-b"] * 6 + ["GPU-\u202e", "", 5])),
+            "sampled_at": draw(
+                st.sampled_from([iso(AT + timedelta(seconds=i))] * 8 + ["2026-11-29 16:00", 1.5])
+            ),
+        }
+        entry.update({name: draw(_VALUES) for name in names})
+        if draw(st.integers(min_value=0, max_value=19)) == 0:
+            entry[draw(st.sampled_from(_NAMES))] = draw(_VALUES)  # maybe a key more
+        if draw(st.integers(min_value=0, max_value=19)) == 0:
+            entry.pop(draw(st.sampled_from(list(entry))), None)  # maybe a key less
+        made.append(entry if draw(st.integers(min_value=0, max_value=39)) else [entry])
+    return made
+
+
+@given(_entries())
+def test_the_column_reading_equals_the_entry_reading_whenever_it_answers(
+    entries: list[Any],
+) -> None:
+    """Where the column path takes a list at all, its rows are the entry path's, value for
+    value and with the same nulled names (order aside); where it declines, the entry path
+    (which mends) reads it."""
+    by_columns = rows._sample_columns(entries, rows._Times())
+    if by_columns is None:
+        return
+    try:
+        by_entries = _by_entries(entries)
+    except rows._NotPlain:  # pragma: no cover - the column path took what cannot be mended
+        pytest.fail("the column path took a list the entry path refuses")
+    assert len(by_columns) == len(by_entries)
+    for fast, slow in zip(by_columns, by_entries, strict=True):
+        assert fast[:2] == slow[:2]
+        assert [_same(v) for v in fast[2]] == [_same(v) for v in slow[2]]
+        assert Counter(fast[3]) == Counter(slow[3])
+
+
+def _same(value: Any) -> Any:
+    """A value with its type, so that 3 and 3.0 (and True and 1) differ."""
+    return (type(value), repr(value))
