@@ -13,7 +13,6 @@ through these two rules."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -24,14 +23,12 @@ import pytest
 
 from agents.fleetspec import FleetNode
 from agents.simfleet import SimFleet
-from app.alerts.rule_reach import Kept
-from app.alerts.rulefiles import DEFAULT_RULES_DIR, apply_path
 from app.config import Settings
-from app.db import make_engine, make_session_factory, session_scope
 from app.demo import add_webhook
 from tests.e2e.test_notify_demo import demo_settings, serve
 from tests.factories import create_token
 from tests.notify_helpers import receiver
+from tests.rule_packs import apply_edited_default_rules
 
 #: node → (fault kind, GPU or port index, duration s, Xid, the one alert that pages).
 FAULTS: dict[str, tuple[str, int | None, float, int | None, str]] = {
@@ -50,6 +47,9 @@ FAULTS: dict[str, tuple[str, int | None, float, int | None, str]] = {
     # the rule's `for`, 30 s here).
     "absent-001": ("lost_at_start", 3, 0.0, None, "node-gpu-count-below-inventory"),
 }
+#: The pack's files holding one `for: 1m` rule each (gpu-unresponsive,
+#: node-gpu-count-below-inventory).
+PACK_FILES = ("gpu.yaml", "node.yaml")
 #: Faults in force before the fleet starts.
 AT_START = frozenset({"lost_at_start"})
 
@@ -59,23 +59,6 @@ def settings(db_url: str, tmp_path: Path) -> Iterator[Settings]:
     """The notification demo's settings (evaluation every second, stale after 5 s, webhooks
     to loopback), on both backends."""
     yield from demo_settings(db_url, tmp_path)
-
-
-def apply_pack_with_30s_for(settings: Settings, tmp_path: Path) -> None:
-    """Apply the default rule pack as ``apply_default_rules`` does, from a copy whose two
-    ``for: 1m`` rules hold ``for: 30s``."""
-    pack = tmp_path / "rules"
-    shutil.copytree(DEFAULT_RULES_DIR, pack)
-    for name in ("gpu.yaml", "node.yaml"):
-        text = (pack / name).read_text()
-        assert text.count("    for: 1m\n") == 1, name  # the pack changed: revisit this test
-        (pack / name).write_text(text.replace("    for: 1m\n", "    for: 30s\n"))
-    engine = make_engine(settings.effective_database_url)
-    try:
-        with session_scope(make_session_factory(engine)) as session:
-            apply_path(session, path=pack, defaults=True, kept=Kept.of(settings))
-    finally:
-        engine.dispose()
 
 
 def pages(bodies: list[dict[str, object]]) -> Counter[tuple[str, str]]:
@@ -134,7 +117,9 @@ def actions_paged(bodies: list[dict[str, object]]) -> dict[str, str]:
 def test_every_injected_fault_pages_exactly_once(
     settings: Settings, db_url: str, tmp_path: Path
 ) -> None:
-    apply_pack_with_30s_for(settings, tmp_path)
+    apply_edited_default_rules(
+        settings, tmp_path, [(name, "    for: 1m\n", "    for: 30s\n") for name in PACK_FILES]
+    )
     with receiver() as hook:
         add_webhook(settings, url=hook.url + "/hook", secret=None)
         server, thread, url = serve(settings)
