@@ -1,6 +1,10 @@
 """The default rule pack on a simulated fleet pushing over real HTTP to a server whose own
 scheduled evaluator runs every second: GPU lost, Xid 79, thermal throttling and agent stop fire,
-and resolve when they clear. Prints the time from each injected fault to firing."""
+and resolve when they clear. Prints the time from each injected fault to firing.
+
+Health's throttle window is 10 s here (the setting's default is 60 s): throttling then counts
+once it held 8 s instead of 48 s, so the thermal fault can end sooner; and the pack's
+gpu-thermal-throttling keeps firing 10 s after it clears instead of 30 s."""
 
 from __future__ import annotations
 
@@ -15,21 +19,37 @@ import uvicorn
 
 from agents.fleetspec import FleetNode
 from agents.simfleet import SimFleet
-from app.demo import apply_default_rules
 from app.main import create_app
 from tests.admin_harness import AsTestAdmin
 from tests.conftest import make_settings
 from tests.dbs import wipe
 from tests.factories import create_token, wipe_alerts
 from tests.live_server import free_port
+from tests.rule_packs import apply_edited_default_rules
+
+#: gpu-thermal-throttling's `keep_firing_for` (the rule's, unique in gpu.yaml) at 10 s.
+THERMAL_KEEP_FIRING_10S = (
+    "gpu.yaml",
+    "    keep_firing_for: 30s\n    condition:\n      kind: health\n      target: gpu\n"
+    "      states: [degraded, unhealthy]\n      codes: [thermal_throttle]\n",
+    "    keep_firing_for: 10s\n    condition:\n      kind: health\n      target: gpu\n"
+    "      states: [degraded, unhealthy]\n      codes: [thermal_throttle]\n",
+)
 
 
 @pytest.fixture
 def server_url(sqlite_url: str, tmp_path: Path) -> Iterator[str]:
     """A server with its scheduled jobs on (alert evaluation every 1 s, nodes stale after
-    5 s) and the default rule pack applied, on the demo's default backend (SQLite)."""
-    settings = make_settings(sqlite_url, tmp_path, alert_eval_interval_s=1, stale_after_s=5)
-    apply_default_rules(settings)
+    5 s, a 10-s throttle window) and the default rule pack applied (thermal throttling kept
+    firing 10 s), on the demo's default backend (SQLite)."""
+    settings = make_settings(
+        sqlite_url,
+        tmp_path,
+        alert_eval_interval_s=1,
+        stale_after_s=5,
+        health_throttle_window_s=10,
+    )
+    apply_edited_default_rules(settings, tmp_path, [THERMAL_KEEP_FIRING_10S])
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
@@ -92,7 +112,8 @@ def test_default_rules_fire_on_injected_faults_and_resolve_when_they_clear(
         injected = time.monotonic()
         fleet.inject("hgx-001", "gpu_lost", 2, 15.0)
         fleet.inject("hgx-002", "xid", 1, 15.0, 79)
-        fleet.inject("pcie-001", "thermal_throttle", 0, 150.0)  # ~50 s to reach 87 °C
+        # ~50 s to reach 87 °C, 8 s more to fill the throttle window: ~20 s to spare.
+        fleet.inject("pcie-001", "thermal_throttle", 0, 80.0)
         fleet.inject("pcie-002", "agent_stop", None, 15.0)
         deadline = injected + 280
         while time.monotonic() < deadline and not (

@@ -4,7 +4,12 @@ pack (with its default inhibition rules) every second and send the outbox to a l
 receiver. Each node's fault must reach the receiver as exactly one firing notice, of the alert
 an on-call engineer should act on; the alerts it also raised stay visible, inhibited, and do not
 page when the fault clears (a lost GPU back after a reset). Prints
-the table of the closing note (fault, alerts firing, inhibited, pages)."""
+the table of the closing note (fault, alerts firing, inhibited, pages).
+
+The pack's two `for: 1m` rules (gpu-unresponsive, node-gpu-count-below-inventory) hold 30 s
+here, so the run waits half a minute less for their pages: still longer than the other faults
+keep a GPU lost or off the bus (15 s) or a node silent (20 s), so those must still not page
+through these two rules."""
 
 from __future__ import annotations
 
@@ -19,10 +24,11 @@ import pytest
 from agents.fleetspec import FleetNode
 from agents.simfleet import SimFleet
 from app.config import Settings
-from app.demo import add_webhook, apply_default_rules
+from app.demo import add_webhook
 from tests.e2e.test_notify_demo import demo_settings, serve
 from tests.factories import create_token
 from tests.notify_helpers import receiver
+from tests.rule_packs import apply_edited_default_rules
 
 #: node → (fault kind, GPU or port index, duration s, Xid, the one alert that pages).
 FAULTS: dict[str, tuple[str, int | None, float, int | None, str]] = {
@@ -34,13 +40,16 @@ FAULTS: dict[str, tuple[str, int | None, float, int | None, str]] = {
     "ib-001": ("ib_port_down", 0, 60.0, None, "node-ib-port-down"),
     "stop-001": ("agent_stop", None, 20.0, None, "node-agent-stale"),
     "offbus-001": ("off_bus", 4, 15.0, None, "gpu-lost"),
-    "hang-001": ("nvml_hang", 6, 120.0, None, "gpu-unresponsive"),  # pages after `for: 1m`
+    "hang-001": ("nvml_hang", 6, 120.0, None, "gpu-unresponsive"),  # pages after `for: 30s`
     "flap-001": ("ib_flap", 1, 40.0, None, "node-ib-port-down"),
     "xid48x3-001": ("xid_repeat", 2, 0.0, 48, "gpu-critical-xid"),
     # Injected before the agent's first round: its first report lacks the GPU (pages after
-    # the rule's `for: 1m`).
+    # the rule's `for`, 30 s here).
     "absent-001": ("lost_at_start", 3, 0.0, None, "node-gpu-count-below-inventory"),
 }
+#: The pack's files holding one `for: 1m` rule each (gpu-unresponsive,
+#: node-gpu-count-below-inventory).
+PACK_FILES = ("gpu.yaml", "node.yaml")
 #: Faults in force before the fleet starts.
 AT_START = frozenset({"lost_at_start"})
 
@@ -108,7 +117,9 @@ def actions_paged(bodies: list[dict[str, object]]) -> dict[str, str]:
 def test_every_injected_fault_pages_exactly_once(
     settings: Settings, db_url: str, tmp_path: Path
 ) -> None:
-    apply_default_rules(settings)
+    apply_edited_default_rules(
+        settings, tmp_path, [(name, "    for: 1m\n", "    for: 30s\n") for name in PACK_FILES]
+    )
     with receiver() as hook:
         add_webhook(settings, url=hook.url + "/hook", secret=None)
         server, thread, url = serve(settings)
@@ -135,21 +146,28 @@ def test_every_injected_fault_pages_exactly_once(
                 if host not in early:
                     fleet.inject(host, kind, index, duration_s, xid)
             first_page: dict[str, float] = {}  # host → seconds from injection to its page
+            # The lost GPUs come back: gpu-lost resolves, the Xid 79 alert (health's 24-h
+            # window) keeps firing; that must not page a second time.
+            back = {("lost-001", "resolved"), ("xid79-001", "resolved"), ("offbus-001", "resolved")}
+            back_at: float | None = None  # when every resolved notice of `back` was in
             while time.monotonic() < injected + 120 and not wanted <= set(pages(hook.bodies())):
                 for host, _ in pages(hook.bodies()):
                     first_page.setdefault(host, time.monotonic() - injected)
+                if back_at is None and back <= resolved(hook.bodies()):
+                    back_at = time.monotonic()
                 time.sleep(0.5)
             for host, _ in pages(hook.bodies()):
                 first_page.setdefault(host, time.monotonic() - injected)
             paged_at = time.monotonic() - injected
             alerts = httpx.get(f"{url}/api/v1/alerts", timeout=10).json()
             time.sleep(12.0)  # a second page of any fault (the next timer ticks) arrives by now
-            # The lost GPUs come back: gpu-lost resolves, the Xid 79 alert (health's 24-h
-            # window) keeps firing; that must not page a second time.
-            back = {("lost-001", "resolved"), ("xid79-001", "resolved"), ("offbus-001", "resolved")}
             while time.monotonic() < injected + 120 and not back <= resolved(hook.bodies()):
                 time.sleep(0.5)
-            time.sleep(8.0)
+            if back_at is None:
+                back_at = time.monotonic()
+            # A second page after the GPUs came back arrives within 8 s of their resolved
+            # notices (which usually came long before the last page).
+            time.sleep(max(0.0, back_at + 8.0 - time.monotonic()))
             after = httpx.get(f"{url}/api/v1/alerts", timeout=10).json()
             grouped = {
                 host: [
