@@ -444,9 +444,8 @@ def _sample_columns(entries: list[Any], times: _Times) -> list[SampleRow] | None
         return None
     if set(map(type, uuids)) != {str} or set(map(type, stamps)) != {str}:
         return None
-    for uuid in set(uuids):
-        if not 1 <= len(uuid) <= 96 or _CONTROLS.search(uuid):
-            return None
+    if not all(map(_plain_uuid, set(uuids))):
+        return None
     try:
         whens = list(map(times.of_text, stamps))
     except _NotPlain:
@@ -472,6 +471,12 @@ def _sample_columns(entries: list[Any], times: _Times) -> list[SampleRow] | None
     ]
 
 
+def _plain_uuid(uuid: str) -> bool:
+    """Whether a sample's ``gpu_uuid`` text is taken as it is: 1-96 characters, none that
+    :func:`app.ingest.fields.plain_text` refuses in an identifier."""
+    return 1 <= len(uuid) <= 96 and not _CONTROLS.search(uuid)
+
+
 def _sample_entries(entries: list[Any], times: _Times, salvage: Salvage) -> list[SampleRow]:
     uuids: set[str] = set()
     rows: list[SampleRow] = []
@@ -484,7 +489,7 @@ def _sample_entries(entries: list[Any], times: _Times, salvage: Salvage) -> list
             if type(uuid) is not str:
                 raise _NotPlain
             if uuid not in uuids:
-                if not 1 <= len(uuid) <= 96 or _CONTROLS.search(uuid):
+                if not _plain_uuid(uuid):
                     raise _NotPlain
                 uuids.add(uuid)
             when = times.of(entry.get("sampled_at"))
