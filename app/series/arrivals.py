@@ -6,10 +6,10 @@ The alert evaluator keeps each GPU's recent samples in memory
 scanning every GPU's window again (464,000 rows at 1,000 nodes every 10 s). Timestamps cannot
 tell it what arrived: a batch that commits late, or a spool replayed after an outage, brings
 rows older than ones already read. The feed is a queue instead: the ingest appends a row in
-the transaction that stores the samples (inside the staged move on Postgres,
-:func:`record_cte`), and the one reader takes what is committed with ``DELETE … RETURNING``
-(:func:`taken_cte`); a row committed later is still there at the next take, and a take rolled
-back leaves its rows for the next.
+the transaction that stores the samples (on Postgres inside the staged move,
+:func:`record_cte`, or after a straight COPY, :func:`record_unnest_sql`), and the one reader
+takes what is committed with ``DELETE … RETURNING`` (:func:`taken_cte`); a row committed
+later is still there at the next take, and a take rolled back leaves its rows for the next.
 
 * One reader: the process that leads the alert evaluation (its lane lock and leadership make
   it the only one); a reader that was not reading continuously reloads whole
@@ -54,6 +54,18 @@ def record_cte(name: str, series: str, moved: str) -> str:
         f"{name} AS (INSERT INTO sample_arrival (series, owner_id, first_at, last_at) "
         f"SELECT '{series}', owner, min(sampled_at), max(sampled_at) FROM {moved} "
         "GROUP BY owner)"
+    )
+
+
+def record_unnest_sql(series: str) -> str:
+    """A statement appending feed rows of ``series`` (a table name, no quoting needed) from
+    three psycopg parameters, arrays of equal length: owners (``integer[]``), first and last
+    ``sampled_at`` (``timestamptz[]``); for :func:`app.series.writes.insert_staged` when its
+    rows went straight into the table (every one stored)."""
+    return (
+        "INSERT INTO sample_arrival (series, owner_id, first_at, last_at) "
+        f"SELECT '{series}', o, f, l FROM unnest(%s::integer[], %s::timestamptz[], "
+        "%s::timestamptz[]) AS t(o, f, l)"
     )
 
 

@@ -120,11 +120,12 @@ def upsert_sql(spec: LatestSpec, source: str, columns: Sequence[str]) -> str:
     )
 
 
-def upsert_rows(
-    session: Session, spec: LatestSpec, columns: Sequence[str], rows: Collection[Sequence[Any]]
-) -> None:
-    """:func:`upsert_sql` for a backend without it (SQLite): the newest of ``rows`` (tuples in
-    ``columns`` order) per key, then one ``INSERT … ON CONFLICT DO UPDATE … WHERE`` each."""
+def newest_rows(
+    spec: LatestSpec, columns: Sequence[str], rows: Collection[Sequence[Any]]
+) -> list[Sequence[Any]]:
+    """The newest of ``rows`` (tuples in ``columns`` order, which hold ``spec``'s key and
+    ``sampled_at``) per key of ``spec``, in the order the keys first appear; of two rows with
+    one key and time, the first."""
     at = list(columns).index("sampled_at")
     key_at = [list(columns).index(k) for k in spec.key_columns]
     newest: dict[tuple[Any, ...], Sequence[Any]] = {}
@@ -133,12 +134,21 @@ def upsert_rows(
         held = newest.get(key)
         if held is None or row[at] > held[at]:
             newest[key] = row
+    return list(newest.values())
+
+
+def upsert_rows(
+    session: Session, spec: LatestSpec, columns: Sequence[str], rows: Collection[Sequence[Any]]
+) -> None:
+    """:func:`upsert_sql` for a backend without it (SQLite): the newest of ``rows`` (tuples in
+    ``columns`` order) per key, then one ``INSERT … ON CONFLICT DO UPDATE … WHERE`` each."""
+    newest = newest_rows(spec, columns, rows)
     if not newest:
         return
     table = spec.table
     values = [
         {c.name: None for c in table.columns} | dict(zip(columns, row, strict=True))
-        for row in newest.values()
+        for row in newest
     ]
     stmt = sqlite_insert(table)
     stmt = stmt.on_conflict_do_update(

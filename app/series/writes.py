@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
+import psycopg
 from sqlalchemy import (
     BigInteger,
     CursorResult,
@@ -36,6 +37,8 @@ from app.series import arrivals
 from app.series import latest as latest_store
 from app.series.latest import LatestSpec
 
+#: The savepoint of a straight COPY (:func:`insert_staged`).
+_SAVEPOINT = "fleetwatch_straight_copy"
 #: Keys (a disk, a mount, a NIC port …) whose newest row is older than this, measured from the
 #: newest row of the same owner, are gone (unmounted, removed) and not shown as current.
 LATEST_WINDOW_S = 600.0
@@ -89,6 +92,8 @@ class StagedRows:
             the same transaction: the newest of ``rows`` per key replaces an older stored one.
         feed: with ``newest_per``, append to :mod:`app.series.arrivals` one row per owner of
             the rows that went in (Postgres; its reader reloads whole elsewhere).
+        straight: after :func:`insert_staged` on Postgres, whether the rows were copied
+            straight into the table (none of their keys was stored) rather than staged.
     """
 
     table: Table
@@ -99,18 +104,29 @@ class StagedRows:
     newest: dict[Any, datetime] = field(default_factory=dict)
     latest: LatestSpec | None = None
     feed: bool = False
+    straight: bool = False
 
 
 def insert_staged(session: Session, batches: Sequence[StagedRows]) -> None:
     """Insert each of ``batches`` into its table, skipping rows whose primary key is stored;
-    fills in their ``inserted`` and ``newest``.
+    fills in their ``inserted``, ``newest`` and ``straight``.
 
-    On Postgres: a binary ``COPY`` per table into a session-local staging table (``TEMP``,
-    ``ON COMMIT DELETE ROWS``, created on first use), then ONE statement that moves every
-    staging table's rows over with ``INSERT … ON CONFLICT DO NOTHING``, empties them and counts
-    what went in, and keeps each ``latest`` table current from the same staging rows. Round
-    trips, not rows, are what a batch of a few thousand rows costs most (bench/ingest_rate.py).
+    On Postgres, first straight: a binary ``COPY`` per table into the table itself under a
+    savepoint, then the ``latest`` upserts from a session-local staging table holding only the
+    newest row per key, and the arrival feed from the owners' time ranges. A batch repeating a
+    stored key (a replayed spool, a sample sent twice) makes a ``COPY`` fail on the primary
+    key: then, back at the savepoint, the staged path, as for every batch before: a binary
+    ``COPY`` per table into a staging table (``TEMP``, ``ON COMMIT DELETE ROWS``, created on
+    first use), then ONE statement that moves every staging table's rows over with
+    ``INSERT … ON CONFLICT DO NOTHING``, empties them, counts what went in and keeps each
+    ``latest`` table current from the same rows. A fleet's batches are new rows almost always,
+    and the straight path spares Postgres the staging copy and the move of every row (about a
+    third of its CPU per batch at the agent's defaults: docs/scaling.md). Round trips, not
+    rows, are what a batch of a few thousand rows costs most (bench/ingest_rate.py).
     Elsewhere (SQLite): :func:`insert_ignoring_conflicts` per table, then the ``latest`` upsert.
+
+    Raises:
+        ValueError: two of ``batches`` name one table.
     """
     todo = [b for b in batches if b.rows]
     if len({b.table.name for b in todo}) != len(todo):
@@ -123,28 +139,104 @@ def insert_staged(session: Session, batches: Sequence[StagedRows]) -> None:
             if batch.latest is not None:
                 latest_store.upsert_rows(session, batch.latest, batch.columns, batch.rows)
         return
-    stages = [f"stage_{b.table.name}" for b in todo]
     cursor = session.connection().connection.cursor()
     try:
-        cursor.execute(
-            "; ".join(
-                f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {b.table.name}) "
-                "ON COMMIT DELETE ROWS"
-                for stage, b in zip(stages, todo, strict=True)
-            )
-        )
-        for stage, batch in zip(stages, todo, strict=True):
-            names = ", ".join(batch.columns)
-            with cursor.copy(f"COPY {stage} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types([pg_copy_type(batch.table.c[name]) for name in batch.columns])
-                for row in batch.rows:
-                    copy.write_row(row)
-        cursor.execute(_move_statement(stages, todo))
-        counts = cursor.fetchall()
+        if _copied_straight(cursor, todo):
+            _after_straight(cursor, todo)
+        else:
+            _insert_through_staging(cursor, todo)
     finally:
         cursor.close()
-    for position, owner, count, newest in counts:
-        batch = todo[position]
+
+
+def _copy(cursor: Any, target: str, batch: StagedRows, rows: Collection[Sequence[Any]]) -> None:
+    """One binary ``COPY`` of ``rows`` (``batch.columns``, typed as ``batch.table``'s) into
+    the table ``target``."""
+    names = ", ".join(batch.columns)
+    with cursor.copy(f"COPY {target} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types([pg_copy_type(batch.table.c[name]) for name in batch.columns])
+        for row in rows:
+            copy.write_row(row)
+
+
+def _stage_name(batch: StagedRows) -> str:
+    return f"stage_{batch.table.name}"
+
+
+def _create_stages(batches: Sequence[StagedRows]) -> str:
+    """SQL creating the staging table of each of ``batches`` where the session has none."""
+    return "; ".join(
+        f"CREATE TEMP TABLE IF NOT EXISTS {_stage_name(b)} (LIKE {b.table.name}) "
+        "ON COMMIT DELETE ROWS"
+        for b in batches
+    )
+
+
+def _copied_straight(cursor: Any, batches: Sequence[StagedRows]) -> bool:
+    """COPY every batch's rows into its table under a savepoint; True when all went in, False
+    (the savepoint rolled back to: nothing of them stored) when a row repeats a stored key or
+    another row's of its batch."""
+    cursor.execute(f"SAVEPOINT {_SAVEPOINT}")
+    try:
+        for batch in batches:
+            _copy(cursor, batch.table.name, batch, batch.rows)
+    except psycopg.errors.UniqueViolation:
+        cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}")
+        return False
+    cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+    return True
+
+
+def _after_straight(cursor: Any, batches: Sequence[StagedRows]) -> None:
+    """What the staged move does besides moving, for rows that all went in straight: the
+    counts and newest times, the ``latest`` upserts (from the newest row per key, staged) and
+    the arrival feed, in one statement."""
+    parts: list[str] = []
+    params: list[Any] = []
+    with_latest = [b for b in batches if b.latest is not None]
+    if with_latest:
+        cursor.execute(_create_stages(with_latest))
+    for position, batch in enumerate(batches):
+        batch.straight = True
+        batch.inserted += len(batch.rows)
+        if batch.latest is not None:
+            stage = _stage_name(batch)
+            newest = latest_store.newest_rows(batch.latest, batch.columns, batch.rows)
+            _copy(cursor, stage, batch, newest)
+            upsert = latest_store.upsert_sql(batch.latest, stage, batch.columns)
+            parts += [
+                f"latest_{position} AS ({upsert})",
+                f"emptied_{position} AS (DELETE FROM {stage})",
+            ]
+        if batch.newest_per is None:
+            continue
+        owner_at = batch.columns.index(batch.newest_per)
+        at = batch.columns.index("sampled_at")
+        first: dict[Any, datetime] = {}
+        for row in batch.rows:
+            owner, stamp = row[owner_at], row[at]
+            if owner not in first:
+                first[owner] = batch.newest[owner] = stamp
+            elif stamp < first[owner]:
+                first[owner] = stamp
+            elif stamp > batch.newest[owner]:
+                batch.newest[owner] = stamp
+        if batch.feed:
+            parts.append(f"fed_{position} AS ({arrivals.record_unnest_sql(batch.table.name)})")
+            params += [list(first), list(first.values()), [batch.newest[o] for o in first]]
+    if parts:
+        cursor.execute("WITH " + ", ".join(parts) + " SELECT 1", params or None)
+
+
+def _insert_through_staging(cursor: Any, batches: Sequence[StagedRows]) -> None:
+    """The staged path of :func:`insert_staged`: COPY into staging tables, one moving
+    statement."""
+    cursor.execute(_create_stages(batches))
+    for batch in batches:
+        _copy(cursor, _stage_name(batch), batch, batch.rows)
+    cursor.execute(_move_statement([_stage_name(b) for b in batches], list(batches)))
+    for position, owner, count, newest in cursor.fetchall():
+        batch = batches[position]
         batch.inserted += count
         if batch.newest_per is not None:
             batch.newest[owner] = newest
