@@ -583,8 +583,7 @@ def _section_rows(entries: list[Any], spec: SectionSpec, times: _Times) -> list[
     plan = _PLANS[spec.name]
     columns: list[list[Any]] = []
     kinds_of: list[set[type]] = []
-    for i, name in enumerate(plan.names):
-        column = [entry.get(name, _ABSENT) for entry in entries]
+    for i, column in enumerate(_section_columns(entries, plan.names)):
         kinds = set(map(type, column))
         if _Absent in kinds:
             _, default, required = plan.defaults[i]
@@ -625,6 +624,20 @@ def _section_rows(entries: list[Any], spec: SectionSpec, times: _Times) -> list[
     if not nulled:
         return [(row, ()) for row in values]
     return [(row, nulled.get(at, ())) for at, row in enumerate(values)]
+
+
+def _section_columns(entries: list[dict[str, Any]], names: tuple[str, ...]) -> list[list[Any]]:
+    """Each of ``names``' values over ``entries``, :data:`_ABSENT` where an entry lacks it:
+    picked by one ``itemgetter`` pass where every entry has every name (agents write them
+    alike), else name by name."""
+    if len(names) > 1:
+        try:
+            picked = list(map(itemgetter(*names), entries))
+        except KeyError:
+            pass
+        else:
+            return list(map(list, zip(*picked, strict=True)))
+    return [[entry.get(name, _ABSENT) for entry in entries] for name in names]
 
 
 def _plausible(

@@ -18,6 +18,7 @@ from app.ingest import rows
 from app.ingest.rows import parse_batch
 from app.ingest.salvage import Salvage
 from app.metrics.catalog import METRICS
+from tests.app import section_factories
 from tests.factories import batch, iso
 from tests.fuzzing import settings  # noqa: F401  (loads the project's hypothesis profile)
 
@@ -179,3 +180,48 @@ def test_the_column_reading_equals_the_entry_reading_whenever_it_answers(
 def _same(value: Any) -> Any:
     """A value with its type, so that 3 and 3.0 (and True and 1) differ."""
     return (type(value), repr(value))
+
+
+def _link_entries() -> list[dict[str, Any]]:
+    inventory = batch("gpu-links", gpus=2, samples_per_gpu=0)["gpus"]
+    return [
+        link
+        for at in (AT, AT + timedelta(seconds=60))
+        for g in inventory
+        for link in section_factories.nvlinks(g, at, links=4)
+    ]
+
+
+def _section_by_names(entries: list[dict[str, Any]], names: tuple[str, ...]) -> list[list[Any]]:
+    return [[entry.get(name, rows._ABSENT) for entry in entries] for name in names]
+
+
+def _nvlink_rows(entries: list[dict[str, Any]]) -> list[rows.SectionRow]:
+    spec = next(s for s in rows.SECTION_SPECS if s.name == "nvlinks")
+    return rows._section_rows(entries, spec, rows._Times())
+
+
+def test_section_entries_with_the_same_keys_give_the_rows_read_name_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    entries = _link_entries()
+    entries[3]["crc_errors"] = 2**63  # implausible for a counter column: nulled alone
+    entries[5]["extra"] = "ignored"
+    picked = _nvlink_rows(entries)
+    monkeypatch.setattr(rows, "_section_columns", _section_by_names)
+    assert picked == _nvlink_rows(entries)
+    assert len(picked) == len(entries) and any(nulled for _, nulled in picked)
+
+
+def test_a_section_entry_lacking_an_optional_key_takes_its_default_whichever_entry_it_is() -> None:
+    entries = _link_entries()
+    reference = _nvlink_rows(entries)
+    for at in (0, len(entries) - 1):
+        lacking = [dict(e) for e in entries]
+        del lacking[at]["tx_bytes_per_s"]
+        got = _nvlink_rows(lacking)
+        column = rows._PLANS["nvlinks"].names.index("tx_bytes_per_s")
+        assert got[at][0][column] is None
+        assert [r for i, r in enumerate(got) if i != at] == [
+            r for i, r in enumerate(reference) if i != at
+        ]
