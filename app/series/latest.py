@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -124,17 +125,14 @@ def newest_rows(
     spec: LatestSpec, columns: Sequence[str], rows: Collection[Sequence[Any]]
 ) -> list[Sequence[Any]]:
     """The newest of ``rows`` (tuples in ``columns`` order, which hold ``spec``'s key and
-    ``sampled_at``) per key of ``spec``, in the order the keys first appear; of two rows with
-    one key and time, the first."""
+    ``sampled_at``) per key of ``spec``; of two rows with one key and time, the first.
+
+    C-level passes: a stable sort by time of the rows reversed, then a dict by key, which keeps
+    each key's last row — the newest, and among equals the first of ``rows``."""
     at = list(columns).index("sampled_at")
-    key_at = [list(columns).index(k) for k in spec.key_columns]
-    newest: dict[tuple[Any, ...], Sequence[Any]] = {}
-    for row in rows:
-        key = tuple(row[i] for i in key_at)
-        held = newest.get(key)
-        if held is None or row[at] > held[at]:
-            newest[key] = row
-    return list(newest.values())
+    keyer = itemgetter(*(list(columns).index(k) for k in spec.key_columns))
+    ordered = sorted(reversed(list(rows)), key=itemgetter(at))
+    return list(dict(zip(map(keyer, ordered), ordered, strict=True)).values())
 
 
 def upsert_rows(

@@ -175,12 +175,14 @@ def _create_stages(batches: Sequence[StagedRows]) -> str:
 def _copied_straight(cursor: Any, batches: Sequence[StagedRows]) -> bool:
     """COPY every batch's rows into its table under a savepoint; True when all went in, False
     (the savepoint rolled back to: nothing of them stored) when a row repeats a stored key or
-    another row's of its batch."""
+    another row's of its batch. A key another transaction is storing makes the COPY wait for
+    it, as ``INSERT … ON CONFLICT`` does: its commit fails the COPY, its rollback lets it on."""
     cursor.execute(f"SAVEPOINT {_SAVEPOINT}")
     try:
         for batch in batches:
             _copy(cursor, batch.table.name, batch, batch.rows)
-    except psycopg.errors.UniqueViolation:
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected):
+        # A deadlock: another transaction was copying some of the same keys in another order.
         cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}")
         return False
     cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")

@@ -5,6 +5,7 @@ own, falls back to the staged path with nothing of the straight attempt left beh
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -177,3 +178,42 @@ def test_a_repeated_key_at_the_start_of_a_large_batch_falls_back_cleanly(
     assert gpu_batch.inserted == len(many) - 8
     with session_scope(factory) as session:
         assert session.scalar(select(func.count()).select_from(gpu_sample)) == len(many)
+
+
+def test_a_key_another_transaction_is_storing_waits_for_it_then_falls_back(
+    factory: sessionmaker[Session],
+) -> None:
+    gpu_ids = _gpus(factory, count=1)
+    samples = _samples(gpu_ids, range(4))
+    done: list[StagedRows] = []
+    with session_scope(factory) as first:
+        insert_staged(first, [sinks.staged(sinks.SAMPLES, GPU_COLUMNS, samples[2:3])])
+        second = threading.Thread(target=lambda: done.extend(_store(factory, samples, [])[:1]))
+        second.start()
+        second.join(timeout=1.0)
+        assert second.is_alive()  # waiting on the uncommitted key
+    second.join(timeout=30)
+    assert not second.is_alive()
+    assert not done[0].straight and done[0].inserted == 3
+    assert _rows(factory, gpu_sample, GPU_COLUMNS) == sorted(samples)
+
+
+def test_a_key_whose_transaction_rolls_back_goes_straight_after_it(
+    factory: sessionmaker[Session],
+) -> None:
+    gpu_ids = _gpus(factory, count=1)
+    samples = _samples(gpu_ids, range(4))
+    done: list[StagedRows] = []
+    first = factory()
+    try:
+        insert_staged(first, [sinks.staged(sinks.SAMPLES, GPU_COLUMNS, samples[2:3])])
+        second = threading.Thread(target=lambda: done.extend(_store(factory, samples, [])[:1]))
+        second.start()
+        second.join(timeout=1.0)
+        assert second.is_alive()
+        first.rollback()
+    finally:
+        first.close()
+    second.join(timeout=30)
+    assert done[0].straight and done[0].inserted == 4
+    assert _rows(factory, gpu_sample, GPU_COLUMNS) == sorted(samples)
