@@ -12,6 +12,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, TypeVar, cast
 
 import psycopg
@@ -112,8 +113,8 @@ def insert_staged(session: Session, batches: Sequence[StagedRows]) -> None:
     fills in their ``inserted``, ``newest`` and ``straight``.
 
     On Postgres, first straight: a binary ``COPY`` per table into the table itself under a
-    savepoint, then the ``latest`` upserts from a session-local staging table holding only the
-    newest row per key, and the arrival feed from the owners' time ranges. A batch repeating a
+    savepoint, then one statement for the ``latest`` upserts (from the rows just stored) and
+    the arrival feed (from the owners' time ranges). A batch repeating a
     stored key (a replayed spool, a sample sent twice) makes a ``COPY`` fail on the primary
     key: then, back at the savepoint, the staged path, as for every batch before: a binary
     ``COPY`` per table into a staging table (``TEMP``, ``ON COMMIT DELETE ROWS``, created on
@@ -190,44 +191,46 @@ def _copied_straight(cursor: Any, batches: Sequence[StagedRows]) -> bool:
 
 
 def _after_straight(cursor: Any, batches: Sequence[StagedRows]) -> None:
-    """What the staged move does besides moving, for rows that all went in straight: the
-    counts and newest times, the ``latest`` upserts (from the newest row per key, staged) and
-    the arrival feed, in one statement."""
+    """What the staged move does besides moving, for rows that all went in straight, in one
+    statement: the counts and newest times, the ``latest`` upserts and the arrival feed.
+
+    A ``latest`` table takes the newest raw row per key among its owners' rows from the
+    batch's oldest time on: the rows just copied, and any newer one stored meanwhile (the
+    upsert keeps the newest either way). Read back by the owner + time index, that costs
+    Postgres less than a second COPY of the newest rows costs the server."""
     parts: list[str] = []
     params: list[Any] = []
-    with_latest = [b for b in batches if b.latest is not None]
-    if with_latest:
-        cursor.execute(_create_stages(with_latest))
     for position, batch in enumerate(batches):
         batch.straight = True
         batch.inserted += len(batch.rows)
+        at = batch.columns.index("sampled_at")
         if batch.latest is not None:
-            stage = _stage_name(batch)
-            newest = latest_store.newest_rows(batch.latest, batch.columns, batch.rows)
-            _copy(cursor, stage, batch, newest)
-            upsert = latest_store.upsert_sql(batch.latest, stage, batch.columns)
-            parts += [
-                f"latest_{position} AS ({upsert})",
-                f"emptied_{position} AS (DELETE FROM {stage})",
-            ]
+            owner = batch.latest.owner
+            owners = sorted(set(map(itemgetter(batch.columns.index(owner)), batch.rows)))
+            source = (
+                f"(SELECT * FROM {batch.table.name} WHERE {owner} = ANY(%s::integer[]) "
+                "AND sampled_at >= %s) AS just_stored"
+            )
+            upsert = latest_store.upsert_sql(batch.latest, source, batch.columns)
+            parts.append(f"latest_{position} AS ({upsert})")
+            params += [owners, min(map(itemgetter(at), batch.rows))]
         if batch.newest_per is None:
             continue
         owner_at = batch.columns.index(batch.newest_per)
-        at = batch.columns.index("sampled_at")
         first: dict[Any, datetime] = {}
         for row in batch.rows:
-            owner, stamp = row[owner_at], row[at]
-            if owner not in first:
-                first[owner] = batch.newest[owner] = stamp
-            elif stamp < first[owner]:
-                first[owner] = stamp
-            elif stamp > batch.newest[owner]:
-                batch.newest[owner] = stamp
+            owner_id, stamp = row[owner_at], row[at]
+            if owner_id not in first:
+                first[owner_id] = batch.newest[owner_id] = stamp
+            elif stamp < first[owner_id]:
+                first[owner_id] = stamp
+            elif stamp > batch.newest[owner_id]:
+                batch.newest[owner_id] = stamp
         if batch.feed:
             parts.append(f"fed_{position} AS ({arrivals.record_unnest_sql(batch.table.name)})")
             params += [list(first), list(first.values()), [batch.newest[o] for o in first]]
     if parts:
-        cursor.execute("WITH " + ", ".join(parts) + " SELECT 1", params or None)
+        cursor.execute("WITH " + ", ".join(parts) + " SELECT 1", params)
 
 
 def _insert_through_staging(cursor: Any, batches: Sequence[StagedRows]) -> None:
