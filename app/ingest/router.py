@@ -38,7 +38,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {
         "description": "The batch does not match the schema where no value may be left out "
         "(the top-level shape, schema_version, batch_id, sent_at, node.hostname, labels as a "
-        "whole, a list over its limit); one bad value or entry elsewhere is left out alone and "
+        "whole, a list over its limit, a table-form list without exactly `fields` and `rows`); "
+        "one bad value or entry elsewhere is left out alone and "
         "listed in `left_out` (docs/ingest.md). `loc` names the field"
     },
 }
@@ -53,8 +54,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         "requestBody": {
             "required": True,
             "content": {"application/json": {"schema": IngestBatchIn.model_json_schema()}},
-            "description": "Optionally gzip-compressed (`Content-Encoding: gzip`). "
-            "See docs/ingest.md for policies.",
+            "description": "Optionally gzip-compressed (`Content-Encoding: gzip`). `samples` "
+            "and the dated node sections may each be sent in the table form, "
+            '`{"fields": [names], "rows": [[values in that order], ...]}` '
+            "(`bulk_forms` in the answer). See docs/ingest.md for policies.",
         }
     },
 )

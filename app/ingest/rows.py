@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from app.ingest import table_form
 from app.ingest.salvage import MAX_LISTED, MAX_ROUNDS, Path, Salvage, repair
 from app.ingest.schemas import MAX_SAMPLES, IngestBatchIn, SampleIn
 from app.metrics.catalog import METRICS, sanitize
@@ -235,6 +236,8 @@ def parse_batch(document: Any) -> ParsedBatch:
             samples, sections = _bulk(document, mended)
         except _NotPlain:
             pass
+        except table_form.TableFormError as exc:
+            raise _table_form_error(exc) from None
         else:
             head, salvage = _validated({k: v for k, v in document.items() if k not in _BULK_KEYS})
             salvage.samples = mended.samples
@@ -242,10 +245,22 @@ def parse_batch(document: Any) -> ParsedBatch:
             salvage.listed = sorted([*salvage.listed, *mended.listed], key=_in_field_order)
             del salvage.listed[MAX_LISTED:]
             return ParsedBatch(head=head, samples=samples, sections=sections, salvage=salvage)
+        try:
+            document = table_form.expanded(document, _BULK_KEYS)
+        except table_form.TableFormError as exc:
+            raise _table_form_error(exc) from None
     batch, salvage = _validated(document)
     parsed = from_model(batch)
     parsed.salvage = salvage
     return parsed
+
+
+def _table_form_error(exc: table_form.TableFormError) -> ValidationError:
+    """A table-form list that cannot be read, as the validation error of the batch."""
+    return ValidationError.from_exception_data(
+        IngestBatchIn.__name__,
+        [{"type": "value_error", "loc": exc.loc, "input": None, "ctx": {"error": str(exc)}}],
+    )
 
 
 _FIELD_ORDER = {name: i for i, name in enumerate(IngestBatchIn.model_fields)}
@@ -399,13 +414,30 @@ def _bulk(
 ) -> tuple[list[SampleRow], dict[str, list[SectionRow]]]:
     times = _Times()
     samples = document.get("samples", [])
-    if type(samples) is not list or len(samples) > MAX_SAMPLES:
+    if table_form.is_table(samples):
+        fields, table = table_form.checked("samples", samples)
+        if len(table) > MAX_SAMPLES:
+            raise _NotPlain
+        plain = _sample_rows_of(fields, table, times) if table_form.regular(fields, table) else None
+        rows = (
+            plain
+            if plain is not None
+            else _samples(table_form.entries(fields, table), times, salvage)
+        )
+    elif type(samples) is not list or len(samples) > MAX_SAMPLES:
         raise _NotPlain
-    rows = _samples(samples, times, salvage)
+    else:
+        rows = _samples(samples, times, salvage)
     sections: dict[str, list[SectionRow]] = {}
     for spec in SECTION_SPECS:
         entries = document.get(spec.name)
         if entries is None:
+            continue
+        if table_form.is_table(entries):
+            fields, table = table_form.checked(spec.name, entries)
+            if len(table) > spec.max_entries or not table_form.regular(fields, table):
+                raise _NotPlain
+            sections[spec.name] = _section_table_rows(fields, table, spec, times)
             continue
         if type(entries) is not list or len(entries) > spec.max_entries:
             raise _NotPlain
@@ -438,6 +470,17 @@ def _sample_columns(entries: list[Any], times: _Times) -> list[SampleRow] | None
         picked = list(map(itemgetter(*names), entries))
     except KeyError:
         return None
+    return _sample_rows_of(names, picked, times)
+
+
+def _sample_rows_of(
+    names: list[str], picked: Sequence[Sequence[Any]], times: _Times
+) -> list[SampleRow] | None:
+    """The rows of samples given as their values in ``names`` order (every sample has every
+    name), checked a metric at a time; ``None`` where any is not plain (see
+    :func:`_sample_columns`)."""
+    if len(names) < 2 or not picked:
+        return None
     every = dict(zip(names, zip(*picked, strict=True), strict=True))
     uuids, stamps = every.get("gpu_uuid"), every.get("sampled_at")
     if uuids is None or stamps is None:
@@ -461,7 +504,7 @@ def _sample_columns(entries: list[Any], times: _Times) -> list[SampleRow] | None
         _, low, high, integer = _METRIC_SLOTS[name]
         if not _plausible(column, kinds, low, high, integer):
             columns[name] = _null_implausible(column, low, high, integer, name, nulled)
-    nones = (None,) * len(entries)
+    nones = (None,) * len(picked)
     values = zip(*(columns.get(name, nones) for name in _METRIC_SLOTS), strict=True)
     if not nulled:
         return [(u, w, v, ()) for u, w, v in zip(uuids, whens, values, strict=True)]
@@ -581,9 +624,30 @@ def _section_rows(entries: list[Any], spec: SectionSpec, times: _Times) -> list[
     if set(map(type, entries)) != {dict}:
         raise _NotPlain
     plan = _PLANS[spec.name]
+    return _checked_section(_section_columns(entries, plan.names), plan, times)
+
+
+def _section_table_rows(
+    fields: list[str], rows: list[Any], spec: SectionSpec, times: _Times
+) -> list[SectionRow]:
+    """:func:`_section_rows` of a section sent in the table form (:mod:`app.ingest.table_form`)
+    whose rows are all lists of as many values as ``fields``: its columns are the rows
+    transposed, a field it does not send absent from every row."""
+    if not rows:
+        return []
+    plan = _PLANS[spec.name]
+    transposed = dict(zip(fields, map(list, zip(*rows, strict=True)), strict=True))
+    absent = [_ABSENT] * len(rows)
+    columns = [transposed.get(name, absent) for name in plan.names]
+    return _checked_section(columns, plan, times)
+
+
+def _checked_section(picked: list[list[Any]], plan: _Plan, times: _Times) -> list[SectionRow]:
+    """The rows of a section's columns (``plan.names`` order, :data:`_ABSENT` where an entry
+    lacks the field), checked a column at a time."""
     columns: list[list[Any]] = []
     kinds_of: list[set[type]] = []
-    for i, column in enumerate(_section_columns(entries, plan.names)):
+    for i, column in enumerate(picked):
         kinds = set(map(type, column))
         if _Absent in kinds:
             _, default, required = plan.defaults[i]

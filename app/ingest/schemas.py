@@ -266,6 +266,10 @@ class GpuConflict(BaseModel):
     node: str
 
 
+#: The forms of the bulk lists the server reads (:mod:`app.ingest.table_form`).
+BULK_FORMS = ("objects", "table")
+
+
 class IngestResult(BaseModel):
     """The answer to an accepted batch (also replayed verbatim for a re-sent batch id)."""
 
@@ -298,6 +302,13 @@ class IngestResult(BaseModel):
         default_factory=dict,
         description="every value and entry left out, counted by `<list>.<reason>`, e.g. "
         "`samples.float_parsing`, `events.missing`",
+    )
+    bulk_forms: list[str] = Field(
+        default_factory=lambda: list(BULK_FORMS),
+        description="the forms this server reads the bulk lists (`samples` and the dated node "
+        "sections) in: `objects` (a list of objects) and `table` (`fields` + `rows`, "
+        "docs/ingest.md); an agent sends its next batches in the table form once it reads "
+        "`table` here",
     )
 
 
