@@ -30,10 +30,13 @@ from agents.payload import (
     EventDict,
     Payload,
     Sample,
+    as_objects,
+    as_table_form,
     build_node,
     build_payload,
     encode_payload,
     format_timestamp,
+    has_table_form,
     make_event,
     stamp_sent_at,
     utc_now,
@@ -216,6 +219,9 @@ class Agent:
         self._urgent = False
         self._dark: dict[str, bool] = {}
         self._next_push_at = 0.0
+        #: Whether the server said it reads the table form (its answers' ``bulk_forms``): the
+        #: batches cut from then on are spooled in it (a batch keeps its form when re-sent).
+        self.table_form = False
 
     @property
     def batches_dropped(self) -> int:
@@ -383,8 +389,9 @@ class Agent:
             )
 
     def take_payload(self) -> Payload | None:
-        """Turn the current batch into a payload (``sent_at`` unset) and start a new batch;
-        ``None`` when the batch holds nothing."""
+        """Turn the current batch into a payload (``sent_at`` unset; its bulk lists in the
+        table form once the server said it reads it: :attr:`table_form`) and start a new
+        batch; ``None`` when the batch holds nothing."""
         with self._lock:
             samples, events = self._samples, self._events
             sections, errors = self._sections, self._errors
@@ -411,7 +418,8 @@ class Agent:
         topology = self._topology.due(self.current_topology())
         if topology is not None:
             extra["topology"] = topology
-        return build_payload(node, gpus, samples, events, sections=extra)
+        payload = build_payload(node, gpus, samples, events, sections=extra)
+        return as_table_form(payload) if self.table_form else payload
 
     def cut_batch(self) -> Path | None:
         """Write the current batch to the spool and wake the pusher; return the file or ``None``
@@ -462,6 +470,8 @@ class Agent:
                 with self._lock:
                     self.push_attempts += 1
                     self.last_status = result.status
+                if result.outcome is Outcome.PERMANENT and has_table_form(batch.payload):
+                    result = self._push_as_objects(self.pusher, batch.payload, result, budget)
                 if result.outcome is Outcome.OK:
                     self.spool.remove(batch)
                     self.backoff.reset()
@@ -503,9 +513,38 @@ class Agent:
         finally:
             self._push_lock.release()
 
+    def _push_as_objects(
+        self, pusher: Pusher, payload: Payload, refused: PushResult, budget: float | None
+    ) -> PushResult:
+        """A batch in the table form refused for good (a server that no longer reads it:
+        downgraded, or another one behind the same address): stop using the form and send the
+        same batch at once as lists of objects; returns that attempt's result."""
+        self.table_form = False
+        log.warning(
+            "%s: server refused batch %s in the table form (HTTP %s: %s); sending it and the "
+            "next batches as lists of objects",
+            self.config.hostname,
+            payload.get("batch_id"),
+            refused.status,
+            refused.detail[:200],
+        )
+        body = encode_payload(stamp_sent_at(self._as_this_node(as_objects(payload))))
+        result = pusher.push(body, timeout_s=budget)
+        with self._lock:
+            self.push_attempts += 1
+            self.last_status = result.status
+        return result
+
     def _accepted(self, sample_count: int, answer: dict[str, Any] | None) -> None:
-        """Count an acknowledged batch: sent, or refused for clock skew (said loudly)."""
+        """Count an acknowledged batch: sent, or refused for clock skew (said loudly); learn
+        from the answer whether the server reads the table form."""
         self.last_refusal = None
+        forms = (answer or {}).get("bulk_forms")
+        if not self.table_form and isinstance(forms, list) and "table" in forms:
+            self.table_form = True
+            log.info(
+                "%s: the server reads the table form: next batches go in it", self.config.hostname
+            )
         refused = refused_for_skew(answer)
         rejected = (answer or {}).get("samples_rejected")
         rejected = rejected if isinstance(rejected, int) and 0 <= rejected <= sample_count else 0

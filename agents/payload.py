@@ -286,6 +286,61 @@ def _clean_value(value: Any) -> Any:
     return clean_text(str(value))
 
 
+#: The lists of a payload a server may read in the table form (``fields`` + ``rows``).
+BULK_LISTS = ("samples", "nvlinks", "disks", "mounts", "nfs_mounts", "nic_ports")
+
+
+def as_table_form(payload: Payload) -> Payload:
+    """``payload`` (a new top-level object) with each bulk list whose entries all have the
+    same keys in the table form: ``{"fields": [keys of the first entry], "rows": [[values in
+    that order], ...]}``, which a server that lists ``table`` in its answer's ``bulk_forms``
+    reads as the same list (a third of the JSON on an HGX node). A list whose entries differ
+    in their keys stays a list of objects: a key left out and a ``null`` may differ."""
+    out = dict(payload)
+    for name in BULK_LISTS:
+        entries = payload.get(name)
+        if not isinstance(entries, list) or not entries:
+            continue
+        if not all(isinstance(e, dict) for e in entries):
+            continue
+        fields = list(entries[0])
+        keys = set(fields)
+        if not fields or any(e.keys() != keys for e in entries):
+            continue
+        out[name] = {"fields": fields, "rows": [[e[f] for f in fields] for e in entries]}
+    return out
+
+
+def has_table_form(payload: Payload) -> bool:
+    """Whether any bulk list of ``payload`` is in the table form."""
+    return any(isinstance(payload.get(name), dict) for name in BULK_LISTS)
+
+
+def as_objects(payload: Payload) -> Payload:
+    """``payload`` (a new top-level object) with each table-form bulk list as the list of
+    objects it stands for (the form every server reads)."""
+    out = dict(payload)
+    for name in BULK_LISTS:
+        table = payload.get(name)
+        if isinstance(table, dict):
+            fields, rows = table.get("fields") or [], table.get("rows") or []
+            out[name] = [
+                dict(zip(fields, row, strict=True))
+                if isinstance(row, list) and len(row) == len(fields)
+                else row
+                for row in rows
+            ]
+    return out
+
+
+def bulk_length(value: Any) -> int:
+    """How many entries a bulk list holds, in either form (0 for anything else)."""
+    if isinstance(value, dict):
+        rows = value.get("rows")
+        return len(rows) if isinstance(rows, list) else 0
+    return len(value) if isinstance(value, list) else 0
+
+
 def stamp_sent_at(payload: Payload, now: datetime | None = None) -> Payload:
     """Return a shallow copy of ``payload`` whose ``sent_at`` is ``now`` (default: the clock)."""
     stamped = dict(payload)

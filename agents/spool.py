@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.numbers import ascii_int
-from agents.payload import Payload, encode_payload
+from agents.payload import Payload, bulk_length, encode_payload
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class SpooledBatch:
     @property
     def sample_count(self) -> int:
         """How many samples the batch carries."""
-        return len(self.payload.get("samples") or ())
+        return bulk_length(self.payload.get("samples"))
 
 
 class Spool:

@@ -14,6 +14,7 @@ metrics of ``tests.factories.sample``) is the one earlier figures were measured 
 ``--agent-defaults`` sends what a fleet of default agents sends instead: the three intervals of
 the agent's defaults (``AgentConfig``: GPU values every 10 s, host sections and NVLinks every
 60 s) and samples with every metric the simulated agent writes (``--agent-samples``: 38).
+``--table-form`` sends the same lists in the table form (:mod:`app.ingest.table_form`).
 
 Then the anchor: into the same database, for a fresh node and fresh GPUs, one binary ``COPY``
 per table of as many rows as the run stored (``gpu_sample``, and each section table), timed
@@ -25,7 +26,8 @@ row count against what was acknowledged.
 
     python bench/ingest_rate.py [--nodes 16] [--gpus 8] [--samples 60] [--seconds 20]
                                 [--no-sections] [--interval 1] [--host-interval 1]
-                                [--nvlink-interval 30] [--agent-defaults] [--workers 1]
+                                [--nvlink-interval 30] [--agent-defaults] [--table-form]
+                                [--workers 1]
 
 Bodies are made before the clock starts (``--pool`` batches per node, gzip as the agent
 compresses them), so the clients spend their CPU on HTTP only; they still run on the same
@@ -128,6 +130,18 @@ def make_payload(
     return payload
 
 
+def as_tables(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with each bulk list (every entry with the first one's keys, as made here) in
+    the table form: ``{"fields": [...], "rows": [[...], ...]}``."""
+    out = dict(payload)
+    for name in TABLES:
+        entries = payload.get(name)
+        if entries:
+            fields = list(entries[0])
+            out[name] = {"fields": fields, "rows": [[e[f] for f in fields] for e in entries]}
+    return out
+
+
 def _agent_metrics() -> dict[str, Any]:
     """The metrics of one sample as the simulated agent writes it (every metric of the
     catalog, ``null`` where NVML has none), without its GPU and time."""
@@ -164,6 +178,8 @@ class Node:
             self.tick,
         )
         self.tick += self.args.samples
+        if self.args.table_form:
+            payload = as_tables(payload)
         return gzip.compress(json.dumps(payload).encode(), compresslevel=6)  # as agents/push.py
 
     def next_body(self) -> bytes:
@@ -406,6 +422,11 @@ def main() -> None:
         help="the three intervals of the agent's defaults (agents/agent.py AgentConfig), "
         "and --agent-samples",
     )
+    parser.add_argument(
+        "--table-form",
+        action="store_true",
+        help="send the bulk lists in the table form (app/ingest/table_form.py: fields + rows)",
+    )
     parser.add_argument("--pool", type=int, default=0, help="batches made ahead per node")
     parser.add_argument(
         "--workers", type=int, default=1, help="web processes (fleetwatch serve --workers)"
@@ -494,6 +515,7 @@ def main() -> None:
             if args.sections
             else " (no sections)"
         )
+        + (" in the table form" if args.table_form else "")
         + f", {batches} batches in {wall:.1f} s"
     )
     late = sum(node.made_late for node in nodes)
