@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from tests import factories
 from tests.agents.agent_receiver import Receiver
+from tests.conftest import make_settings
+from tests.live_server import LiveServer
 
 
 @pytest.fixture
@@ -17,6 +20,15 @@ def receiver() -> Iterator[Receiver]:
     server = Receiver()
     yield server
     server.close()
+
+
+@pytest.fixture
+def live(db_url: str, tmp_path: Path) -> Iterator[LiveServer]:
+    """The real server on each backend in turn (``db_url``)."""
+    server = LiveServer(make_settings(db_url, tmp_path / "server"))
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

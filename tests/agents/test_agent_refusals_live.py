@@ -5,7 +5,6 @@ batch refused for clock skew is not counted as sent and names NTP."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,17 +15,8 @@ from agents.agent import Agent, AgentConfig
 from agents.payload import utc_now
 from agents.simulated.collector import SimulatedCollector
 from tests.app.helpers import counts
-from tests.conftest import make_settings
 from tests.factories import create_token
 from tests.live_server import LiveServer
-
-
-@pytest.fixture
-def live(db_url: str, tmp_path: Path) -> Iterator[LiveServer]:
-    server = LiveServer(make_settings(db_url, tmp_path / "server"))
-    server.start()
-    yield server
-    server.stop()
 
 
 def _agent(spool: Path, url: str, hostname: str, token: str, **options: Any) -> Agent:

@@ -6,32 +6,17 @@ back to objects."""
 
 from __future__ import annotations
 
-import gzip
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
-
-import pytest
+from typing import Any
 
 from agents.agent import Agent, AgentConfig
 from agents.payload import as_objects, as_table_form, bulk_length
-from agents.push import Pusher
 from agents.simulated.collector import SimulatedCollector
+from tests.agents.agent_receiver import Receiver, Reply
 from tests.app.helpers import counts, section_counts
-from tests.conftest import make_settings
 from tests.factories import create_token
 from tests.live_server import LiveServer
-
-
-@pytest.fixture
-def live(db_url: str, tmp_path: Path) -> Iterator[LiveServer]:
-    server = LiveServer(make_settings(db_url, tmp_path / "server"))
-    server.start()
-    yield server
-    server.stop()
 
 
 def _agent(spool: Path, url: str, hostname: str, token: str) -> Agent:
@@ -65,52 +50,22 @@ def test_the_agent_sends_objects_until_the_server_says_it_reads_the_table_form(
     assert section_counts(db_url)["nvlink_sample"] == len(first["nvlinks"]) + links
 
 
-class _OlderServer(BaseHTTPRequestHandler):
-    """An ingest endpoint that reads lists of objects only, as servers before the table form
-    did (422 for a bulk list that is not a list); records every body it gets."""
-
-    bodies: ClassVar[list[dict[str, Any]]] = []
-
-    def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers["Content-Length"]))
-        body = json.loads(gzip.decompress(raw))
-        type(self).bodies.append(body)
-        if not isinstance(body.get("samples"), list):
-            answer, status = {"detail": [{"loc": ["body", "samples"], "msg": "not a list"}]}, 422
-        else:
-            answer, status = {"batch_id": body["batch_id"], "samples_rejected": 0}, 200
-        data = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 def test_a_server_refusing_the_table_form_gets_the_same_batch_as_objects_at_once(
-    tmp_path: Path,
+    tmp_path: Path, receiver: Receiver
 ) -> None:
-    _OlderServer.bodies = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _OlderServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        agent = _agent(tmp_path / "spool", url, "gpu-t-002", "fwt_token")
-        agent.pusher = Pusher(url, "fwt_token")
-        agent.table_form = True  # learned from a server that was then downgraded
-        agent.collect()
-        agent.cut_batch()
-        spooled = agent.spool.oldest()
-        assert spooled is not None and isinstance(spooled.payload["samples"], dict)
-        assert agent.push_pending(ignore_backoff=True)
-    finally:
-        server.shutdown()
-        server.server_close()
-    table, objects = _OlderServer.bodies
+    """The receiver stands for a server older than the table form: 422 for a bulk list that
+    is not a list (as pydantic answered), then the objects are acknowledged."""
+    refusal = {"detail": [{"loc": ["body", "samples"], "msg": "Input should be a valid list"}]}
+    receiver.script(Reply(status=422, body=json.dumps(refusal).encode()))
+    agent = _agent(tmp_path / "spool", receiver.url, "gpu-t-002", "fwt_token")
+    agent.table_form = True  # learned from a server that was then downgraded
+    agent.collect()
+    agent.cut_batch()
+    spooled = agent.spool.oldest()
+    assert spooled is not None and isinstance(spooled.payload["samples"], dict)
+    assert agent.push_pending(ignore_backoff=True)
+
+    table, objects = receiver.payloads()
     assert isinstance(table["samples"], dict) and isinstance(objects["samples"], list)
     assert table["batch_id"] == objects["batch_id"]
     assert {k: v for k, v in objects.items() if k != "sent_at"} == {
@@ -118,6 +73,11 @@ def test_a_server_refusing_the_table_form_gets_the_same_batch_as_objects_at_once
     }
     assert not agent.table_form and agent.batches_sent == 1 and agent.batches_rejected == 0
     assert len(agent.spool) == 0
+
+    agent.collect()
+    agent.cut_batch()
+    assert agent.push_pending(ignore_backoff=True)
+    assert isinstance(receiver.payloads()[-1]["samples"], list)  # objects from then on
 
 
 def test_the_table_form_round_trips_and_leaves_lists_with_other_keys_as_objects() -> None:
