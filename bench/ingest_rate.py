@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT))
 
 import app.models  # noqa: E402, F401  (every table on Base.metadata)
 from agents.agent import AgentConfig  # noqa: E402
+from agents.payload import as_table_form  # noqa: E402
 from agents.simulated.collector import SimulatedCollector  # noqa: E402
 from app.db import Base, make_engine  # noqa: E402
 from app.series.tables import gpu_sample  # noqa: E402
@@ -130,18 +131,6 @@ def make_payload(
     return payload
 
 
-def as_tables(payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` with each bulk list (every entry with the first one's keys, as made here) in
-    the table form: ``{"fields": [...], "rows": [[...], ...]}``."""
-    out = dict(payload)
-    for name in TABLES:
-        entries = payload.get(name)
-        if entries:
-            fields = list(entries[0])
-            out[name] = {"fields": fields, "rows": [[e[f] for f in fields] for e in entries]}
-    return out
-
-
 def _agent_metrics() -> dict[str, Any]:
     """The metrics of one sample as the simulated agent writes it (every metric of the
     catalog, ``null`` where NVML has none), without its GPU and time."""
@@ -179,7 +168,7 @@ class Node:
         )
         self.tick += self.args.samples
         if self.args.table_form:
-            payload = as_tables(payload)
+            payload = as_table_form(payload)  # as the agent spools it
         return gzip.compress(json.dumps(payload).encode(), compresslevel=6)  # as agents/push.py
 
     def next_body(self) -> bytes:
