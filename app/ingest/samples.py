@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.fleet.gpu_heartbeat import Heartbeat
 from app.fleet.models import Gpu
 from app.ingest.rows import SampleRow
 from app.ingest.schemas import Rejection, RejectReason
@@ -102,6 +103,23 @@ def _positions_as_sent(kept: int, left_out: Sequence[tuple[int, str]]) -> range 
     return [i for i in range(kept + len(left_out)) if i not in gone]
 
 
+def newest_stored(plan: SamplePlan, *, gpus: dict[str, Gpu]) -> dict[int, Heartbeat]:
+    """Once ``plan.staged`` is stored: by GPU id, the move of each GPU whose newest stored
+    sample is newer than its ``last_sample_at`` (that sample's time, and its metrics dropped
+    as implausible: name → ISO time, ``None`` where none was)."""
+    staged = plan.staged
+    moved: dict[int, Heartbeat] = {}
+    for gpu in gpus.values():
+        at = staged.newest.get(gpu.id)
+        if at is not None and (gpu.last_sample_at is None or at > gpu.last_sample_at):
+            dropped = plan.nulled_by_row.get((gpu.id, at), ())
+            stamp = at.isoformat()
+            moved[gpu.id] = Heartbeat(
+                gpu, sampled_at=at, implausible={name: stamp for name in dropped} or None
+            )
+    return moved
+
+
 def drop_packed(plan: SamplePlan, packed: Collection[tuple[int, datetime]]) -> None:
     """Count as duplicates the planned samples of ``packed``, the keys already stored in packed
     blocks (:func:`app.series.sinks.packed`): re-sent after their hour was compacted."""
@@ -112,18 +130,10 @@ def drop_packed(plan: SamplePlan, packed: Collection[tuple[int, datetime]]) -> N
     plan.nulled = +plan.nulled  # drop names whose count fell to 0
 
 
-def samples_result(plan: SamplePlan, *, gpus: dict[str, Gpu]) -> dict[str, Any]:
+def samples_result(plan: SamplePlan) -> dict[str, Any]:
     """The ``samples_*``, ``rejected_by_reason`` and ``rejections`` counts of the answer once
-    ``plan.staged`` is stored; moves each GPU's ``last_sample_at`` to its newest stored sample
-    and its ``implausible`` to that sample's dropped metrics."""
+    ``plan.staged`` is stored."""
     staged = plan.staged
-    for gpu in gpus.values():
-        at = staged.newest.get(gpu.id)
-        if at is not None and (gpu.last_sample_at is None or at > gpu.last_sample_at):
-            gpu.last_sample_at = at
-            dropped = plan.nulled_by_row.get((gpu.id, at), ())
-            stamp = at.isoformat()
-            gpu.implausible = {name: stamp for name in dropped} or None
     return {
         "samples_received": plan.received,
         "samples_stored": staged.inserted,

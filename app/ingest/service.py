@@ -25,7 +25,8 @@ from sqlalchemy.orm import Session
 
 from app.errors import Conflict, Forbidden
 from app.events.models import NodeEvent
-from app.fleet import retire
+from app.fleet import gpu_heartbeat, retire
+from app.fleet.gpu_heartbeat import Heartbeat
 from app.fleet.models import Gpu, Node
 from app.health.rules import DEFAULT_RULES, HealthRules
 from app.incidents import service as incidents_service
@@ -103,7 +104,7 @@ def store_batch(
     oldest_event = received_at - timedelta(days=retention_days)
     nulled: Counter[str] = Counter(parsed.salvage.nulled)
     _update_node(node, batch=head, received_at=received_at, skew_s=skew_s)
-    gpus, conflicts = _upsert_gpus(
+    gpus, conflicts, applied = _upsert_gpus(
         session,
         node=node,
         batch=head,
@@ -140,7 +141,20 @@ def store_batch(
     nulled.update(sample_plan.nulled)
     section_store.drop_packed(sections, packed, nulled)
     insert_staged(session, [sample_plan.staged, *sections.staged.values()])
-    result = sample_store.samples_result(sample_plan, gpus=gpus)
+    result = sample_store.samples_result(sample_plan)
+    moved = sample_store.newest_stored(sample_plan, gpus=gpus)
+    gpu_heartbeat.write(
+        session,
+        [
+            Heartbeat(
+                gpu,
+                seen_at=received_at if uuid in applied else None,
+                sampled_at=moved[gpu.id].sampled_at if gpu.id in moved else None,
+                implausible=moved[gpu.id].implausible if gpu.id in moved else None,
+            )
+            for uuid, gpu in gpus.items()
+        ],
+    )
     newest = max((g.last_sample_at for g in gpus.values() if g.last_sample_at), default=None)
     if newest is not None and (node.last_sample_at is None or newest > node.last_sample_at):
         node.last_sample_at = newest
@@ -240,8 +254,10 @@ def _upsert_gpus(
     nulled: Counter[str],
     busy_since: datetime,
     left_out: Mapping[str, dict[str, str]] | None = None,
-) -> tuple[dict[str, Gpu], list[GpuConflict]]:
-    """The node's GPUs by UUID after applying the batch's inventory, and the conflicts.
+) -> tuple[dict[str, Gpu], list[GpuConflict], set[str]]:
+    """The node's GPUs by UUID after applying the batch's inventory, the conflicts, and the
+    UUIDs whose inventory was applied (their ``last_seen_at`` is the batch's to move:
+    :mod:`app.fleet.gpu_heartbeat`).
     ``left_out``: by UUID, the inventory fields the server left out of the batch and the values
     sent (:attr:`app.ingest.salvage.Salvage.gpu_values`).
 
@@ -268,6 +284,7 @@ def _upsert_gpus(
             gpu.node_id = node.id
             by_uuid[gpu.uuid] = gpu
     reported = {g.uuid for g in batch.gpus}
+    applied: set[str] = set()
     left_out = left_out or {}
     for info in batch.gpus:
         if info.uuid in refused:
@@ -292,10 +309,12 @@ def _upsert_gpus(
             found = by_uuid[info.uuid] = adopted
         dropped = left_out.get(info.uuid)
         if found is None:
-            gpu = Gpu(uuid=info.uuid, node_id=node.id, first_seen_at=received_at)
+            gpu = Gpu(
+                uuid=info.uuid, node_id=node.id, first_seen_at=received_at, last_seen_at=received_at
+            )
             try:
                 with session.begin_nested():  # another node may insert this UUID right now
-                    _apply_gpu_info(gpu, info, received_at=received_at, nulled=nulled)
+                    _apply_gpu_info(gpu, info, nulled=nulled)
                     gpu.implausible_inventory = dropped
                     session.add(gpu)
                     session.flush()
@@ -304,8 +323,9 @@ def _upsert_gpus(
                 continue
             by_uuid[info.uuid] = gpu
         else:
-            _apply_gpu_info(found, info, received_at=received_at, nulled=nulled)
-            found.implausible_inventory = dropped
+            _apply_gpu_info(found, info, nulled=nulled)
+            _assign(found, "implausible_inventory", dropped)
+        applied.add(info.uuid)
     for conflict in conflicts:
         log.warning(
             "node %s reports GPU %s, which node %s reports: not taken over",
@@ -313,24 +333,32 @@ def _upsert_gpus(
             conflict.uuid,
             conflict.node,
         )
-    # Not flushed here: each GPU's last_seen_at goes out with its last_sample_at in one
-    # UPDATE at the batch's end (new GPUs were flushed above, so every GPU has its id).
-    return by_uuid, conflicts
+    # Not written here: each GPU's last_seen_at goes out with its last_sample_at in one
+    # statement at the batch's end (new GPUs were flushed above, so every GPU has its id).
+    return by_uuid, conflicts, applied
 
 
-def _apply_gpu_info(gpu: Gpu, info: Any, *, received_at: datetime, nulled: Counter[str]) -> None:
-    """Copy one ``gpus[]`` entry onto the stored GPU."""
-    gpu.index = info.index
-    gpu.name = info.name
-    gpu.pci_bus_id = info.pci_bus_id
-    gpu.mem_total_bytes = info.mem_total_bytes
-    gpu.mig_mode = info.mig_mode
-    gpu.state = info.state
-    gpu.state_reason = info.state_reason
-    gpu.unavailable = dict(info.unavailable) if info.unavailable is not None else None
-    gpu.mig_instances = _clean_list(info.mig_instances, MIG_BOUNDS, "mig_instances", nulled)
-    gpu.processes = _clean_list(info.processes, PROCESS_BOUNDS, "processes", nulled)
-    gpu.last_seen_at = received_at
+def _apply_gpu_info(gpu: Gpu, info: Any, *, nulled: Counter[str]) -> None:
+    """Copy one ``gpus[]`` entry onto the stored GPU, assigning only the values that changed
+    (an unchanged GPU then has nothing for the session's flush to compare or write; its
+    ``last_seen_at`` goes with :mod:`app.fleet.gpu_heartbeat`)."""
+    _assign(gpu, "index", info.index)
+    _assign(gpu, "name", info.name)
+    _assign(gpu, "pci_bus_id", info.pci_bus_id)
+    _assign(gpu, "mem_total_bytes", info.mem_total_bytes)
+    _assign(gpu, "mig_mode", info.mig_mode)
+    _assign(gpu, "state", info.state)
+    _assign(gpu, "state_reason", info.state_reason)
+    _assign(gpu, "unavailable", dict(info.unavailable) if info.unavailable is not None else None)
+    mig = _clean_list(info.mig_instances, MIG_BOUNDS, "mig_instances", nulled)
+    _assign(gpu, "mig_instances", mig)
+    _assign(gpu, "processes", _clean_list(info.processes, PROCESS_BOUNDS, "processes", nulled))
+
+
+def _assign(row: Any, name: str, value: Any) -> None:
+    """``row.<name> = value`` unless it holds an equal value already."""
+    if getattr(row, name) != value:
+        setattr(row, name, value)
 
 
 def _mark_missing_gpus(
