@@ -155,9 +155,24 @@ def _copy(cursor: Any, target: str, batch: StagedRows, rows: Collection[Sequence
     the table ``target``."""
     names = ", ".join(batch.columns)
     with cursor.copy(f"COPY {target} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types([pg_copy_type(batch.table.c[name]) for name in batch.columns])
+        copy.set_types(_copy_oids(cursor, batch.table, batch.columns))
         for row in rows:
             copy.write_row(row)
+
+
+def _copy_oids(cursor: Any, table: Table, columns: tuple[str, ...]) -> list[int]:
+    """The type OIDs of ``columns`` of ``table`` for a binary ``COPY`` (:func:`pg_copy_type`),
+    looked up once per table and columns: the builtin types' OIDs are the same in every
+    database, and naming them made psycopg look each up again at every ``COPY``."""
+    key = (table.name, columns)
+    oids = _COPY_OIDS.get(key)
+    if oids is None:
+        types = cursor.adapters.types
+        oids = _COPY_OIDS[key] = [types[pg_copy_type(table.c[name])].oid for name in columns]
+    return oids
+
+
+_COPY_OIDS: dict[tuple[str, tuple[str, ...]], list[int]] = {}
 
 
 def _stage_name(batch: StagedRows) -> str:
