@@ -203,12 +203,20 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
-def make_session_factory(engine: Engine, *, read_only: bool = False) -> sessionmaker[Session]:
+def make_session_factory(
+    engine: Engine, *, read_only: bool = False, one_statement: bool = False
+) -> sessionmaker[Session]:
     """Sessions that do not expire objects on commit (responses are built after commit).
 
     ``read_only`` sessions begin ``DEFERRED`` on SQLite (no write lock); they must not write.
+    ``one_statement`` sessions (Postgres) run each statement in its own transaction
+    (``AUTOCOMMIT``): for a session that reads one row and nothing else, such as the token
+    lookup of every ingest request, this spares the ``BEGIN`` and ``COMMIT`` round trips
+    around it. On SQLite they are plain sessions.
     """
     bind = engine.execution_options(sqlite_begin="DEFERRED") if read_only else engine
+    if one_statement and engine.dialect.name == "postgresql":
+        bind = bind.execution_options(isolation_level="AUTOCOMMIT")
     return sessionmaker(bind=bind, expire_on_commit=False)
 
 

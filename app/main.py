@@ -141,6 +141,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         app.state.engine = engine
         app.state.session_factory = make_session_factory(engine)
         app.state.read_session_factory = make_session_factory(engine, read_only=True)
+        app.state.token_session_factory = make_session_factory(engine, one_statement=True)
         install_skipped_run_filter()
         tune_gc()
         scheduler = BackgroundScheduler(timezone="UTC", job_defaults=JOB_DEFAULTS)

@@ -91,7 +91,7 @@ async def _answer(request: Request, authorization: str | None) -> IngestResult:
     factory = request.app.state.session_factory
 
     def _auth() -> int:
-        with session_scope(factory) as session:
+        with session_scope(request.app.state.token_session_factory) as session:
             return auth_service.authenticate(session, authorization=authorization)
 
     received_at = utcnow()  # before reading: the agent's sent_at is compared with this
