@@ -394,9 +394,10 @@ class _Times(dict[str, datetime]):
             raise _NotPlain
         return self[value]
 
-    def of_text(self, text: str) -> datetime:
-        """The UTC time of ``text``, known to be a ``str``."""
-        return self[text]
+    def of_texts(self, texts: Sequence[str]) -> list[datetime]:
+        """The UTC times of ``texts``, known to be ``str``: looked up by the dict's own
+        ``__getitem__`` (a Python call per value cost more than the lookups)."""
+        return list(map(self.__getitem__, texts))
 
     def __missing__(self, text: str) -> datetime:
         if not _RFC3339.fullmatch(text):
@@ -490,7 +491,7 @@ def _sample_rows_of(
     if not all(map(_plain_uuid, set(uuids))):
         return None
     try:
-        whens = list(map(times.of_text, stamps))
+        whens = times.of_texts(stamps)
     except _NotPlain:
         return None
     columns: dict[str, Sequence[Any]] = {n: every[n] for n in _METRIC_SLOTS if n in every}
@@ -663,11 +664,12 @@ def _checked_section(picked: list[list[Any]], plan: _Plan, times: _Times) -> lis
     for i in plan.times:
         if kinds_of[i] != {str}:
             raise _NotPlain
-        columns[i] = list(map(times.of_text, columns[i]))
+        columns[i] = times.of_texts(columns[i])
     for i, shortest, longest in plan.texts:
         if not kinds_of[i] <= _TEXTS:
             raise _NotPlain
-        lengths = [len(text) for text in columns[i] if text is not None]
+        # A section repeats its texts (devices, states, peers): each distinct one once.
+        lengths = set(map(len, set(columns[i]) - {None}))
         if lengths and not (shortest <= min(lengths) and max(lengths) <= longest):
             raise _NotPlain
     for i, least, most in plan.ints:
