@@ -9,13 +9,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import event, select
+from sqlalchemy.engine import Engine
 
-from app.db import make_engine, make_session_factory, session_scope
-from app.fleet import service as fleet_service
+from app.db import make_engine
 from app.fleet.models import Gpu
-from app.ingest import service as ingest_service
-from app.ingest.schemas import IngestBatchIn
-from tests.factories import batch, gpu, iso, sample, store_payload
+from tests.factories import batch, gpu, sample, store_payload
 
 T0 = datetime(2026, 12, 6, 8, 0, tzinfo=UTC)
 
@@ -77,35 +75,21 @@ def test_a_batch_moves_seen_sampled_and_implausible_and_leaves_the_rest(db_url: 
 def test_a_batch_of_an_unchanged_inventory_writes_the_gpu_table_once(db_url: str) -> None:
     gpus = [gpu(i) for i in range(8)]
     store_payload(db_url, batch(gpus=gpus, samples_per_gpu=2, start=T0), received_at=T0)
-    engine = make_engine(db_url)
     statements: list[tuple[str, int]] = []  # statement, parameter sets
 
-    @event.listens_for(engine, "before_cursor_execute")
     def _seen(
         conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool
     ) -> None:
         statements.append((" ".join(statement.split()), len(params) if many else 1))
 
     received = T0 + timedelta(minutes=1)
-    payload = {
-        **batch(gpus=gpus, samples_per_gpu=2, start=T0 + timedelta(seconds=30)),
-        "sent_at": iso(received),
-    }
+    payload = batch(gpus=gpus, samples_per_gpu=2, start=T0 + timedelta(seconds=30))
+    event.listen(Engine, "before_cursor_execute", _seen)
     try:
-        with session_scope(make_session_factory(engine)) as session:
-            node = fleet_service.get_or_create_node(session, hostname="node-a")
-            answer = ingest_service.store_batch(
-                session,
-                node=node,
-                batch=IngestBatchIn.model_validate(payload),
-                received_at=received,
-                future_tolerance_s=300.0,
-                retention_days=30.0,
-            )
-            assert session.dirty == set() or all(not isinstance(o, Gpu) for o in session.dirty)
+        answer = store_payload(db_url, payload, received_at=received)
     finally:
-        engine.dispose()
-    assert answer.samples_stored == 16
+        event.remove(Engine, "before_cursor_execute", _seen)
+    assert answer["samples_stored"] == 16
     writes = [(s, n) for s, n in statements if s.upper().startswith("UPDATE GPU")]
     assert len(writes) == 1, writes
     # Postgres: one statement for the eight GPUs (the ORM's flush sent one per GPU); SQLite,
