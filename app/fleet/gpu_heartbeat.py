@@ -30,7 +30,8 @@ class Heartbeat:
     Attributes:
         gpu: the loaded (and flushed: it has its id) row.
         seen_at: the batch's ``received_at``, for a GPU the batch reported; ``None`` leaves
-            ``last_seen_at`` as stored.
+            ``last_seen_at`` as stored, and so does an older time (Postgres: ``GREATEST``;
+            the caller passes only newer ones).
         sampled_at: the GPU's newest sample stored by the batch when newer than its
             ``last_sample_at``; ``None`` leaves ``last_sample_at`` and ``implausible`` as
             stored.
@@ -47,7 +48,7 @@ class Heartbeat:
 _PG_UPDATE = text(
     """
     UPDATE gpu SET
-        last_seen_at = COALESCE(v.seen_at, gpu.last_seen_at),
+        last_seen_at = GREATEST(gpu.last_seen_at, v.seen_at),
         last_sample_at = COALESCE(v.sampled_at, gpu.last_sample_at),
         implausible = CASE WHEN v.sampled_at IS NULL THEN gpu.implausible
                            ELSE CAST(v.implausible AS json) END

@@ -103,6 +103,10 @@ def store_batch(
     )
     oldest_event = received_at - timedelta(days=retention_days)
     nulled: Counter[str] = Counter(parsed.salvage.nulled)
+    # A batch received before the newest one stored (its body took longer to arrive) says
+    # nothing newer of the inventory: it may not undo a newer batch's GPU values or
+    # ``missing`` marks, nor move a GPU's ``last_seen_at`` back (as the node's fields).
+    stale = node.last_seen_at is not None and received_at < node.last_seen_at
     _update_node(node, batch=head, received_at=received_at, skew_s=skew_s)
     gpus, conflicts, applied = _upsert_gpus(
         session,
@@ -112,8 +116,9 @@ def store_batch(
         nulled=nulled,
         busy_since=received_at - timedelta(seconds=stale_after_s),
         left_out=parsed.salvage.gpu_values,
+        stale=stale,
     )
-    missing = _mark_missing_gpus(gpus, batch=head, received_at=received_at)
+    missing = [] if stale else _mark_missing_gpus(gpus, batch=head, received_at=received_at)
     sample_plan = sample_store.plan_samples(
         gpus=gpus,
         samples=parsed.samples,
@@ -148,7 +153,7 @@ def store_batch(
         [
             Heartbeat(
                 gpu,
-                seen_at=received_at if uuid in applied else None,
+                seen_at=received_at if uuid in applied and received_at > gpu.last_seen_at else None,
                 sampled_at=moved[gpu.id].sampled_at if gpu.id in moved else None,
                 implausible=moved[gpu.id].implausible if gpu.id in moved else None,
             )
@@ -269,10 +274,12 @@ def _upsert_gpus(
     nulled: Counter[str],
     busy_since: datetime,
     left_out: Mapping[str, dict[str, str]] | None = None,
+    stale: bool = False,
 ) -> tuple[dict[str, Gpu], list[GpuConflict], set[str]]:
     """The node's GPUs by UUID after applying the batch's inventory, the conflicts, and the
-    UUIDs whose inventory was applied (their ``last_seen_at`` is the batch's to move:
-    :mod:`app.fleet.gpu_heartbeat`).
+    UUIDs the batch reported and was allowed to (their ``last_seen_at`` is the batch's to move
+    where newer: :mod:`app.fleet.gpu_heartbeat`). ``stale``: the batch was received before the
+    node's newest; its values are not applied to GPUs already stored (new ones are added).
     ``left_out``: by UUID, the inventory fields the server left out of the batch and the values
     sent (:attr:`app.ingest.salvage.Salvage.gpu_values`).
 
@@ -337,7 +344,7 @@ def _upsert_gpus(
                 conflicts.append(GpuConflict(uuid=info.uuid, node="(being added by another node)"))
                 continue
             by_uuid[info.uuid] = gpu
-        else:
+        elif not stale:
             _apply_gpu_info(found, info, nulled=nulled)
             _assign(found, "implausible_inventory", dropped)
         applied.add(info.uuid)

@@ -115,3 +115,36 @@ def test_a_changed_inventory_value_is_still_written_by_the_session(db_url: str) 
         engine.dispose()
     assert (name, seen) == ("NVIDIA H200", later)
     assert [p["pid"] for p in processes] == [4242]
+
+
+def test_a_batch_received_before_the_newest_stored_moves_nothing_back(db_url: str) -> None:
+    """Two batches of one node in flight at once: the one received first (its body slower to
+    arrive) is stored last. It may not move a GPU's ``last_seen_at`` back, undo the newer
+    batch's inventory values or ``missing`` mark; its samples are stored as any."""
+    g0, g1 = gpu(0), gpu(1)
+    t_first, t_newer = T0, T0 + timedelta(seconds=1)
+    newer = _payload([{**g0, "name": "renamed"}], [sample(g0, T0 - timedelta(seconds=5))])
+    store_payload(db_url, newer, received_at=t_newer)
+    older = _payload([g0, g1], [sample(g0, T0 - timedelta(seconds=2))])
+    answer = store_payload(db_url, older, received_at=t_first)
+    assert answer["samples_stored"] == 1 and answer["gpus_missing"] == []
+    rows = _gpu_rows(db_url)
+    # g0: seen at the newer batch's time, its newest sample from the older batch.
+    assert rows[0] == (t_newer, T0 - timedelta(seconds=2), None, "ok")
+    # g1 was new to the server: added by the older batch, seen at its time.
+    assert rows[1][:2] == (t_first, None)
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            names = dict(conn.execute(select(Gpu.index, Gpu.name)).all())
+    finally:
+        engine.dispose()
+    assert names[0] == "renamed"
+
+    # The newer batch marked nothing missing here; now one that does, then an older one.
+    t_third = T0 + timedelta(seconds=3)
+    store_payload(db_url, _payload([g0], []), received_at=t_third)
+    assert _gpu_rows(db_url)[1][3] == "missing"
+    store_payload(db_url, _payload([g0, g1], []), received_at=T0 + timedelta(seconds=2))
+    rows = _gpu_rows(db_url)
+    assert rows[1][3] == "missing" and rows[0][0] == t_third
