@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 from sqlalchemy import Table, bindparam, text, update
 from sqlalchemy.orm import Session
@@ -74,7 +75,8 @@ def write(session: Session, beats: Sequence[Heartbeat]) -> None:
                     "ids": [b.gpu.id for b in beats],
                     "seen": [b.seen_at for b in beats],
                     "sampled": [b.sampled_at for b in beats],
-                    "implausible": [_json_text(b.implausible) for b in beats],
+                    # JSON text as the ORM writes it (None as JSON null: no none_as_null).
+                    "implausible": [json.dumps(b.implausible) for b in beats],
                 },
             )
     else:
@@ -87,10 +89,12 @@ def write(session: Session, beats: Sequence[Heartbeat]) -> None:
             set_committed_value(beat.gpu, "implausible", beat.implausible)
 
 
+_GPUS = cast(Table, Gpu.__table__)
+_SQLITE_UPDATE = update(_GPUS).where(_GPUS.c.id == bindparam("gpu_key"))
+
+
 def _write_each(session: Session, beats: Sequence[Heartbeat]) -> None:
     """The SQLite path: one Core ``UPDATE`` per GPU (``executemany``)."""
-    table = Gpu.__table__
-    assert isinstance(table, Table)
     params = [
         {
             "gpu_key": b.gpu.id,
@@ -100,11 +104,4 @@ def _write_each(session: Session, beats: Sequence[Heartbeat]) -> None:
         }
         for b in beats
     ]
-    statement = update(table).where(table.c.id == bindparam("gpu_key"))
-    session.connection().execute(statement, params)
-
-
-def _json_text(value: dict[str, str] | None) -> str:
-    """``value`` as the JSON text the ORM writes for it (``None`` as JSON ``null``: the
-    column's ``none_as_null`` is not set)."""
-    return json.dumps(value)
+    session.connection().execute(_SQLITE_UPDATE, params)

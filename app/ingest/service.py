@@ -12,6 +12,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -151,11 +152,9 @@ def store_batch(
     gpu_heartbeat.write(
         session,
         [
-            Heartbeat(
-                gpu,
+            replace(
+                moved.get(gpu.id) or Heartbeat(gpu),
                 seen_at=received_at if uuid in applied and received_at > gpu.last_seen_at else None,
-                sampled_at=moved[gpu.id].sampled_at if gpu.id in moved else None,
-                implausible=moved[gpu.id].implausible if gpu.id in moved else None,
             )
             for uuid, gpu in gpus.items()
         ],
