@@ -118,7 +118,13 @@ def test_any_table_reads_as_the_list_of_objects_it_stands_for(data: st.DataObjec
         payload[name] = {"fields": fields, "rows": rows}
     expanded = dict(payload)
     for name in ("samples", "nvlinks"):
-        expanded[name] = table_form.entries(payload[name]["fields"], payload[name]["rows"])
+        fields = payload[name]["fields"]
+        expanded[name] = [
+            dict(zip(fields, row, strict=True))
+            if isinstance(row, list) and len(row) == len(fields)
+            else None
+            for row in payload[name]["rows"]
+        ]
     try:
         wanted = _read(expanded)
     except ValidationError as exc:
@@ -162,15 +168,21 @@ def test_a_table_form_batch_is_stored_as_the_same_batch_of_objects_with_bad_rows
     tables = _as_tables(payload)
     tables["samples"]["rows"][5] = tables["samples"]["rows"][5][:-1]  # one value short
     tables["nvlinks"]["rows"][0] = "not a row"
+    # An object is not a row either, even one with the section's keys and right values.
+    tables["disks"]["rows"][1] = payload["disks"][1]
     answer = post_batch(server.url, token, tables).json()
 
     assert answer["samples_stored"] == 23
     assert answer["sections_stored"]["nvlinks"] == len(payload["nvlinks"]) - 1
-    left_out = {tuple(item["loc"]) for item in answer["left_out"]}
-    assert left_out == {("samples", 5), ("nvlinks", 0)}
+    left_out = {(*item["loc"], item["reason"], item["action"]) for item in answer["left_out"]}
+    assert left_out == {
+        ("samples", 5, "model_type", "entry_left_out"),
+        ("nvlinks", 0, "model_type", "entry_left_out"),
+        ("disks", 1, "model_type", "entry_left_out"),
+    }
     stored = section_counts(db_url)
     assert stored["nvlink_sample"] == len(payload["nvlinks"]) - 1
-    assert stored["disk_sample"] == len(payload["disks"])
+    assert stored["disk_sample"] == len(payload["disks"]) - 1
     assert counts(db_url)["samples"] == 23
 
     # The rows left out, sent again as objects in a batch of their own, go in: nothing else
@@ -178,7 +190,10 @@ def test_a_table_form_batch_is_stored_as_the_same_batch_of_objects_with_bad_rows
     again = batch("table-a", samples_per_gpu=0, start=at)
     again["gpus"], again["samples"] = payload["gpus"], [payload["samples"][5]]
     again["nvlinks"] = [payload["nvlinks"][0]]
+    again["disks"] = [payload["disks"][1]]
     answer = post_batch(server.url, token, again).json()
     assert answer["samples_stored"] == 1 and answer["sections_stored"]["nvlinks"] == 1
+    assert answer["sections_stored"]["disks"] == 1
+    assert section_counts(db_url)["disk_sample"] == len(payload["disks"])
     assert counts(db_url)["samples"] == 24
     assert iso(at)  # the batch's times are the agent's own (RFC 3339)
