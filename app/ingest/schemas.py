@@ -67,18 +67,22 @@ class NodeIn(BaseModel):
         default=None,
         description="GPUs the node should have (its agent counts NVIDIA display controllers on "
         "PCI, or is told with --expected-gpus); fewer in the inventory are missing GPUs. A "
-        "value that is not a whole number 0-1024 is ignored (null), never the batch refused",
+        "value that is not a whole number 0-1024 is stored as unknown (null) and listed in "
+        "left_out (reason value_error), never the batch refused",
     )
 
     @field_validator("expected_gpu_count", mode="before")
     @classmethod
-    def _count_or_none(cls, value: Any) -> int | None:
-        # One bad value never takes the batch with it: anything but a count reads as unknown.
-        if isinstance(value, bool) or not isinstance(value, int | float):
+    def _count(cls, value: Any) -> int | None:
+        # Raised, not nulled here: app.ingest.salvage nulls it and names it in left_out.
+        if value is None:
             return None
-        if isinstance(value, float) and not value.is_integer():
-            return None
-        return int(value) if 0 <= value <= 1024 else None
+        whole = isinstance(value, int | float) and not isinstance(value, bool)
+        if not whole or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError("must be a whole number of GPUs (0-1024)")
+        if not 0 <= value <= 1024:
+            raise ValueError(f"must be 0-1024 GPUs, got {value}")
+        return int(value)
 
     @field_validator("labels")
     @classmethod

@@ -343,16 +343,21 @@ def test_a_port_unchanged_since_a_long_send_interval_is_not_taken_for_gone(
     ("sent", "stored"),
     [(4.0, 4), (0, 0), ("8", None), (-1, None), (1e9, None), (True, None), (2.5, None)],
 )
-def test_an_odd_expected_gpu_count_is_ignored_never_the_batch(
+def test_an_odd_expected_gpu_count_is_nulled_and_named_never_the_batch(
     server: LiveServer, db_url: str, sent: Any, stored: int | None
 ) -> None:
     payload = batch(gpus=2, samples_per_gpu=1)
     payload["node"]["expected_gpu_count"] = sent
 
-    ingest(server, db_url, payload)  # 200, samples stored
+    token = create_token(db_url, payload["node"]["hostname"])
+    answer = post_batch(server.url, token, payload).json()  # samples stored
     node = httpx.get(f"{server.url}/api/v1/nodes/node-a", timeout=30).json()
 
     assert node["expected_gpu_count"] == stored
+    # A value not taken is named in the answer, as every value the server nulls.
+    nulled = [] if stored is not None else [["node", "expected_gpu_count"]]
+    assert [item["loc"] for item in answer["left_out"]] == nulled
+    assert answer["samples_stored"] == 2
     assert len(node["gpus"]) == 2 and node["gpus"][0]["latest"]["temp_c"] is not None
 
 
