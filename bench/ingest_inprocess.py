@@ -48,7 +48,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ingest_rate import Node, machine_cpu_s  # noqa: E402
+from ingest_rate import TABLES, Node, machine_cpu_s  # noqa: E402
+from sqlalchemy import text  # noqa: E402
 
 from agents.agent import AgentConfig  # noqa: E402
 from app.auth import service as auth_service  # noqa: E402
@@ -160,7 +161,23 @@ def _store_all(args: argparse.Namespace) -> tuple[list[float], list[float]] | No
             store(node.token, raw)
             cpu_ms.append((time.process_time() - cpu) * 1000)
             pg_ms.append((_rest_cpu_s() - rest) * 1000)
+        _print_sizes(url)
         return cpu_ms, pg_ms
+
+
+def _print_sizes(url: str) -> None:
+    """Each raw sample table's rows and bytes per row on disk, indexes included."""
+    engine = make_engine(url)
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("VACUUM ANALYZE"))
+            for name in TABLES.values():
+                rows = conn.scalar(text(f"SELECT count(*) FROM {name}")) or 0
+                size = conn.scalar(text(f"SELECT pg_total_relation_size('{name}')")) or 0
+                per = f"{size / rows:.0f} B per row" if rows else "no rows"
+                print(f"{name}: {rows:,} rows, {size / 1e6:.1f} MB with indexes, {per}")
+    finally:
+        engine.dispose()
 
 
 def _in_turns(args: argparse.Namespace, passed: list[str]) -> tuple[Figures, Figures]:

@@ -22,7 +22,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, Double, Index, Integer, String, Table
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Double,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, UInt64, UTCDateTime
@@ -50,7 +59,9 @@ class NvlinkSample(Base):
 
     __tablename__ = "nvlink_sample"
     __table_args__ = (
-        Index("ix_nvlink_sample_gpu_id_sampled_at", "gpu_id", "sampled_at"),
+        # Time before link: a GPU's readings over a range are a range of the key, so no other
+        # index on (gpu_id, sampled_at) is needed (revision 0037).
+        PrimaryKeyConstraint("gpu_id", "sampled_at", "link"),
         Index("ix_nvlink_sample_sampled_at", "sampled_at"),
     )
 
