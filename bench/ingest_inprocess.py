@@ -48,10 +48,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ingest_rate import TABLES, Node, machine_cpu_s  # noqa: E402
+from ingest_rate import TABLES, Node, apply_agent_defaults, machine_cpu_s  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
-from agents.agent import AgentConfig  # noqa: E402
 from app.auth import service as auth_service  # noqa: E402
 from app.db import make_engine, make_session_factory, session_scope  # noqa: E402
 from app.fleet.models import Node as NodeRow  # noqa: E402
@@ -83,11 +82,7 @@ def _args() -> argparse.Namespace:
     args.interval, args.host_interval, args.nvlink_interval = 1.0, 1.0, 30.0
     args.agent_samples = False
     if args.agent_defaults:
-        defaults = {f.name: f.default for f in dataclasses.fields(AgentConfig)}
-        args.interval = defaults["interval_s"]
-        args.host_interval = defaults["host_interval_s"]
-        args.nvlink_interval = defaults["nvlink_interval_s"]
-        args.agent_samples = True
+        apply_agent_defaults(args)
     args.nvlink_interval = nvlink_interval or args.nvlink_interval
     return args
 

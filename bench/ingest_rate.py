@@ -141,6 +141,16 @@ def _agent_metrics() -> dict[str, Any]:
 AGENT_METRICS = _agent_metrics()
 
 
+def apply_agent_defaults(args: argparse.Namespace) -> None:
+    """Set ``args``' three intervals to the agent's defaults (``AgentConfig``) and
+    ``agent_samples``: what a fleet of default agents sends."""
+    defaults = {f.name: f.default for f in dataclasses.fields(AgentConfig)}
+    args.interval = defaults["interval_s"]
+    args.host_interval = defaults["host_interval_s"]
+    args.nvlink_interval = defaults["nvlink_interval_s"]
+    args.agent_samples = True
+
+
 def _due(tick: int, interval: float, every: float) -> bool:
     """Whether tick number ``tick`` (``interval`` seconds apart) is one at which a reading sent
     every ``every`` seconds goes: the first tick of each ``every``-second span."""
@@ -422,11 +432,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.agent_defaults:
-        defaults = {f.name: f.default for f in dataclasses.fields(AgentConfig)}
-        args.interval = defaults["interval_s"]
-        args.host_interval = defaults["host_interval_s"]
-        args.nvlink_interval = defaults["nvlink_interval_s"]
-        args.agent_samples = True
+        apply_agent_defaults(args)
     pool = args.pool or max(4, int(args.seconds * 5))
 
     with postgres_database() as url:
