@@ -98,10 +98,9 @@ class Store:
     def __call__(self, token: str, raw: bytes) -> None:
         with session_scope(self.tokens) as session:
             node_id = auth_service.authenticate(session, authorization=f"Bearer {token}")
-        with collection_paused():  # as the route decodes and stores
-            batch, digest, legacy = _parse(raw, "gzip", 64 * 1024 * 1024)
+        batch, digest, legacy = _parse(raw, "gzip", 64 * 1024 * 1024)  # collector paused
         received_at = datetime.now(UTC)
-        with collection_paused(), session_scope(self.factory) as session:
+        with collection_paused(), session_scope(self.factory) as session:  # as the route
             node = session.get_one(NodeRow, node_id, with_for_update={"key_share": True})
             ingest_service.store_batch(
                 session,
