@@ -98,9 +98,10 @@ class Store:
     def __call__(self, token: str, raw: bytes) -> None:
         with session_scope(self.tokens) as session:
             node_id = auth_service.authenticate(session, authorization=f"Bearer {token}")
-        batch, digest, legacy = _parse(raw, "gzip", 64 * 1024 * 1024)  # collector paused
+        with collection_paused():  # as the route decodes and stores
+            batch, digest, legacy = _parse(raw, "gzip", 64 * 1024 * 1024)
         received_at = datetime.now(UTC)
-        with collection_paused(), session_scope(self.factory) as session:  # as the route
+        with collection_paused(), session_scope(self.factory) as session:
             node = session.get_one(NodeRow, node_id, with_for_update={"key_share": True})
             ingest_service.store_batch(
                 session,

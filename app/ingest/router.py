@@ -104,7 +104,7 @@ async def _answer(request: Request, authorization: str | None) -> IngestResult:
     # The collector is off from here until the batch is stored (app/gc_tuning.py): its young
     # collections walked every batch in flight, a quarter of the server's CPU under load.
     batch, digest, legacy = await run_in_threadpool(
-        _parse, raw, encoding, settings.ingest_max_bytes
+        without_collection(_parse), raw, encoding, settings.ingest_max_bytes
     )
 
     peers = not request.app.state.runs_jobs
@@ -150,7 +150,6 @@ async def _answer(request: Request, authorization: str | None) -> IngestResult:
     return result
 
 
-@without_collection
 def _parse(raw: bytes, encoding: str, max_bytes: int) -> tuple[ParsedBatch, str, Callable[[], str]]:
     """Decode and validate a body; returns the batch, its content digest and a function giving
     the digest as earlier servers computed it.
