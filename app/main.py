@@ -339,7 +339,10 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
             yield
         finally:
             if scheduler.running:
-                scheduler.shutdown(wait=False)
+                # Wait for the jobs running now: one still running after engine.dispose() below
+                # would check its connection into the disposed pool, left open until the cyclic
+                # collector found it (tests/app/test_shutdown_waits_for_jobs.py).
+                scheduler.shutdown(wait=True)
             if getattr(app.state, "pg_listener", None) is not None:
                 app.state.pg_listener.close()
             if getattr(app.state, "health_refresher", None) is not None:

@@ -1,0 +1,81 @@
+"""A server stopping while a scheduled job runs waits for the job before it closes its
+database connections. It did not (the scheduler shut down without waiting): the job went on
+after the engine was disposed, and the connection it checked in landed in the disposed pool,
+open and owned by nothing until the cyclic garbage collector found it (psycopg's
+``ResourceWarning`` in whatever ran then, a backend held meanwhile)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+import app.main
+from app.db import session_scope
+from tests.conftest import make_settings
+from tests.live_server import LiveServer
+
+JOB_S = 1.5  # how long the job holds its connection after the server is told to stop
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """The cyclic collector off, so that a connection left in a disposed pool stays open
+    (and visible) until the test has looked."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def backends_alive(url: str, pids: list[int], *, within_s: float) -> set[int]:
+    """Those of ``pids`` whose backend still exists after up to ``within_s`` seconds (a closed
+    connection's backend exits a moment after the client closes it)."""
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        deadline = time.monotonic() + within_s
+        while True:
+            with engine.connect() as conn:
+                alive = set(
+                    conn.scalars(
+                        text("SELECT pid FROM pg_stat_activity WHERE pid = ANY(:p)"), {"p": pids}
+                    )
+                )
+            if not alive or time.monotonic() > deadline:
+                return alive
+            time.sleep(0.1)
+    finally:
+        engine.dispose()
+
+
+def test_stopping_waits_for_a_running_job_and_closes_its_connection(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collector_off: None
+) -> None:
+    started, done = threading.Event(), threading.Event()
+    pids: list[int] = []
+
+    def slow_drift(session_factory: sessionmaker[Session], *_args: Any) -> None:
+        with session_scope(session_factory) as session:
+            pids.append(int(session.scalar(text("SELECT pg_backend_pid()"))))
+            started.set()
+            time.sleep(JOB_S)
+        done.set()
+
+    # The drift job runs once at start (next_run_time=now): the slow one is mid-run below.
+    monkeypatch.setattr(app.main, "drift_job", slow_drift)
+    server = LiveServer(make_settings(postgres_url, tmp_path), run_jobs=True)
+    server.start()
+    try:
+        assert started.wait(timeout=15), "the drift job did not start"
+    finally:
+        server.stop()
+    assert done.is_set(), "the server stopped before its running job ended"
+    assert backends_alive(postgres_url, pids, within_s=5.0) == set()
