@@ -54,7 +54,7 @@ from sqlalchemy import text  # noqa: E402
 from app.auth import service as auth_service  # noqa: E402
 from app.db import make_engine, make_session_factory, session_scope  # noqa: E402
 from app.fleet.models import Node as NodeRow  # noqa: E402
-from app.gc_tuning import tune_gc  # noqa: E402
+from app.gc_tuning import collection_paused, tune_gc  # noqa: E402
 from app.ingest import service as ingest_service  # noqa: E402
 from app.ingest.router import _parse  # noqa: E402
 from tests.dbs import postgres_database  # noqa: E402
@@ -98,9 +98,9 @@ class Store:
     def __call__(self, token: str, raw: bytes) -> None:
         with session_scope(self.tokens) as session:
             node_id = auth_service.authenticate(session, authorization=f"Bearer {token}")
-        batch, digest, legacy = _parse(raw, "gzip", 64 * 1024 * 1024)
+        batch, digest, legacy = _parse(raw, "gzip", 64 * 1024 * 1024)  # collector paused
         received_at = datetime.now(UTC)
-        with session_scope(self.factory) as session:
+        with collection_paused(), session_scope(self.factory) as session:  # as the route
             node = session.get_one(NodeRow, node_id, with_for_update={"key_share": True})
             ingest_service.store_batch(
                 session,
