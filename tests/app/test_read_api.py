@@ -88,12 +88,19 @@ def test_node_detail_has_gpus_with_latest_values_and_nulls(server: LiveServer, d
     assert "nope" in missing.json()["detail"]
 
 
+def stamp(at: datetime) -> str:
+    """``at`` as the read API writes times (UTC, whole seconds, ``Z``)."""
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def test_samples_come_raw_for_short_ranges_and_bucketed_for_long_ones(
     server: LiveServer, db_url: str
 ) -> None:
     token = create_token(db_url, "node-a")
     g0 = gpu(0)
-    base = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+    # Within the raw retention (7 days) of whenever the test runs: a fixed date stopped being
+    # stored a week after it was written. On the hour, so that 30-s buckets start at base.
+    base = (datetime.now(UTC) - timedelta(hours=2)).replace(minute=0, second=0, microsecond=0)
     payload = batch(gpus=[g0], samples_per_gpu=0)
     payload["samples"] = [
         sample(
@@ -110,8 +117,8 @@ def test_samples_come_raw_for_short_ranges_and_bucketed_for_long_ones(
     raw = httpx.get(
         f"{server.url}/api/v1/nodes/node-a/samples",
         params={
-            "start": "2026-11-29T12:00:00Z",
-            "end": "2026-11-29T12:10:00Z",
+            "start": stamp(base),
+            "end": stamp(base + timedelta(minutes=10)),
             "metrics": "util_gpu_pct,ecc_corrected_volatile_count",
         },
     ).json()
@@ -123,15 +130,15 @@ def test_samples_come_raw_for_short_ranges_and_bucketed_for_long_ones(
     bucketed = httpx.get(
         f"{server.url}/api/v1/nodes/node-a/samples",
         params={
-            "start": "2026-11-29T11:00:00Z",
-            "end": "2026-11-29T13:00:00Z",
+            "start": stamp(base - timedelta(hours=1)),
+            "end": stamp(base + timedelta(hours=1)),
             "metrics": "util_gpu_pct,ecc_corrected_volatile_count",
             "step_s": 30,
         },
     ).json()
     series = bucketed["series"][0]
     assert bucketed["step_s"] == 30
-    assert series["t"] == ["2026-11-29T12:00:00Z", "2026-11-29T12:00:30Z"]
+    assert series["t"] == [stamp(base), stamp(base + timedelta(seconds=30))]
     assert series["values"]["util_gpu_pct"] == [5.0, 40.0]  # avg ignores the null
     assert series["values"]["ecc_corrected_volatile_count"] == [2, 5]  # counters take the max
 
