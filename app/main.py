@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
@@ -51,6 +50,7 @@ from app.incidents import pages as incident_pages
 from app.incidents import router as incidents_router
 from app.ingest import router as ingest_router
 from app.job_lock import once_per_database
+from app.job_scheduler import DrainingScheduler
 from app.lifecycle import pages as lifecycle_pages
 from app.lifecycle import router as lifecycle_router
 from app.maintenance import pages as maintenance_pages
@@ -144,7 +144,7 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         app.state.token_session_factory = make_session_factory(engine, one_statement=True)
         install_skipped_run_filter()
         tune_gc()
-        scheduler = BackgroundScheduler(timezone="UTC", job_defaults=JOB_DEFAULTS)
+        scheduler = DrainingScheduler(timezone="UTC", job_defaults=JOB_DEFAULTS)
         if run_jobs:
             with session_scope(app.state.session_factory) as session:
                 for line in rule_reach.stored_beyond(session, rule_reach.Kept.of(settings)):
@@ -338,13 +338,12 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
         try:
             yield
         finally:
-            if scheduler.running:
-                # Wait for the jobs running now: one still running after engine.dispose() below
-                # would check its connection into the disposed pool, left open until the cyclic
-                # collector found it (tests/app/test_shutdown_waits_for_jobs.py).
-                scheduler.shutdown(wait=True)
+            # No more wake-ups from other processes, then the jobs running now end (up to
+            # DRAIN_S) before engine.dispose() below: a job's connection checked in after it
+            # went into the disposed pool, left open (tests/app/test_shutdown_waits_for_jobs.py).
             if getattr(app.state, "pg_listener", None) is not None:
                 app.state.pg_listener.close()
+            scheduler.drain()
             if getattr(app.state, "health_refresher", None) is not None:
                 app.state.health_refresher.close()
             if getattr(app.state, "alert_evaluator", None) is not None:
