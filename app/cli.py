@@ -190,6 +190,7 @@ def serve(
     """Run the server (API and pages) in the foreground."""
     import uvicorn
 
+    from app.job_scheduler import exit_if_jobs_left_running
     from app.main import create_app
 
     settings = _settings(database_url=database_url, host=host, port=port)
@@ -202,12 +203,13 @@ def serve(
         _upgrade(settings)
     _require_migrated(settings, hint=" (or 'fleetwatch serve --migrate')")
     if workers == 1:
-        uvicorn.run(
-            create_app(settings, run_jobs=jobs),
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level,
-        )
+        server_app = create_app(settings, run_jobs=jobs)
+        try:
+            uvicorn.run(
+                server_app, host=settings.host, port=settings.port, log_level=settings.log_level
+            )
+        finally:
+            exit_if_jobs_left_running(getattr(server_app.state, "jobs_left_running", []))
         return
     _serve_workers(settings, workers=workers, jobs=jobs)
 
@@ -249,7 +251,8 @@ def _serve_workers(settings: Settings, *, workers: int, jobs: bool) -> None:
         if child is not None:
             child.terminate()
             try:
-                child.wait(timeout=15)
+                # Its drain of running jobs, then the rest of its shutdown.
+                child.wait(timeout=settings.job_drain_s + 15)
             except subprocess.TimeoutExpired:
                 child.kill()
         if metrics_dir is not None:
@@ -264,6 +267,7 @@ def worker(database_url: DatabaseOpt = None) -> None:
     import signal
     import threading
 
+    from app.job_scheduler import exit_if_jobs_left_running
     from app.worker import run_worker
 
     settings = _settings(database_url=database_url)
@@ -274,8 +278,9 @@ def worker(database_url: DatabaseOpt = None) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     typer.echo(f"fleetwatch worker on {_display_url(settings)}")
-    run_worker(settings, stop)
+    left_running = run_worker(settings, stop)
     typer.echo("fleetwatch worker stopped")
+    exit_if_jobs_left_running(left_running)
 
 
 @token_cli.command("create")

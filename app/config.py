@@ -70,6 +70,15 @@ class Settings(BaseSettings):
         ),
     )
     prune_interval_s: float = Field(default=3600.0, ge=1, le=86400)
+    job_drain_s: float = Field(
+        default=20.0,
+        ge=0,
+        le=600,
+        description=(
+            "at a stop, longest wait for the scheduled jobs then running (keep it under the "
+            "supervisor's stop timeout: docs/reliability.md)"
+        ),
+    )
     rollup_interval_s: float = Field(default=60.0, ge=10, le=600, description="rollup job period")
     rollup_lookback_s: float = Field(
         default=900.0, ge=120, le=86400, description="host-sample span each rollup run recomputes"

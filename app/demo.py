@@ -27,6 +27,7 @@ from app.config import Settings
 from app.db import make_engine, make_session_factory, session_scope
 from app.dcgm.targets import shown_url
 from app.errors import NotFound
+from app.job_scheduler import exit_if_jobs_left_running
 from app.main import create_app
 from app.migrate import upgrade
 
@@ -260,10 +261,9 @@ def run_demo(
 
             threading.Thread(target=stop_fleet_then_server, name="demo-stop", daemon=True).start()
 
+    demo_app = create_app(settings)
     server = DemoServer(
-        uvicorn.Config(
-            create_app(settings), host=settings.host, port=settings.port, log_level="warning"
-        )
+        uvicorn.Config(demo_app, host=settings.host, port=settings.port, log_level="warning")
     )
     url_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     url = f"http://{url_host}:{settings.port}"
@@ -310,6 +310,7 @@ def run_demo(
         starter.join(timeout=5)
         for proc in fleet_proc:
             stop_process(proc)
+        exit_if_jobs_left_running(getattr(demo_app.state, "jobs_left_running", []))
     if not server.started:
         log.error("the demo server could not start (is port %s free?)", settings.port)
         return 1

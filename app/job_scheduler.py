@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -25,9 +27,28 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 log = logging.getLogger(__name__)
 
-#: Longest shutdown waits for running jobs (seconds): under the shortest stop timeout of the
-#: deployments (``docker stop``'s 10 s leaves the rest of shutdown little; systemd's 30 s).
+#: Longest shutdown waits for running jobs (seconds) where no setting says
+#: (``FLEETWATCH_JOB_DRAIN_S``): under the deployments' stop timeouts (systemd's 30 s).
 DRAIN_S = 20.0
+
+
+def exit_if_jobs_left_running(left_running: list[str]) -> None:
+    """End the process at once where a drain gave up on running jobs (``left_running``, what
+    :meth:`DrainingScheduler.drain` returned: the app keeps it as
+    ``app.state.jobs_left_running``); return where it is empty.
+
+    For the commands that own the process (``serve``, ``worker``, ``demo``), once the app has
+    shut down. A normal interpreter exit joins every job thread (``concurrent.futures``' exit
+    hook), so a stuck job would hold the process past the drain's deadline without end, a
+    second Ctrl-C or SIGTERM notwithstanding. Logs and standard streams are flushed first; the
+    exit status is 0 (the stop was asked for; the warning named the jobs)."""
+    if not left_running:
+        return
+    log.warning("exiting without waiting for: %s", ", ".join(left_running))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class DrainingScheduler(BackgroundScheduler):

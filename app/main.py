@@ -339,11 +339,11 @@ def create_app(settings: Settings | None = None, *, run_jobs: bool = True) -> Fa
             yield
         finally:
             # No more wake-ups from other processes, then the jobs running now end (up to
-            # DRAIN_S) before engine.dispose() below: a job's connection checked in after it
+            # job_drain_s) before engine.dispose() below: a job's connection checked in after it
             # went into the disposed pool, left open (tests/app/test_shutdown_waits_for_jobs.py).
             if getattr(app.state, "pg_listener", None) is not None:
                 app.state.pg_listener.close()
-            scheduler.drain()
+            app.state.jobs_left_running = scheduler.drain(settings.job_drain_s)
             if getattr(app.state, "health_refresher", None) is not None:
                 app.state.health_refresher.close()
             if getattr(app.state, "alert_evaluator", None) is not None:

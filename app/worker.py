@@ -17,8 +17,9 @@ from app.config import Settings
 from app.main import create_app
 
 
-def run_worker(settings: Settings, stop: threading.Event) -> None:
-    """Start the jobs for ``settings`` and keep them running until ``stop`` is set.
+def run_worker(settings: Settings, stop: threading.Event) -> list[str]:
+    """Start the jobs for ``settings`` and keep them running until ``stop`` is set. Returns
+    the ids of the jobs still running when the stop's drain gave up on them (``[]``: none).
 
     Raises:
         app.main.SchemaNotMigrated: the database is not at the newest migration.
@@ -30,3 +31,4 @@ def run_worker(settings: Settings, stop: threading.Event) -> None:
             await asyncio.to_thread(stop.wait)
 
     asyncio.run(main())
+    return list(getattr(app.state, "jobs_left_running", []))

@@ -5,6 +5,8 @@ commands refuse SQLite, where the one server process runs the jobs."""
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from app.db import make_engine
 from app.health.models import NodeHealthState
@@ -151,3 +153,56 @@ def _children(pid: int) -> dict[int, str]:
         if int(fields[1]) == pid:
             found[int(stat.parent.name)] = line
     return found
+
+
+def test_a_stopped_worker_ends_after_its_drain_with_a_job_stuck_on_a_lock(pg: str) -> None:
+    """A job waiting on a lock that is never released (a session left open in a transaction)
+    holds neither SIGTERM's stop past ``FLEETWATCH_JOB_DRAIN_S``: the worker names the job and
+    ends. It stayed until the lock was released (Python's exit joins the job threads)."""
+    engine = make_engine(pg)
+    holder = engine.connect()
+    worker = None
+    try:
+        holder.execute(text("LOCK TABLE node_action IN ACCESS EXCLUSIVE MODE"))
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "app", "worker", "--database-url", pg],
+            env={**os.environ, "FLEETWATCH_JOB_DRAIN_S": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not _waiting_on_a_lock(pg):
+            assert time.monotonic() < deadline, "no job of the worker's waited on the lock"
+            assert worker.poll() is None, worker.communicate()[0]
+            time.sleep(0.2)
+        worker.send_signal(signal.SIGTERM)
+        output, _ = worker.communicate(timeout=45)  # the lock is still held meanwhile
+        assert worker.returncode == 0, output
+        assert "fleetwatch worker stopped" in output
+        assert re.search(r"jobs still running after 1 s: .*action-worker", output), output
+        assert "exiting without waiting for: " in output
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        holder.rollback()
+        holder.close()
+        engine.dispose()
+
+
+def _waiting_on_a_lock(url: str) -> bool:
+    """Whether a backend of ``url``'s database waits on a heavyweight lock."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return bool(
+                conn.scalar(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND wait_event_type = 'Lock'"
+                    )
+                )
+            )
+    finally:
+        engine.dispose()
