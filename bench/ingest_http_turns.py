@@ -52,7 +52,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ingest_rate import Node, apply_agent_defaults, server_cpu_s  # noqa: E402
+from ingest_rate import (  # noqa: E402
+    Node,
+    add_batch_options,
+    apply_agent_defaults,
+    server_cpu_s,
+)
 
 from tests.dbs import admin_url  # noqa: E402
 from tests.factories import create_token  # noqa: E402
@@ -66,25 +71,10 @@ def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--against", type=Path, required=True, help="B's checkout root")
     parser.add_argument("--nodes", type=int, default=16, help="simulated nodes per side")
-    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
-    parser.add_argument("--samples", type=int, default=2, help="samples per GPU per batch")
     parser.add_argument("--turns", type=int, default=400, help="measured batches per side")
     parser.add_argument("--block", type=int, default=50, help="turns per CPU reading (even)")
     parser.add_argument("--warmup", type=int, default=40, help="unmeasured batches per side")
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between ticks")
-    parser.add_argument("--host-interval", type=float, default=1.0)
-    parser.add_argument("--nvlink-interval", type=float, default=30.0)
-    parser.add_argument(
-        "--sections",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="send the node sections (NVLinks, disks, mounts, NFS, NIC ports)",
-    )
-    parser.add_argument("--agent-samples", action="store_true", help="38-metric samples")
-    parser.add_argument(
-        "--agent-defaults", action="store_true", help="the agent's intervals and samples"
-    )
-    parser.add_argument("--table-form", action="store_true", help="bulk lists as tables")
+    add_batch_options(parser, samples=2)
     args = parser.parse_args()
     if args.agent_defaults:
         apply_agent_defaults(args)

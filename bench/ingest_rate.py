@@ -188,6 +188,42 @@ class Node:
         return self.make()
 
 
+def add_batch_options(parser: argparse.ArgumentParser, *, samples: int) -> None:
+    """The options that shape a simulated node's batches (:class:`Node`, :func:`make_payload`),
+    shared by the benches that make them; ``samples``: the default samples per GPU per batch."""
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--samples", type=int, default=samples, help="samples per GPU per batch")
+    parser.add_argument(
+        "--sections",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="send the node sections an agent sends (NVLinks, disks, mounts, NFS, NIC ports)",
+    )
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between GPU ticks")
+    parser.add_argument(
+        "--host-interval", type=float, default=1.0, help="seconds between host sections"
+    )
+    parser.add_argument(
+        "--nvlink-interval", type=float, default=30.0, help="seconds between NVLinks"
+    )
+    parser.add_argument(
+        "--agent-samples",
+        action="store_true",
+        help="samples with every metric the agent sends (38; default: the test factory's 10)",
+    )
+    parser.add_argument(
+        "--agent-defaults",
+        action="store_true",
+        help="the three intervals of the agent's defaults (agents/agent.py AgentConfig), "
+        "and --agent-samples",
+    )
+    parser.add_argument(
+        "--table-form",
+        action="store_true",
+        help="send the bulk lists in the table form (app/ingest/table_form.py: fields + rows)",
+    )
+
+
 def server_cpu_s(pid: int) -> float:
     """User + system CPU seconds so far of process ``pid`` and its descendants (the web workers
     and the jobs worker of ``serve --workers``; Linux /proc)."""
@@ -394,38 +430,8 @@ def main() -> None:
     """Run the benchmark and print its figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=16)
-    parser.add_argument("--gpus", type=int, default=8)
-    parser.add_argument("--samples", type=int, default=60, help="samples per GPU per batch")
     parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument(
-        "--sections",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="send the node sections an agent sends (NVLinks, disks, mounts, NFS, NIC ports)",
-    )
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between GPU ticks")
-    parser.add_argument(
-        "--host-interval", type=float, default=1.0, help="seconds between host sections"
-    )
-    parser.add_argument(
-        "--nvlink-interval", type=float, default=30.0, help="seconds between NVLinks"
-    )
-    parser.add_argument(
-        "--agent-samples",
-        action="store_true",
-        help="samples with every metric the agent sends (38; default: the test factory's 10)",
-    )
-    parser.add_argument(
-        "--agent-defaults",
-        action="store_true",
-        help="the three intervals of the agent's defaults (agents/agent.py AgentConfig), "
-        "and --agent-samples",
-    )
-    parser.add_argument(
-        "--table-form",
-        action="store_true",
-        help="send the bulk lists in the table form (app/ingest/table_form.py: fields + rows)",
-    )
+    add_batch_options(parser, samples=60)
     parser.add_argument("--pool", type=int, default=0, help="batches made ahead per node")
     parser.add_argument(
         "--workers", type=int, default=1, help="web processes (fleetwatch serve --workers)"
