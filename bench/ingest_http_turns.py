@@ -38,15 +38,11 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,7 +55,7 @@ from ingest_rate import (  # noqa: E402
     server_cpu_s,
 )
 
-from tests.dbs import admin_url  # noqa: E402
+from tests.dbs import postgres_database  # noqa: E402
 from tests.factories import create_token  # noqa: E402
 from tests.live_server import free_port  # noqa: E402
 
@@ -88,23 +84,6 @@ def _args() -> argparse.Namespace:
     if args.block % 2 or args.turns % args.block:
         parser.error("--block must be even (as many AB as BA turns) and divide --turns")
     return args
-
-
-@contextmanager
-def empty_database() -> Iterator[str]:
-    """A new, empty Postgres database on the tests' server (``tests.dbs.admin_url``); yields
-    its URL and drops it at the end."""
-    admin = make_url(admin_url()).set(drivername="postgresql+psycopg")
-    name = f"fleetwatch_bench_{uuid.uuid4().hex[:10]}"
-    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        engine.dispose()
 
 
 class Side:
@@ -175,7 +154,7 @@ def main() -> None:
     args = _args()
     with ExitStack() as stack:
         sides = [
-            Side(root, stack.enter_context(empty_database()), args, stack)
+            Side(root, stack.enter_context(postgres_database(migrate=False)), args, stack)
             for root in (ROOT, args.against.resolve())
         ]
         for turn in range(args.warmup):  # imports, statement caches and prepares, the pool

@@ -38,8 +38,9 @@ def _psycopg(url: str) -> str:
 
 
 @contextmanager
-def postgres_database() -> Iterator[str]:
-    """Create ``fleetwatch_test_<random>``, migrate it, yield its URL, then drop it."""
+def postgres_database(*, migrate: bool = True) -> Iterator[str]:
+    """Create ``fleetwatch_test_<random>``, migrate it (unless ``migrate`` is false: a bench
+    that migrates it with another checkout's code), yield its URL, then drop it."""
     admin = _psycopg(admin_url())
     name = f"fleetwatch_test_{uuid.uuid4().hex[:10]}"
     engine = create_engine(admin, isolation_level="AUTOCOMMIT")
@@ -54,7 +55,8 @@ def postgres_database() -> Iterator[str]:
         pytest.skip(message)
     url = make_url(admin).set(database=name).render_as_string(hide_password=False)
     try:
-        upgrade(url)
+        if migrate:
+            upgrade(url)
         yield url
     finally:
         with engine.connect() as conn:
